@@ -1,0 +1,224 @@
+"""The shared base of :class:`bn.BatchNorm2d` and :class:`bn.BatchRenorm2d` (and their 1d/3d kin)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from . import distributed
+from .functional import (
+    BatchNormFunction,
+    batch_norm_train,
+    batch_stats,
+    group_view,
+    values_per_channel,
+)
+
+IMPLS = ("fast", "reference")
+
+
+class _NormBase(_BatchNorm):
+    """A ``torch.nn`` ``_BatchNorm`` with microbatch and cross-process statistics.
+
+    Subclasses set ``_expected_dims`` and may override :meth:`_correction` (Batch Renorm's ``r``,
+    ``d``) and :meth:`_update_running_stats`.
+    """
+
+    _expected_dims: tuple[int, ...] = ()
+    _shape_hint: str = ""
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+        impl: str = "fast",
+        microbatch: int | None = None,
+        sync_stats: bool = False,
+        process_group: dist.ProcessGroup | None = None,
+    ) -> None:
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+        )
+        name = type(self).__name__
+        if impl not in IMPLS:
+            raise ValueError(f"{name}: impl={impl!r} is not one of {IMPLS}")
+        if microbatch is not None and (not isinstance(microbatch, int) or microbatch < 1):
+            raise ValueError(
+                f"{name}: microbatch={microbatch!r} must be a positive integer (examples per "
+                "microbatch) or None to normalize over the whole batch"
+            )
+        if sync_stats and microbatch is not None:
+            raise ValueError(
+                f"{name}: sync_stats=True and microbatch={microbatch} contradict each other "
+                "(one widens the statistics to all processes, the other narrows them); set one"
+            )
+        if sync_stats and impl == "reference":
+            raise ValueError(
+                f"{name}: impl='reference' is single-process; use impl='fast' with sync_stats=True"
+            )
+        if not eps > 0:
+            raise ValueError(
+                f"{name}: eps={eps} must be positive (it keeps sqrt(var + eps) away from 0)"
+            )
+        if momentum is not None and not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"{name}: momentum={momentum} must lie in [0, 1] (or be None)")
+        self.impl = impl
+        self.microbatch = microbatch
+        self.sync_stats = sync_stats
+        self.process_group = process_group
+
+    # -- checks -------------------------------------------------------------------------------
+    def _check_input_dim(self, x: Tensor) -> None:
+        if x.dim() not in self._expected_dims:
+            raise ValueError(
+                f"{self._get_name()} expects input of shape {self._shape_hint}, got a "
+                f"{x.dim()}D input of shape {tuple(x.shape)}"
+            )
+        if x.shape[1] != self.num_features:
+            raise ValueError(
+                f"{self._get_name()}(num_features={self.num_features}) got an input with "
+                f"{x.shape[1]} channels (dim 1); set num_features={x.shape[1]}"
+            )
+
+    def _groups(self, x: Tensor) -> int:
+        """Number of microbatches in ``x``; raises if the batch cannot be normalized as set."""
+        n = x.shape[0]
+        if self.microbatch is None:
+            groups = 1
+        elif n % self.microbatch:
+            raise ValueError(
+                f"{self._get_name()}: microbatch={self.microbatch} does not divide the batch size "
+                f"{n}; use a batch size that is a multiple of {self.microbatch} or another "
+                "microbatch size"
+            )
+        else:
+            groups = n // self.microbatch
+        if values_per_channel(x, groups) < 2 and not (self.sync_stats and self._sync()):
+            what = "batch" if self.microbatch is None else f"microbatch of {self.microbatch}"
+            raise ValueError(
+                f"{self._get_name()}: a training {what} of input shape {tuple(x.shape)} has one "
+                "value per channel, so its variance is undefined; use a larger batch"
+                + ("" if self.microbatch is None else " or a larger microbatch")
+                + " (or call .eval() to use the running statistics)"
+            )
+        return groups
+
+    def _sync(self) -> bool:
+        return self.sync_stats and distributed.sync_enabled(self.process_group)
+
+    # -- forward ------------------------------------------------------------------------------
+    def forward(self, x: Tensor) -> Tensor:
+        self._check_input_dim(x)
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        if not use_batch_stats:
+            return F.batch_norm(
+                x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps
+            )
+        groups = self._groups(x)
+        if self._uses_torch_forward(groups):
+            return super().forward(x)
+        return self._forward_batch_stats(x, groups)
+
+    def _uses_torch_forward(self, groups: int) -> bool:
+        return False
+
+    def _forward_batch_stats(self, x: Tensor, groups: int) -> Tensor:
+        sync = self._sync()
+        if sync:
+            xv = group_view(x, 1)
+            mean_g, var_g, count = distributed.global_batch_stats(xv, self.process_group)
+            if count < 2:
+                raise ValueError(
+                    f"{self._get_name()}: the batches of all processes together hold one value "
+                    "per channel; use larger batches"
+                )
+            mean, var = mean_g.detach().view(1, -1), var_g.detach().view(1, -1)
+        else:
+            mean, var = batch_stats(x, groups)
+            count = values_per_channel(x, groups)
+
+        r, d = self._correction(mean, var)
+        if sync:
+            y = self._normalize_autograd(xv, mean_g, var_g, r, d).view_as(x)
+        elif self.impl == "reference":
+            y = BatchNormFunction.apply(
+                group_view(x, groups), self.weight, self.bias, r, d, self.eps
+            )
+            y = y.view_as(x)
+        else:
+            scale, shift = self._affine(groups, r, d)
+            y = batch_norm_train(x, groups, scale, shift, self.eps)
+
+        if self.training and self.track_running_stats:
+            self._update_running_stats(mean, var, count)
+        return y
+
+    def _affine(self, groups: int, r: Tensor | None, d: Tensor | None):
+        """Per-microbatch ``(G, C)`` scale and shift: ``γ·r`` and ``γ·d + β`` (BRN), or ``γ``, ``β``."""
+        w, b = self.weight, self.bias
+        c = self.num_features
+        if r is None:
+            if w is None:
+                return None, None
+            return w.expand(groups, c), None if b is None else b.expand(groups, c)
+        if w is None:
+            return r, d
+        return w * r, w * d if b is None else torch.addcmul(b, w, d)
+
+    def _normalize_autograd(self, xv, mean, var, r, d) -> Tensor:
+        scale = torch.rsqrt(var + self.eps)
+        if r is not None:
+            scale = scale * r.view(1, 1, -1, 1)
+        shape = (1, 1, -1, 1)
+        y = (xv - mean) * scale
+        if d is not None:
+            y = y + d.view(shape)
+        if self.weight is not None:
+            y = y * self.weight.view(shape)
+        if self.bias is not None:
+            y = y + self.bias.view(shape)
+        return y
+
+    # -- hooks for subclasses -----------------------------------------------------------------
+    def _correction(self, mean: Tensor, var: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        """Batch Renorm's ``(r, d)`` of shape ``(G, C)``; ``(None, None)`` for plain BN."""
+        return None, None
+
+    def _average_factor(self) -> float:
+        """Weight of the new statistics in the moving average (torch's ``momentum`` convention)."""
+        if self.momentum is None:  # cumulative moving average
+            return 1.0 / float(self.num_batches_tracked)
+        return self.momentum
+
+    @torch.no_grad()
+    def _update_running_stats(self, mean: Tensor, var: Tensor, count: int) -> None:
+        """BN: moving averages of the mean and of the *unbiased* variance (torch's convention).
+
+        With microbatches, one update per step with the average over microbatches of their
+        means and of their unbiased variances (``count`` values per channel each).
+        """
+        self.num_batches_tracked.add_(1)
+        factor = self._average_factor()
+        self.running_mean.lerp_(mean.mean(0).to(self.running_mean.dtype), factor)
+        unbiased = var.mean(0) * (count / (count - 1))
+        self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        if self.impl != "fast":
+            s += f", impl={self.impl!r}"
+        if self.microbatch is not None:
+            s += f", microbatch={self.microbatch}"
+        if self.sync_stats:
+            s += ", sync_stats=True"
+        return s

@@ -1,0 +1,87 @@
+"""Schedules for Batch Renorm's clipping bounds ``r_max`` and ``d_max``.
+
+Batch Renorm paper, Sec. 4: "we used r_max = 1, d_max = 0 (i.e. simply batchnorm) for the first
+5000 training steps, after which these were gradually relaxed to reach r_max = 3 at 40k steps,
+and d_max = 5 at 25k steps". The ramp's shape is not given; we use a linear one.
+
+A schedule is any callable ``step -> value``. :class:`LinearRamp` accepts a Python number or a
+tensor step (the layer passes its ``num_batches_tracked`` buffer, so no device sync is needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+Schedule = Callable[[int | Tensor], float | Tensor]
+
+
+@dataclass(frozen=True)
+class LinearRamp:
+    """``start`` until ``start_step``, then linear to ``end`` at ``end_step``, constant after.
+
+    Args:
+        start: value up to and including ``start_step``.
+        end: value from ``end_step`` on.
+        start_step: last step at which the value is ``start``.
+        end_step: first step at which the value is ``end`` (``>= start_step``).
+    """
+
+    start: float
+    end: float
+    start_step: int
+    end_step: int
+
+    def __post_init__(self) -> None:
+        if self.end_step < self.start_step:
+            raise ValueError(
+                f"LinearRamp: end_step={self.end_step} is before start_step={self.start_step}; "
+                "the ramp must end after it starts"
+            )
+
+    def __call__(self, step: int | Tensor) -> float | Tensor:
+        span = max(self.end_step - self.start_step, 1)
+        if isinstance(step, Tensor):
+            frac = ((step.to(torch.float32) - self.start_step) / span).clamp(0.0, 1.0)
+        else:
+            frac = min(max((step - self.start_step) / span, 0.0), 1.0)
+        return self.start + (self.end - self.start) * frac
+
+    def bounds(self) -> tuple[float, float]:
+        """Smallest and largest value the ramp takes."""
+        return min(self.start, self.end), max(self.start, self.end)
+
+    def scaled(self, factor: float) -> LinearRamp:
+        """The same shape with every breakpoint multiplied by ``factor`` (for shorter runs)."""
+        return LinearRamp(
+            self.start, self.end, round(self.start_step * factor), round(self.end_step * factor)
+        )
+
+
+def paper_r_max(
+    warmup_steps: int = 5000, final_step: int = 40_000, final: float = 3.0
+) -> LinearRamp:
+    """The Batch Renorm paper's ``r_max``: 1 for ``warmup_steps``, then up to ``final``."""
+    return LinearRamp(1.0, final, warmup_steps, final_step)
+
+
+def paper_d_max(
+    warmup_steps: int = 5000, final_step: int = 25_000, final: float = 5.0
+) -> LinearRamp:
+    """The Batch Renorm paper's ``d_max``: 0 for ``warmup_steps``, then up to ``final``."""
+    return LinearRamp(0.0, final, warmup_steps, final_step)
+
+
+def scaled_paper_schedules(
+    total_steps: int, paper_total_steps: int = 160_000
+) -> tuple[LinearRamp, LinearRamp]:
+    """The paper's ``(r_max, d_max)`` with breakpoints scaled to a run of ``total_steps``.
+
+    The paper trains for about 160k steps; a run of ``total_steps`` keeps the same proportions
+    (plain BN for the first 1/32 of training, ``r_max`` at its cap after 1/4, ``d_max`` after 5/32).
+    """
+    factor = total_steps / paper_total_steps
+    return paper_r_max().scaled(factor), paper_d_max().scaled(factor)

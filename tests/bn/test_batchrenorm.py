@@ -1,0 +1,171 @@
+"""bn.BatchRenorm1d/2d: Batch Renorm paper Algorithm 1, its identities and its schedule."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import bn
+
+
+def _perturb_running_stats(layer, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        layer.running_mean.copy_(torch.randn(layer.num_features, generator=g) * 0.5)
+        layer.running_var.copy_(torch.rand(layer.num_features, generator=g) + 0.5)
+
+
+@pytest.mark.parametrize("impl", ["fast", "reference"])
+@pytest.mark.parametrize("microbatch", [None, 4])
+@pytest.mark.parametrize("shape", [(16, 5), (16, 3, 4, 4)])
+def test_rmax1_dmax0_equals_bn(impl, microbatch, shape):
+    c = shape[1]
+    brn_cls, bn_cls = (
+        (bn.BatchRenorm1d, bn.BatchNorm1d)
+        if len(shape) == 2
+        else (bn.BatchRenorm2d, bn.BatchNorm2d)
+    )
+    brn = brn_cls(c, r_max=1.0, d_max=0.0, impl=impl, microbatch=microbatch).double()
+    ref = bn_cls(c, microbatch=microbatch).double()
+    _perturb_running_stats(brn)
+    with torch.no_grad():
+        brn.weight.uniform_(0.5, 2), brn.bias.uniform_(-1, 1)
+        ref.weight.copy_(brn.weight), ref.bias.copy_(brn.bias)
+    for _ in range(3):
+        x = (torch.randn(shape, dtype=torch.float64) * 2 + 1).requires_grad_(True)
+        gy = torch.randn(shape, dtype=torch.float64)
+        y1, y2 = brn(x), ref(x)
+        torch.testing.assert_close(y1, y2)
+        g1 = torch.autograd.grad(y1, [x, brn.weight, brn.bias], gy)
+        g2 = torch.autograd.grad(y2, [x, ref.weight, ref.bias], gy)
+        for a, b in zip(g1, g2):
+            torch.testing.assert_close(a, b)
+
+
+def test_default_schedule_is_bn_at_start():
+    brn, ref = bn.BatchRenorm2d(3).double(), bn.BatchNorm2d(3).double()
+    _perturb_running_stats(brn)
+    x = torch.randn(8, 3, 4, 4, dtype=torch.float64) * 3
+    torch.testing.assert_close(brn(x), ref(x))
+
+
+@pytest.mark.parametrize("impl", ["fast", "reference"])
+@pytest.mark.parametrize("microbatch", [None, 4])
+def test_r_and_d_receive_no_gradient(impl, microbatch):
+    """Gradients equal those of BN with weight γ·r and bias γ·d + β, r and d held constant."""
+    brn = bn.BatchRenorm2d(3, r_max=10.0, d_max=10.0, impl=impl, microbatch=microbatch).double()
+    _perturb_running_stats(brn)
+    with torch.no_grad():
+        brn.weight.uniform_(0.5, 2), brn.bias.uniform_(-1, 1)
+    x = (torch.randn(8, 3, 4, 4, dtype=torch.float64) * 2 + 1).requires_grad_(True)
+    gy = torch.randn_like(x)
+    sigma = torch.sqrt(brn.running_var + brn.eps)
+    mu = brn.running_mean.clone()
+    y = brn(x)
+    gx, gw, gb = torch.autograd.grad(y, [x, brn.weight, brn.bias], gy)
+
+    w = brn.weight.detach().requires_grad_(True)
+    b = brn.bias.detach().requires_grad_(True)
+    chunks = x.split(microbatch or 8)
+    outs = []
+    for xb in chunks:
+        with torch.no_grad():
+            var, mean = torch.var_mean(xb, dim=(0, 2, 3), unbiased=False)
+            r = torch.sqrt(var + brn.eps) / sigma
+            d = (mean - mu) / sigma
+        assert (r - 1).abs().max() > 1e-3 and d.abs().max() > 1e-3  # the correction is active
+        outs.append(F.batch_norm(xb, None, None, w * r, w * d + b, True, 0.0, brn.eps))
+    expected = torch.cat(outs)
+    torch.testing.assert_close(y, expected)
+    for got, want in zip((gx, gw, gb), torch.autograd.grad(expected, [x, w, b], gy)):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("shape", [(32, 4), (32, 4, 3, 3)])
+def test_unclipped_training_output_equals_inference_output(shape):
+    cls = bn.BatchRenorm1d if len(shape) == 2 else bn.BatchRenorm2d
+    brn = cls(4, r_max=1e6, d_max=1e6).double()
+    _perturb_running_stats(brn)
+    x = torch.randn(shape, dtype=torch.float64) * 3 + 2
+    infer = copy.deepcopy(brn).eval()
+    torch.testing.assert_close(brn(x), infer(x))
+    assert float(brn.r_clip_fraction) == 0.0 and float(brn.d_clip_fraction) == 0.0
+
+
+def test_moving_average_of_sigma():
+    brn = bn.BatchRenorm2d(3, momentum=0.25)
+    _perturb_running_stats(brn)
+    mu0 = brn.running_mean.clone()
+    sigma0 = torch.sqrt(brn.running_var + brn.eps)
+    x = torch.randn(8, 3, 5, 5) * 2 + 1
+    brn(x)
+    var_b, mu_b = torch.var_mean(x, dim=(0, 2, 3), unbiased=False)
+    sigma_b = torch.sqrt(var_b + brn.eps)
+    torch.testing.assert_close(brn.running_mean, mu0 + 0.25 * (mu_b - mu0))
+    torch.testing.assert_close(
+        torch.sqrt(brn.running_var + brn.eps), sigma0 + 0.25 * (sigma_b - sigma0)
+    )
+    assert int(brn.num_batches_tracked) == 1
+
+
+def test_checkpoint_loads_strict_into_torch_batchnorm():
+    brn = bn.BatchRenorm2d(4, r_max=3.0, d_max=5.0)
+    for _ in range(5):
+        brn(torch.randn(8, 4, 3, 3) * 2 + 1)
+    plain = nn.BatchNorm2d(4)
+    plain.load_state_dict(brn.state_dict(), strict=True)
+    brn.eval(), plain.eval()
+    x = torch.randn(3, 4, 3, 3)
+    torch.testing.assert_close(brn(x), plain(x), rtol=0, atol=0)
+
+
+def test_paper_schedule_values():
+    r_max, d_max = bn.paper_r_max(), bn.paper_d_max()
+    assert [r_max(s) for s in (0, 5000, 22_500, 40_000, 100_000)] == [1.0, 1.0, 2.0, 3.0, 3.0]
+    assert [d_max(s) for s in (0, 5000, 15_000, 25_000, 100_000)] == [0.0, 0.0, 2.5, 5.0, 5.0]
+    assert float(r_max(torch.tensor(22_500))) == pytest.approx(2.0)
+    r_scaled, d_scaled = bn.scaled_paper_schedules(16_000)
+    assert (r_scaled.start_step, r_scaled.end_step, d_scaled.end_step) == (500, 4000, 2500)
+
+
+def test_schedule_follows_num_batches_tracked_through_state_dict():
+    ramp = bn.LinearRamp(1.0, 3.0, 2, 6)
+    brn = bn.BatchRenorm1d(3, r_max=ramp, d_max=bn.LinearRamp(0.0, 5.0, 2, 4))
+    values = []
+    for _ in range(4):
+        values.append(brn.current_r_max)
+        brn(torch.randn(10, 3))
+    assert values == [1.0, 1.0, 1.0, 1.5]
+    resumed = bn.BatchRenorm1d(3, r_max=ramp, d_max=bn.LinearRamp(0.0, 5.0, 2, 4))
+    resumed.load_state_dict(brn.state_dict(), strict=True)
+    assert resumed.current_r_max == brn.current_r_max == 2.0
+    assert resumed.current_d_max == 5.0
+
+
+def test_clip_fractions_reported():
+    brn = bn.BatchRenorm2d(4, r_max=1.0, d_max=0.0)
+    brn(torch.randn(8, 4, 2, 2) * 3 + 1)
+    assert float(brn.r_clip_fraction) == 1.0 and float(brn.d_clip_fraction) == 1.0
+    loose = bn.BatchRenorm2d(4, r_max=1e6, d_max=1e6)
+    loose(torch.randn(8, 4, 2, 2))
+    assert float(loose.r_clip_fraction) == 0.0
+
+
+@pytest.mark.parametrize("microbatch", [None, 4])
+def test_fast_equals_reference(microbatch):
+    a = bn.BatchRenorm2d(3, r_max=1.5, d_max=0.5, microbatch=microbatch).double()
+    _perturb_running_stats(a)
+    b = copy.deepcopy(a)
+    b.impl = "reference"
+    x = (torch.randn(8, 3, 4, 4, dtype=torch.float64) * 2).requires_grad_(True)
+    gy = torch.randn_like(x)
+    ya, yb = a(x), b(x)
+    torch.testing.assert_close(ya, yb)
+    for ga, gb in zip(
+        torch.autograd.grad(ya, [x, a.weight, a.bias], gy),
+        torch.autograd.grad(yb, [x, b.weight, b.bias], gy),
+    ):
+        torch.testing.assert_close(ga, gb)
+    torch.testing.assert_close(a.running_var, b.running_var)

@@ -1,0 +1,99 @@
+"""bn.convert_norm, bn.convert_sync_batchnorm and inference fusion."""
+
+import pytest
+import torch
+from torch import nn
+
+import bn
+
+
+def _torch_model():
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Sequential(nn.Conv2d(8, 8, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU()),
+        nn.Flatten(),
+        nn.Linear(8 * 4 * 4, 10),
+        nn.BatchNorm1d(10),
+    )
+
+
+def _randomize_stats(model):
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.running_mean.normal_()
+                m.running_var.uniform_(0.5, 2)
+                m.weight.uniform_(0.5, 2)
+                m.bias.normal_()
+
+
+@pytest.mark.parametrize("kind", ["batchnorm", "batchrenorm"])
+def test_convert_keeps_weights_and_outputs(kind):
+    torch_model = _torch_model()
+    _randomize_stats(torch_model)
+    ours = bn.convert_norm(
+        _copy(torch_model), kind, **({"r_max": 1.0, "d_max": 0.0} if kind == "batchrenorm" else {})
+    )
+    norms = [m for m in ours.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    expected_types = {
+        "batchnorm": (bn.BatchNorm2d, bn.BatchNorm1d),
+        "batchrenorm": (bn.BatchRenorm2d, bn.BatchRenorm1d),
+    }[kind]
+    assert len(norms) == 3
+    assert [type(m) for m in norms] == [expected_types[0], expected_types[0], expected_types[1]]
+    x = torch.randn(6, 3, 6, 6)
+    torch.testing.assert_close(ours.eval()(x), torch_model.eval()(x))
+    torch.testing.assert_close(ours.train()(x), torch_model.train()(x))
+
+
+def _copy(model):
+    import copy
+
+    return copy.deepcopy(model)
+
+
+def test_convert_applies_overrides():
+    model = bn.convert_norm(_torch_model(), "batchrenorm", microbatch=2, momentum=0.01)
+    layer = model[1]
+    assert layer.microbatch == 2 and layer.momentum == 0.01
+
+
+def test_convert_sync_keeps_renorm():
+    model = nn.Sequential(
+        bn.BatchRenorm2d(4, r_max=2.0, d_max=1.0), nn.BatchNorm2d(4), bn.BatchNorm1d(4)
+    )
+    synced = bn.convert_sync_batchnorm(model)
+    assert type(synced[0]) is bn.BatchRenorm2d and synced[0].sync_stats
+    assert synced[0].r_max == 2.0 and synced[0].d_max == 1.0
+    assert type(synced[1]) is bn.BatchNorm2d and synced[1].sync_stats
+    assert type(synced[2]) is bn.BatchNorm1d and synced[2].sync_stats
+    # torch's own converter would have dropped the renorm:
+    assert (
+        type(nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(bn.BatchRenorm2d(4)))[0])
+        is nn.SyncBatchNorm
+    )
+
+
+def test_fuse_bn_eval_gives_identical_outputs():
+    model = bn.convert_norm(_torch_model(), "batchnorm")
+    _randomize_stats(model)
+    model.eval()
+    fused = bn.fuse_bn_eval(model)
+    assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in fused.modules())
+    x = torch.randn(5, 3, 6, 6)
+    torch.testing.assert_close(fused(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_bn_affine_is_algorithm_2_step_11():
+    layer = bn.BatchNorm1d(3).eval()
+    _randomize_stats(layer)
+    scale, shift = bn.bn_affine(layer)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(layer(x), x * scale + shift)
+
+
+def test_fuse_rejects_training_mode():
+    with pytest.raises(ValueError, match="training mode"):
+        bn.fuse_linear_bn(nn.Linear(2, 3), bn.BatchNorm1d(3))

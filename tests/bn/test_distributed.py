@@ -1,0 +1,92 @@
+"""Cross-process statistics: 2 CPU processes x 4 examples == 1 process x 8 examples."""
+
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import bn
+
+STEPS = 2
+
+
+def _layer(kind: str, sync: bool):
+    torch.manual_seed(1)
+    if kind == "bn":
+        layer = bn.BatchNorm2d(3, sync_stats=sync)
+    else:
+        layer = bn.BatchRenorm2d(3, r_max=3.0, d_max=5.0, sync_stats=sync)
+        with torch.no_grad():
+            layer.running_mean.uniform_(-0.5, 0.5)
+            layer.running_var.uniform_(0.5, 1.5)
+    with torch.no_grad():
+        layer.weight.uniform_(0.5, 2), layer.bias.uniform_(-1, 1)
+    return layer.double()
+
+
+def _data():
+    g = torch.Generator().manual_seed(2)
+    xs = [torch.randn(8, 3, 4, 4, generator=g, dtype=torch.float64) * 2 + 1 for _ in range(STEPS)]
+    gys = [torch.randn(8, 3, 4, 4, generator=g, dtype=torch.float64) for _ in range(STEPS)]
+    return xs, gys
+
+
+def _run(layer, xs, gys):
+    outs = []
+    for x, gy in zip(xs, gys):
+        x = x.clone().requires_grad_(True)
+        layer.zero_grad()
+        y = layer(x)
+        y.backward(gy)
+        outs.append(
+            {
+                "y": y.detach(),
+                "gx": x.grad,
+                "gw": layer.weight.grad.clone(),
+                "gb": layer.bias.grad.clone(),
+            }
+        )
+    return outs, {k: v.clone() for k, v in layer.state_dict().items()}
+
+
+def _worker(rank: int, port: int, kind: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        xs, gys = _data()
+        sl = slice(4 * rank, 4 * rank + 4)
+        result = _run(_layer(kind, sync=True), [x[sl] for x in xs], [g[sl] for g in gys])
+        torch.save(result, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("kind", ["bn", "brn"])
+def test_two_processes_equal_one(kind, tmp_path):
+    mp.spawn(_worker, args=(_free_port(), kind, str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    xs, gys = _data()
+    single, single_state = _run(_layer(kind, sync=False), xs, gys)
+    for step, want in enumerate(single):
+        got = [r[0][step] for r in ranks]
+        torch.testing.assert_close(torch.cat([g["y"] for g in got]), want["y"])
+        torch.testing.assert_close(torch.cat([g["gx"] for g in got]), want["gx"])
+        # Parameter gradients are per process; DDP sums (averages) them across processes.
+        torch.testing.assert_close(got[0]["gw"] + got[1]["gw"], want["gw"])
+        torch.testing.assert_close(got[0]["gb"] + got[1]["gb"], want["gb"])
+    for _, state in ranks:
+        for k, v in single_state.items():
+            torch.testing.assert_close(state[k], v)
+
+
+def test_sync_without_process_group_is_local():
+    a, b = _layer("bn", sync=True), _layer("bn", sync=False)
+    x = torch.randn(8, 3, 4, 4, dtype=torch.float64)
+    torch.testing.assert_close(a(x), b(x))
