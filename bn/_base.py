@@ -20,6 +20,11 @@ from .functional import (
 IMPLS = ("fast", "reference")
 
 
+def _average(t: Tensor) -> Tensor:
+    """Average of per-microbatch statistics ``(G, C)`` over the microbatches."""
+    return t[0] if t.shape[0] == 1 else t.mean(0)
+
+
 class _NormBase(_BatchNorm):
     """A ``torch.nn`` ``_BatchNorm`` with microbatch and cross-process statistics.
 
@@ -164,15 +169,17 @@ class _NormBase(_BatchNorm):
         return y
 
     def _affine(self, groups: int, r: Tensor | None, d: Tensor | None):
-        """Per-microbatch ``(G, C)`` scale and shift: ``γ·r`` and ``γ·d + β`` (BRN), or ``γ``, ``β``."""
+        """Scale and shift per microbatch, ``(G, C)`` (``(C,)`` if ``G = 1``): ``γ·r`` and
+        ``γ·d + β`` for Batch Renorm, ``γ`` and ``β`` for BN."""
         w, b = self.weight, self.bias
-        c = self.num_features
         if r is None:
-            if w is None:
-                return None, None
-            return w.expand(groups, c), None if b is None else b.expand(groups, c)
+            if groups == 1 or w is None:
+                return w, b
+            return w.expand(groups, -1), None if b is None else b.expand(groups, -1)
+        if groups == 1:
+            r, d = r[0], d[0]
         if w is None:
-            return r, d
+            return r, d if b is None else d + b
         return w * r, w * d if b is None else torch.addcmul(b, w, d)
 
     def _normalize_autograd(self, xv, mean, var, r, d) -> Tensor:
@@ -209,8 +216,8 @@ class _NormBase(_BatchNorm):
         """
         self.num_batches_tracked.add_(1)
         factor = self._average_factor()
-        self.running_mean.lerp_(mean.mean(0).to(self.running_mean.dtype), factor)
-        unbiased = var.mean(0) * (count / (count - 1))
+        self.running_mean.lerp_(_average(mean).to(self.running_mean.dtype), factor)
+        unbiased = _average(var) * (count / (count - 1))
         self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor)
 
     def extra_repr(self) -> str:

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ._base import _NormBase
+from ._base import _average, _NormBase
 from .schedules import LinearRamp, Schedule, paper_d_max, paper_r_max
 
 _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm paper, Algorithm 1).
@@ -115,37 +115,54 @@ class _BatchRenormNd(_NormBase):
         )
         self.r_max = r_max
         self.d_max = d_max
-        self.r_clip_fraction: Tensor | None = None
-        self.d_clip_fraction: Tensor | None = None
+        self._last: tuple | None = None  # r, d (unclipped) and the bounds of the last batch
 
     @staticmethod
-    def _at(bound: float | Schedule, step: Tensor) -> float | Tensor:
+    def _at(bound: float | Schedule, step: int | Tensor) -> float | Tensor:
         return bound(step) if callable(bound) else float(bound)
+
+    def _bounds(self) -> tuple[float | Tensor, float | Tensor]:
+        """``(r_max, d_max)`` at the current step (``num_batches_tracked``)."""
+        step = self.num_batches_tracked
+        # On CPU reading the step is free and plain-number schedules save a dozen tiny tensor
+        # ops per call; on GPU, tensor arithmetic avoids a device sync.
+        step = int(step) if step.device.type == "cpu" else step
+        return self._at(self.r_max, step), self._at(self.d_max, step)
 
     @property
     def current_r_max(self) -> float:
         """``r_max`` for the next training batch."""
-        return float(self._at(self.r_max, self.num_batches_tracked))
+        return float(self._bounds()[0])
 
     @property
     def current_d_max(self) -> float:
         """``d_max`` for the next training batch."""
-        return float(self._at(self.d_max, self.num_batches_tracked))
+        return float(self._bounds()[1])
+
+    @property
+    def r_clip_fraction(self) -> Tensor | None:
+        """Fraction of the last training batch's ``r`` values that were clipped."""
+        if self._last is None:
+            return None
+        r, _, r_max, _ = self._last
+        return ((r < 1.0 / r_max) | (r > r_max)).float().mean()
+
+    @property
+    def d_clip_fraction(self) -> Tensor | None:
+        """Fraction of the last training batch's ``d`` values that were clipped."""
+        if self._last is None:
+            return None
+        _, d, _, d_max = self._last
+        return (d.abs() > d_max).float().mean()
 
     @torch.no_grad()
     def _correction(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
-        sigma = torch.sqrt(self.running_var + self.eps)
-        sigma_b = torch.sqrt(var + self.eps)
-        r = sigma_b / sigma
-        d = (mean - self.running_mean) / sigma
-        step = self.num_batches_tracked
-        r_max = torch.as_tensor(self._at(self.r_max, step), dtype=r.dtype, device=r.device)
-        d_max = torch.as_tensor(self._at(self.d_max, step), dtype=d.dtype, device=d.device)
-        r_clipped = torch.clamp(r, 1.0 / r_max, r_max)
-        d_clipped = torch.clamp(d, -d_max, d_max)
-        self.r_clip_fraction = (r_clipped != r).float().mean()
-        self.d_clip_fraction = (d_clipped != d).float().mean()
-        return r_clipped, d_clipped
+        inv_sigma = torch.rsqrt(self.running_var + self.eps)
+        r = torch.sqrt(var + self.eps) * inv_sigma  # σ_B / σ
+        d = (mean - self.running_mean) * inv_sigma  # (μ_B − μ) / σ
+        r_max, d_max = self._bounds()
+        self._last = (r, d, r_max, d_max)
+        return torch.clamp(r, 1.0 / r_max, r_max), torch.clamp(d, -d_max, d_max)
 
     @torch.no_grad()
     def _update_running_stats(self, mean: Tensor, var: Tensor, count: int) -> None:
@@ -153,9 +170,9 @@ class _BatchRenormNd(_NormBase):
         self.num_batches_tracked.add_(1)
         factor = self._average_factor()
         sigma = torch.sqrt(self.running_var + self.eps)
-        sigma.lerp_(torch.sqrt(var + self.eps).mean(0).to(sigma.dtype), factor)
-        self.running_mean.lerp_(mean.mean(0).to(self.running_mean.dtype), factor)
-        self.running_var.copy_(sigma.square_().sub_(self.eps))
+        sigma.lerp_(_average(torch.sqrt(var + self.eps)).to(sigma.dtype), factor)
+        self.running_mean.lerp_(_average(mean).to(self.running_mean.dtype), factor)
+        torch.sub(sigma.square_(), self.eps, out=self.running_var)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", r_max={self.r_max!r}, d_max={self.d_max!r}"
