@@ -34,7 +34,41 @@ format: $(ENV) ## ruff format + import sorting
 bench: $(ENV) ## layer speed and memory vs torch.nn (writes results/bench/)
 	$(PY) -m scripts.bench_layers
 
+# --- BN paper Figure 1 (MNIST) ---------------------------------------------------------------
+DATA ?= mnist
+JOBS ?= 2
+STAMP := $(shell date +%Y%m%d-%H%M%S)
+MNIST := $(PY) -m experiments.mnist -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS)
+
+reproduce-mnist: $(ENV) ## BN paper Fig. 1: baseline and BN, 3 seeds, 50k steps; results/mnist/, figures
+	$(PY) -m experiments.fetch_data $(DATA)
+	@start=$$(date +%s); set -e; \
+	$(MNIST) data=$(DATA) model=baseline,bn seed=0,1,2 hydra.sweep.dir=multirun/reproduce-mnist/$(DATA)/$(STAMP); \
+	$(PY) -m scripts.collect_mnist curves multirun/reproduce-mnist/$(DATA)/$(STAMP) --out results/mnist/$(DATA) \
+	  --command "make reproduce-mnist DATA=$(DATA)" --wall-time $$(( $$(date +%s) - start )); \
+	$(PY) -m scripts.plot_mnist; \
+	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
+
+reproduce-fashion-mnist: ## the same on Fashion-MNIST (results/mnist/fashion_mnist/)
+	-@[ -d /usr/share/datasets/fashion-mnist ] || [ "$$(id -u)" != 0 ] || (apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null))
+	$(MAKE) reproduce-mnist DATA=fashion_mnist
+
+sweep-lr: $(ENV) ## learning-rate sweep, both networks, 10k steps (results/mnist/lr_sweep.csv)
+	$(PY) -m experiments.fetch_data $(DATA)
+	$(MNIST) data=$(DATA) model=baseline,bn train.lr=0.01,0.03,0.1,0.3,1,3 train.steps=10000 hydra.sweep.dir=multirun/sweep-lr/$(STAMP)
+	$(PY) -m scripts.collect_mnist sweep multirun/sweep-lr/$(STAMP) --out results/mnist/lr_sweep.csv
+	$(PY) -m scripts.plot_mnist
+
+sweep-init-scale: $(ENV) ## weight-init-scale sweep, 1e-3..10, both networks, 5k steps (results/mnist/init_scale_sweep.csv)
+	$(PY) -m experiments.fetch_data $(DATA)
+	$(MNIST) data=$(DATA) model=baseline,bn model.init_std=0.001,0.00316,0.01,0.0316,0.1,0.316,1,3.16,10 train.steps=5000 hydra.sweep.dir=multirun/sweep-init-scale/$(STAMP)
+	$(PY) -m scripts.collect_mnist sweep multirun/sweep-init-scale/$(STAMP) --out results/mnist/init_scale_sweep.csv
+	$(PY) -m scripts.plot_mnist
+
+figures: $(ENV) ## rebuild every figure from the committed CSVs (offline)
+	$(PY) -m scripts.plot_mnist
+
 clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 	rm -rf outputs multirun wandb
 
-.PHONY: help install test test-full lint format bench clean-outputs
+.PHONY: help install test test-full lint format bench clean-outputs reproduce-mnist reproduce-fashion-mnist sweep-lr sweep-init-scale figures

@@ -119,7 +119,9 @@ def main() -> None:
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     rows = [r for d in devices for s in SHAPES for r in bench_shape(s, d, args.rounds)]
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {platform.processor() or platform.machine()}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {platform.processor() or platform.machine()}"
+    )
     print("forward+backward; ratios against torch.nn.BatchNorm in the same run")
     header = f"{'device':6} {'shape':>14} {'layer':18} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
     print(header)

@@ -1,0 +1,195 @@
+"""Figures of the MNIST study, made only from the committed CSVs in ``results/mnist/``.
+
+    python -m scripts.plot_mnist      # writes results/figures/mnist_*.png
+
+Skips a figure whose CSV is not there yet.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+RESULTS = Path("results/mnist")
+FIGURES = Path("results/figures")
+COLORS = {"baseline": "#4c72b0", "bn": "#dd8452"}
+LABELS = {"baseline": "Without BN", "bn": "With BN"}
+TITLES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
+plt.rcParams.update(
+    {
+        "figure.dpi": 110,
+        "font.size": 9,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "savefig.bbox": "tight",
+        "svg.hashsalt": "bn",
+    }
+)
+
+
+def read_curves(path: Path) -> dict:
+    """{(model, seed): {metric: (steps, values)}}."""
+    data: dict = defaultdict(lambda: defaultdict(lambda: ([], [])))
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            steps, values = data[(r["model"], int(r["seed"]))][r["metric"]]
+            steps.append(int(r["step"]))
+            values.append(float(r["value"]))
+    return data
+
+
+def _series(data, model, metric):
+    runs = [v[metric] for (m, _), v in sorted(data.items()) if m == model and metric in v]
+    n = min(len(s) for s, _ in runs)
+    return np.array(runs[0][0][:n]), np.array([v[:n] for _, v in runs])
+
+
+def figure1(dataset: str) -> Path | None:
+    path = RESULTS / dataset / "runs.csv"
+    if not path.exists():
+        return None
+    data = read_curves(path)
+    models = [m for m in ("baseline", "bn") if any(k[0] == m for k in data)]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    ax = axes[0]
+    for m in models:
+        steps, acc = _series(data, m, "test/acc")
+        ax.plot(
+            steps, acc.mean(0), color=COLORS[m], label=f"{LABELS[m]} (mean of {len(acc)} seeds)"
+        )
+        ax.fill_between(steps, acc.min(0), acc.max(0), color=COLORS[m], alpha=0.25, lw=0)
+    ax.set(
+        xlabel="training step",
+        ylabel="test accuracy",
+        title="(a) test accuracy",
+        ylim=(0.7 if dataset == "mnist" else 0.5, 1.0),
+    )
+    ax.legend(loc="lower right")
+    lims = []
+    for ax, m, tag in zip(axes[1:], ("baseline", "bn"), ("(b)", "(c)")):
+        if m not in models:
+            continue
+        seed = min(s for mm, s in data if mm == m)
+        for q, style in (("p15", "--"), ("p50", "-"), ("p85", "--")):
+            steps, v = data[(m, seed)][f"sigmoid_input/{q}"]
+            ax.plot(steps, v, style, color=COLORS[m], label=f"{q[1:]}th percentile")
+        ax.set(
+            xlabel="training step",
+            ylabel="input to a typical sigmoid",
+            title=f"{tag} {LABELS[m].lower()} (last hidden layer, seed {seed})",
+        )
+        ax.legend(loc="lower right")
+        lims.append(ax.get_ylim())
+    for ax in axes[1:]:
+        ax.set_ylim(min(lo for lo, _ in lims), max(hi for _, hi in lims))
+    fig.suptitle(f"BN paper Figure 1 on {TITLES.get(dataset, dataset)} (our runs)")
+    return _save(fig, f"{dataset}_fig1.png")
+
+
+def shift_figure(dataset: str) -> Path | None:
+    path = RESULTS / dataset / "runs.csv"
+    if not path.exists():
+        return None
+    data = read_curves(path)
+    layers = sorted({k.split("/")[1] for v in data.values() for k in v if k.startswith("shift/")})
+    fig, axes = plt.subplots(
+        2, len(layers), figsize=(3.6 * len(layers), 5.2), sharex=True, sharey="row"
+    )
+    for j, layer in enumerate(layers):
+        for i, what in enumerate(("median", "spread")):
+            ax = axes[i, j]
+            for m in ("baseline", "bn"):
+                if not any(k[0] == m for k in data):
+                    continue
+                steps, v = _series(data, m, f"shift/{layer}/{what}")
+                ax.plot(steps, v.mean(0), color=COLORS[m], label=LABELS[m])
+            ax.set_yscale("log")
+            ax.set_title(f"hidden {layer.replace('layer', 'layer ')}: change in {what}")
+            if i == 1:
+                ax.set_xlabel("training step")
+        axes[0, 0].set_ylabel("mean |Δ median| over units\nbetween evaluations")
+        axes[1, 0].set_ylabel("mean |Δ (p85 − p15)| over units\nbetween evaluations")
+    axes[0, 0].legend()
+    fig.suptitle(
+        f"Internal covariate shift, measured on the test set ({TITLES.get(dataset, dataset)}; mean of seeds)"
+    )
+    return _save(fig, f"{dataset}_covariate_shift.png")
+
+
+def _read_rows(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def lr_sweep() -> Path | None:
+    path = RESULTS / "lr_sweep.csv"
+    if not path.exists():
+        return None
+    rows = _read_rows(path)
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    for m in ("baseline", "bn"):
+        rs = sorted((r for r in rows if r["model"] == m), key=lambda r: float(r["lr"]))
+        lr = [float(r["lr"]) for r in rs]
+        acc = [float(r["test_acc"]) if r["diverged"] == "False" else 0.0 for r in rs]
+        ax.plot(lr, acc, "o-", color=COLORS[m], label=LABELS[m])
+        for x, r in zip(lr, rs):
+            if r["diverged"] == "True":
+                ax.annotate("diverged", (x, 0.0), fontsize=7, rotation=90, va="bottom")
+    ax.set(
+        xscale="log",
+        xlabel="learning rate (plain SGD)",
+        ylabel="test accuracy",
+        title=f"Learning-rate sweep ({rows[0]['steps']} steps)",
+    )
+    ax.legend()
+    return _save(fig, "mnist_lr_sweep.png")
+
+
+def init_scale_sweep() -> Path | None:
+    path = RESULTS / "init_scale_sweep.csv"
+    if not path.exists():
+        return None
+    rows = _read_rows(path)
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    for key, ax, title in zip(
+        ("train_acc", "test_acc", "final_train_loss"),
+        axes,
+        ("training accuracy", "test accuracy", "training loss"),
+    ):
+        for m in ("baseline", "bn"):
+            rs = sorted((r for r in rows if r["model"] == m), key=lambda r: float(r["init_std"]))
+            x = [float(r["init_std"]) for r in rs]
+            y = [float(r[key]) if r[key] not in ("", "None") else np.nan for r in rs]
+            ax.plot(x, y, "o-", color=COLORS[m], label=LABELS[m])
+        ax.set(xscale="log", xlabel="weight initialisation std", title=title)
+    axes[2].set_yscale("log")
+    axes[0].legend()
+    fig.suptitle(f"Weight-initialisation scale ({rows[0]['steps']} steps each)")
+    return _save(fig, "mnist_init_scale.png")
+
+
+def _save(fig, name: str) -> Path:
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    path = FIGURES / name
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def main() -> None:
+    made = [f(d) for d in ("mnist", "fashion_mnist") for f in (figure1, shift_figure)]
+    made += [lr_sweep(), init_scale_sweep()]
+    for p in made:
+        if p is not None:
+            print(f"figure: {p}")
+
+
+if __name__ == "__main__":
+    main()

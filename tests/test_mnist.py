@@ -1,0 +1,193 @@
+"""The MNIST study end to end on tiny generated data, with W&B disabled."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from experiments import mnist
+from experiments.models import SigmoidMLP
+from experiments.probes import SigmoidInputs
+from tests.idx_files import make_dataset
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def _cfg(overrides=()):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("mnist", overrides=list(overrides))
+
+
+def _small(root: Path, *extra):
+    return _cfg(
+        [
+            "data=fashion_mnist",
+            f"data.root={root}",
+            "data.download=false",
+            "logger.mode=disabled",
+            "train.steps=40",
+            "train.eval_every=10",
+            "train.batch_size=20",
+            "train.lr=0.5",
+            "population.num_batches=3",
+            *extra,
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data")
+    make_dataset(path)
+    return path
+
+
+def _rows(path: Path):
+    with (path / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("model", ["baseline", "bn"])
+@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])
+def test_every_config_composes(model, dataset):
+    cfg = _cfg([f"model={model}", f"data={dataset}"])
+    mnist.validate(cfg)
+    net = SigmoidMLP(cfg.model.norm, cfg.model.hidden, cfg.model.init_std, **cfg.model.norm_kwargs)
+    assert net(torch.randn(4, 784)).shape == (4, 10)
+    assert (cfg.train.steps, cfg.train.batch_size, cfg.logger.mode) == (50000, 60, "offline")
+
+
+@pytest.mark.parametrize("model", ["baseline", "bn"])
+def test_short_run_writes_metrics_and_summary(root, tmp_path, model):
+    summary = mnist.train(_small(root, f"model={model}"), tmp_path)
+    rows = _rows(tmp_path)
+    metrics = {r["metric"] for r in rows}
+    assert {
+        "test/acc",
+        "train/loss",
+        "sigmoid_input/p15",
+        "sigmoid_input/p50",
+        "sigmoid_input/p85",
+        "shift/layer3/median",
+    } <= metrics
+    assert sorted({int(r["step"]) for r in rows if r["metric"] == "test/acc"}) == [
+        0,
+        10,
+        20,
+        30,
+        40,
+    ]
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == summary
+    assert not summary["diverged"]
+    losses = [float(r["value"]) for r in rows if r["metric"] == "train/loss"]
+    assert losses[-1] < losses[0]  # it learns
+    if model == "bn":
+        assert summary["test_acc"] > 0.5
+    if model == "bn":
+        assert {"test_acc_population", "test_acc_population_no_bessel"} <= summary.keys()
+    assert (tmp_path / "checkpoint.pt").exists()
+    pct = torch.load(tmp_path / "unit_percentiles.pt")
+    assert pct["values"].shape == (5, 3, 3, 100)
+
+
+def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
+    full = mnist.train(_small(root, "model=bn", "seed=3"), tmp_path / "full")
+
+    calls = {"n": 0}
+    original = mnist.EpochSampler.next
+
+    def dies_at_step_25(self):
+        calls["n"] += 1
+        if calls["n"] == 26:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(mnist.EpochSampler, "next", dies_at_step_25)
+    with pytest.raises(KeyboardInterrupt):
+        mnist.train(_small(root, "model=bn", "seed=3"), tmp_path / "killed")
+    monkeypatch.setattr(mnist.EpochSampler, "next", original)
+    resumed = mnist.train(_small(root, "model=bn", "seed=3", "resume=true"), tmp_path / "killed")
+
+    for key in ("test_acc", "train_acc", "test_acc_population", "final_train_loss"):
+        assert resumed[key] == full[key], key
+    assert _rows(tmp_path / "killed") == _rows(tmp_path / "full")
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=False)["model"]
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+
+
+def test_diverged_run_stops_cleanly(root, tmp_path):
+    summary = mnist.train(_small(root, "model=baseline", "model.init_std=1e37"), tmp_path)
+    assert summary["diverged"] and summary["diverged_at_step"] <= 40
+    assert json.loads((tmp_path / "summary.json").read_text())["diverged"]
+    assert any(r["metric"] == "test/acc" for r in _rows(tmp_path))  # step-0 row kept
+
+
+@pytest.mark.parametrize(
+    "override,setting",
+    [
+        ("train.lr=-0.1", "train.lr=-0.1"),
+        ("train.batch_size=1", "train.batch_size=1"),
+        ("train.steps=0", "train.steps=0"),
+        ("logger.mode=cloud", "logger.mode='cloud'"),
+    ],
+)
+def test_invalid_settings_fail_before_training(root, tmp_path, override, setting):
+    with pytest.raises(mnist.ConfigError, match=setting.replace("(", r"\(")):
+        mnist.train(_small(root, "model=bn", override), tmp_path)
+    assert not (tmp_path / "metrics.csv").exists()
+
+
+def test_batch_size_one_is_fine_without_bn(root, tmp_path):
+    mnist.validate(_small(root, "model=baseline", "train.batch_size=1"))
+
+
+def test_unknown_key_is_rejected():
+    with pytest.raises(ConfigCompositionException, match="train.stepz"):
+        _cfg(["train.stepz=10"])
+
+
+def test_cli_missing_data_exits_with_message(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.mnist",
+            f"data.root={tmp_path}",
+            "data.download=false",
+            "logger.mode=disabled",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=CONFIGS.parent,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert "error: Could not get MNIST" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_percentile_probe_matches_direct_computation():
+    net = SigmoidMLP("batchnorm").eval()
+    x = torch.rand(500, 784)
+    with torch.no_grad(), SigmoidInputs(net.sigmoids) as rec:
+        net(x)
+    got = rec.percentiles([15, 50, 85])
+    with torch.no_grad():
+        h, inputs = x, []
+        for m in net:
+            if isinstance(m, torch.nn.Sigmoid):
+                inputs.append(h.clone())
+            h = m(h)
+    for layer, pre in enumerate(inputs):
+        want = np.percentile(pre.numpy(), [15, 50, 85], axis=0)
+        np.testing.assert_allclose(got[layer].numpy(), want, rtol=1e-5, atol=1e-6)
