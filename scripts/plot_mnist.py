@@ -57,7 +57,7 @@ def figure1(dataset: str) -> Path | None:
         return None
     data = read_curves(path)
     models = [m for m in ("baseline", "bn") if any(k[0] == m for k in data)]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     ax = axes[0]
     for m in models:
         steps, acc = _series(data, m, "test/acc")
@@ -77,7 +77,7 @@ def figure1(dataset: str) -> Path | None:
         if m not in models:
             continue
         seed = min(s for mm, s in data if mm == m)
-        for q, style in (("p15", "--"), ("p50", "-"), ("p85", "--")):
+        for q, style in (("p85", "--"), ("p50", "-"), ("p15", ":")):
             steps, v = data[(m, seed)][f"sigmoid_input/{q}"]
             ax.plot(steps, v, style, color=COLORS[m], label=f"{q[1:]}th percentile")
         ax.set(
@@ -133,7 +133,7 @@ def lr_sweep() -> Path | None:
     if not path.exists():
         return None
     rows = _read_rows(path)
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    fig, ax = plt.subplots(figsize=(4.8, 3.4), layout="constrained")
     for m in ("baseline", "bn"):
         rs = sorted((r for r in rows if r["model"] == m), key=lambda r: float(r["lr"]))
         lr = [float(r["lr"]) for r in rs]
@@ -157,7 +157,7 @@ def init_scale_sweep() -> Path | None:
     if not path.exists():
         return None
     rows = _read_rows(path)
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     for key, ax, title in zip(
         ("train_acc", "test_acc", "final_train_loss"),
         axes,
