@@ -81,10 +81,8 @@ def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float
 def evaluate(model: SigmoidMLP, x: torch.Tensor, y: torch.Tensor, qs) -> tuple[float, torch.Tensor]:
     """Test accuracy (inference mode: BN uses its running statistics) and the ``qs`` percentiles
     of every hidden unit's sigmoid input over the test set, ``(layers, len(qs), units)``."""
-    model.eval()
-    with torch.no_grad(), SigmoidInputs(model.sigmoids) as rec:
-        acc = (model(x).argmax(1) == y).float().mean().item()
-    model.train()
+    with SigmoidInputs(model.sigmoids) as rec:
+        acc = _accuracy(model, x, y)
     return acc, rec.percentiles(qs)
 
 
