@@ -49,9 +49,11 @@ reproduce-mnist: $(ENV) ## BN paper Fig. 1: baseline and BN, 3 seeds, 50k steps;
 	$(PY) -m scripts.plot_mnist; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-reproduce-fashion-mnist: ## the same on Fashion-MNIST (results/mnist/fashion_mnist/)
-	-@[ -d /usr/share/datasets/fashion-mnist ] || [ "$$(id -u)" != 0 ] || (apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null))
+reproduce-fashion-mnist: fashion-data ## the same on Fashion-MNIST (results/mnist/fashion_mnist/)
 	$(MAKE) reproduce-mnist DATA=fashion_mnist
+
+fashion-data: # Debian's Fashion-MNIST package when we may install it (else torchvision's download)
+	-@[ -d /usr/share/datasets/fashion-mnist ] || [ "$$(id -u)" != 0 ] || (apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null))
 
 sweep-lr: $(ENV) ## learning-rate sweep, both networks, 10k steps (results/mnist/lr_sweep.csv)
 	$(PY) -m experiments.fetch_data $(DATA)
@@ -71,4 +73,19 @@ figures: $(ENV) ## rebuild every figure from the committed CSVs (offline)
 clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 	rm -rf outputs multirun wandb
 
-.PHONY: help install test test-full lint format bench clean-outputs reproduce-mnist reproduce-fashion-mnist sweep-lr sweep-init-scale figures
+# --- Batch Renorm paper Figs. 1-2 (CPU scale) -------------------------------------------------
+RENORM_SETUPS := bn32,brn32,bn_micro4,brn_micro4,noniid_bn,noniid_bn_halves,noniid_brn,noniid8_bn,noniid8_brn,groupnorm,layernorm,brn_micro4_jump
+RENORM_DATA ?= fashion_mnist,mnist
+
+reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 setups x 2 seeds x 2 datasets; results/renorm/
+	$(PY) -m experiments.fetch_data mnist
+	$(PY) -m experiments.fetch_data fashion_mnist
+	@start=$$(date +%s); set -e; \
+	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+	  data=$(RENORM_DATA) setup=$(RENORM_SETUPS) seed=0,1 hydra.sweep.dir=multirun/reproduce-renorm/$(STAMP); \
+	$(PY) -m scripts.collect_renorm multirun/reproduce-renorm/$(STAMP) --out results/renorm \
+	  --command "make reproduce-renorm" --wall-time $$(( $$(date +%s) - start )); \
+	$(PY) -m scripts.plot_renorm; \
+	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
+
+.PHONY: help install test test-full lint format bench clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

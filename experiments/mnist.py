@@ -24,15 +24,19 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 import bn
+from experiments.checks import ConfigError, require
 from experiments.data import DataUnavailable, ensure_dataset, load_split, preprocess
 from experiments.models import SigmoidMLP
 from experiments.probes import SigmoidInputs
-from experiments.runlog import LOGGER_MODES, RunLog, git_commit, save_checkpoint, write_json
+from experiments.runlog import (
+    LOGGER_MODES,
+    RunLog,
+    git_commit,
+    read_metric,
+    save_checkpoint,
+    write_json,
+)
 from experiments.sampling import EpochSampler
-
-
-class ConfigError(ValueError):
-    """An invalid setting, reported before any training."""
 
 
 def validate(cfg: DictConfig) -> None:
@@ -64,9 +68,7 @@ def validate(cfg: DictConfig) -> None:
                 "no batch variance; use train.batch_size >= 2 (the paper uses 60) or model=baseline",
             )
         )
-    for ok, message in checks:
-        if not ok:
-            raise ConfigError(message)
+    require(checks)
 
 
 def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
@@ -242,7 +244,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
                     if k.startswith("test_acc_")
                 },
             )
-    summary["final_train_loss"] = _last(log.path, "train/loss")
+    summary["final_train_loss"] = (read_metric(log.path, "train/loss") or [None])[-1]
     log.close()
     write_json(out_dir / "summary.json", summary)
     return summary
@@ -289,14 +291,6 @@ def _population_accuracies(model, cfg, x_train, y_train, x_test, y_test) -> dict
         bn.set_population_statistics(m, batches, cfg.population.num_batches, bessel=bessel)
         out[key] = _accuracy(m, x_test, y_test)
     return out
-
-
-def _last(path: Path, metric: str) -> float | None:
-    import csv
-
-    with path.open() as f:
-        values = [float(r["value"]) for r in csv.DictReader(f) if r["metric"] == metric]
-    return values[-1] if values else None
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="mnist")

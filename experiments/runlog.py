@@ -93,3 +93,9 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
+
+
+def read_metric(path: Path, metric: str) -> list[float]:
+    """Every logged value of ``metric`` in a ``metrics.csv``, in order."""
+    with path.open() as f:
+        return [float(r["value"]) for r in csv.DictReader(f) if r["metric"] == metric]

@@ -1,0 +1,376 @@
+"""Batch Renorm paper Sec. 4 (Figs. 1-2): BN and Batch Renorm on small and non-i.i.d. minibatches.
+
+    python -m experiments.renorm setup=brn_micro4 seed=1                 # one run
+    python -m experiments.renorm -m setup=bn32,brn32,bn_micro4,brn_micro4 seed=0,1
+    python -m experiments.renorm scale=paper data.root=/data/imagenet100 setup=brn32   # GPUs
+    torchrun --nproc_per_node=8 -m experiments.renorm scale=paper data.root=... setup=brn32
+
+The setups (``configs/setup/``) differ only in the normalization and the sampler; ``scale=cpu``
+(a small conv net on Fashion-MNIST or MNIST) and ``scale=paper`` (Inception-v3 on an image
+folder, RMSProp) run through the same code. Writes to the Hydra run directory: the resolved
+config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoint.pt``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import sys
+from pathlib import Path
+
+import hydra
+import torch
+import torch.nn.functional as F
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+import bn
+from experiments import distributed
+from experiments.checks import ConfigError, require
+from experiments.data import DataUnavailable, ensure_dataset, load_split
+from experiments.engine import TrainLoop
+from experiments.models import SmallConvNet, freeze_norm_scale
+from experiments.runlog import LOGGER_MODES, RunLog, git_commit, read_metric, write_json
+from experiments.sampling import IIDBatches, PairBatches
+from experiments.splits import TensorSplit, fixed_batches, image_folder_splits
+
+NORMS = ("batchnorm", "batchrenorm", "groupnorm", "layernorm", "none")
+BATCH_NORMS = ("batchnorm", "batchrenorm")
+SAMPLERS = ("iid", "pairs")
+SCHEDULES = ("paper", "fixed")
+
+
+def validate(cfg: DictConfig) -> None:
+    t, n, s = cfg.train, cfg.norm, cfg.norm.schedule
+    mb = n.microbatch
+    require(
+        [
+            (n.kind in NORMS, f"norm.kind={n.kind!r} must be one of {NORMS}"),
+            (
+                cfg.sampler.kind in SAMPLERS,
+                f"sampler.kind={cfg.sampler.kind!r} must be one of {SAMPLERS}",
+            ),
+            (s.kind in SCHEDULES, f"norm.schedule.kind={s.kind!r} must be one of {SCHEDULES}"),
+            (t.lr > 0, f"train.lr={t.lr} must be positive"),
+            (t.steps >= 1, f"train.steps={t.steps} must be at least 1"),
+            (t.batch_size >= 1, f"train.batch_size={t.batch_size} must be at least 1"),
+            (cfg.eval.every >= 1, f"eval.every={cfg.eval.every} must be at least 1"),
+            (
+                cfg.logger.mode in LOGGER_MODES,
+                f"logger.mode={cfg.logger.mode!r} must be one of {LOGGER_MODES}",
+            ),
+            (
+                s.r_max >= 1,
+                f"norm.schedule.r_max={s.r_max} must be at least 1 (1 disables the r correction)",
+            ),
+            (
+                s.d_max >= 0,
+                f"norm.schedule.d_max={s.d_max} must be at least 0 (0 disables the d correction)",
+            ),
+            (
+                mb is None or n.kind in BATCH_NORMS,
+                f"norm.microbatch={mb} only applies to batchnorm/batchrenorm; {n.kind} normalizes "
+                "each example on its own (set norm.microbatch=null)",
+            ),
+            (
+                mb is None or (mb >= 2 and t.batch_size % mb == 0),
+                f"norm.microbatch={mb} must be at least 2 and divide train.batch_size={t.batch_size}",
+            ),
+            (
+                n.kind not in BATCH_NORMS or t.batch_size >= 2,
+                f"train.batch_size={t.batch_size} gives {n.kind} one value per feature in the "
+                "hidden layer: use train.batch_size >= 2",
+            ),
+            (
+                cfg.sampler.kind != "pairs"
+                or (cfg.sampler.per_label >= 2 and t.batch_size % cfg.sampler.per_label == 0),
+                f"sampler.per_label={cfg.sampler.per_label} must be at least 2 and divide "
+                f"train.batch_size={t.batch_size}",
+            ),
+            (
+                cfg.model.name != "inception_v3" or n.kind in BATCH_NORMS,
+                f"norm.kind={n.kind} is CPU-scale only; scale=paper converts Inception-v3's "
+                "batch norms, so use batchnorm or batchrenorm",
+            ),
+        ]
+    )
+
+
+def norm_kwargs(cfg: DictConfig, total_steps: int) -> dict:
+    """The constructor arguments of every norm layer, from ``cfg.norm``."""
+    n = cfg.norm
+    if n.kind == "groupnorm":
+        return {"groups": n.groups, "eps": n.eps}
+    if n.kind in ("layernorm", "none"):
+        return {} if n.kind == "none" else {"eps": n.eps}
+    kw = {"momentum": n.momentum, "eps": n.eps, "microbatch": n.microbatch}
+    if n.sync_stats:
+        kw["sync_stats"] = True
+    if n.kind == "batchrenorm":
+        kw["r_max"], kw["d_max"] = renorm_schedules(n.schedule, total_steps)
+    return kw
+
+
+def renorm_schedules(s: DictConfig, total_steps: int):
+    """``(r_max, d_max)``: the paper's ramps, their breakpoints scaled by
+    ``total_steps / s.paper_steps`` so a short run keeps the paper's proportions (``paper``), or
+    constants from step 0 (``fixed``: no plain-BN warm-up, no ramp)."""
+    if s.kind == "fixed":
+        return float(s.r_max), float(s.d_max)
+    r_max = bn.paper_r_max(s.warmup, s.r_max_step, s.r_max)
+    d_max = bn.paper_d_max(s.warmup, s.d_max_step, s.d_max)
+    if s.paper_steps:
+        factor = total_steps / s.paper_steps
+        r_max, d_max = r_max.scaled(factor), d_max.scaled(factor)
+    return r_max, d_max
+
+
+def load_data(cfg: DictConfig):
+    """``(train, test, in_channels, num_classes)`` for ``cfg.data``."""
+    if cfg.data.name == "image_folder":
+        train, test, classes = image_folder_splits(
+            cfg.data.root, cfg.data.image_size, cfg.data.num_workers, torch.cuda.is_available()
+        )
+        return train, test, 3, classes
+    raw = ensure_dataset(cfg.data.name, cfg.data.root, cfg.data.download)
+    train_images, test_images = load_split(raw, "train"), load_split(raw, "test")
+    x_train = train_images.images.float().div_(255).unsqueeze(1)
+    mean, std = x_train.mean(), x_train.std()
+    x_train = (x_train - mean) / std
+    x_test = (test_images.images.float().div_(255).unsqueeze(1) - mean) / std
+    return TensorSplit(x_train, train_images.labels), TensorSplit(x_test, test_images.labels), 1, 10
+
+
+def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Module:
+    kw = norm_kwargs(cfg, cfg.train.steps)
+    if cfg.model.name == "small_convnet":
+        return SmallConvNet(
+            cfg.norm.kind,
+            in_channels,
+            num_classes,
+            widths=cfg.model.widths,
+            first_stride=cfg.model.first_stride,
+            hidden=cfg.model.hidden,
+            fix_gamma=cfg.norm.fix_gamma,
+            **kw,
+        )
+    if cfg.model.name == "inception_v3":
+        from torchvision.models import inception_v3
+
+        model = inception_v3(
+            weights=None, aux_logits=False, init_weights=True, num_classes=num_classes
+        )
+        model = bn.convert_norm(model, cfg.norm.kind, **kw)
+        if cfg.norm.fix_gamma:
+            freeze_norm_scale(model)
+        return model
+    raise ConfigError(f"model.name={cfg.model.name!r} must be small_convnet or inception_v3")
+
+
+def build_optimizer(cfg: DictConfig, params) -> torch.optim.Optimizer:
+    t = cfg.train
+    if t.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+    if t.optimizer == "rmsprop":
+        # The Inception-v3 recipe the Batch Renorm paper trains with: decay 0.9, ε = 1.
+        return torch.optim.RMSprop(
+            params, lr=t.lr, alpha=0.9, eps=1.0, momentum=t.momentum, weight_decay=t.weight_decay
+        )
+    raise ConfigError(f"train.optimizer={t.optimizer!r} must be sgd or rmsprop")
+
+
+def make_sampler(cfg: DictConfig, split, batch_size: int, seed: int):
+    if cfg.kind == "pairs":
+        return PairBatches(split.labels, batch_size, seed, cfg.per_label)
+    return IIDBatches(len(split), batch_size, seed)
+
+
+class RenormProbe:
+    """Reads every Batch Renorm layer's current r_max, d_max and clipped fractions."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.layers = [
+            m for m in model.modules() if isinstance(m, bn.BatchRenorm2d | bn.BatchRenorm1d)
+        ]
+
+    def __bool__(self) -> bool:
+        return bool(self.layers)
+
+    def read(self) -> dict[str, float]:
+        first = self.layers[0]
+        out = {"renorm/r_max": first.current_r_max, "renorm/d_max": first.current_d_max}
+        for i, m in enumerate(self.layers, 1):
+            out[f"renorm/layer{i}/r_clipped"] = m.r_clip_fraction
+            out[f"renorm/layer{i}/d_clipped"] = m.d_clip_fraction
+        return out
+
+
+def to_device(batch, device: torch.device, memory_format: torch.memory_format):
+    x, y = batch
+    x = x.to(device, non_blocking=True, memory_format=memory_format)
+    return x, y.to(device, non_blocking=True)
+
+
+@torch.no_grad()
+def accuracy(
+    model: nn.Module,
+    batches,
+    device: torch.device,
+    memory_format: torch.memory_format,
+    train_mode: bool = False,
+) -> float:
+    """Top-1 accuracy over ``batches``; ``train_mode`` normalizes with each batch's own
+    statistics (the model is copied first, so its moving averages do not change)."""
+    if train_mode:
+        model = copy.deepcopy(model)
+    was_training = model.training
+    model.train(train_mode)
+    correct = total = 0
+    for x, y in batches:
+        x, y = to_device((x, y), device, memory_format)
+        correct += (model(x).argmax(1) == y).sum().item()
+        total += len(y)
+    model.train(was_training)
+    return correct / max(total, 1)
+
+
+def train(cfg: DictConfig, out_dir: Path) -> dict:
+    """Run one setup; returns the summary also written to ``summary.json`` (rank 0)."""
+    validate(cfg)
+    t = cfg.train
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    rank, world, device = distributed.setup(cfg.device)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    train_split, test_split, in_channels, num_classes = load_data(cfg)
+
+    torch.manual_seed(cfg.seed)
+    memory_format = torch.channels_last if t.channels_last else torch.contiguous_format
+    model = build_model(cfg, in_channels, num_classes).to(device, memory_format=memory_format)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = build_optimizer(cfg, params)
+    scheduler = torch.optim.lr_scheduler.StepLR(
+        optimizer, step_size=t.lr_decay_every, gamma=t.lr_decay_factor
+    )
+    net = distributed.wrap(model, device)
+    sampler = make_sampler(cfg.sampler, train_split, t.batch_size, cfg.seed * 1000 + rank)
+    probe = RenormProbe(model)
+
+    def batches(start: int):
+        return train_split.batches(sampler.indices(s) for s in itertools.count(start))
+
+    def step_fn(step: int, batch) -> dict[str, float | None]:
+        x, y = to_device(batch, device, memory_format)
+        logits = net(x)
+        loss = F.cross_entropy(logits, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if t.grad_clip:
+            nn.utils.clip_grad_norm_(params, t.grad_clip)
+        optimizer.step()
+        out: dict[str, float | None] = {
+            "loss": loss.item(),
+            "acc_minibatch": (logits.argmax(1) == y).float().mean().item(),
+        }
+        if probe and step % cfg.eval.clip_every == 0:
+            out.update(probe.read())
+        return out
+
+    e = cfg.eval
+    test_batches = fixed_batches(len(test_split), e.batch_size)
+    train_batches = fixed_batches(len(train_split), e.batch_size, e.train_subset)
+    pair_eval = make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + cfg.seed)
+    pair_eval_batches = [pair_eval.indices(s) for s in range(len(test_split) // e.pair_batch_size)]
+
+    def evaluate(step: int) -> dict[str, float]:
+        if rank != 0:
+            return {}
+        metrics = {
+            "test/acc": accuracy(model, test_split.batches(test_batches), device, memory_format),
+            "train/acc": accuracy(model, train_split.batches(train_batches), device, memory_format),
+        }
+        if e.train_mode:
+            metrics["test/acc_train_mode"] = accuracy(
+                model, test_split.batches(pair_eval_batches), device, memory_format, train_mode=True
+            )
+        metrics["lr"] = optimizer.param_groups[0]["lr"]
+        return metrics
+
+    name = f"{cfg.setup_name}-s{cfg.seed}"
+    log = None
+    resumed = False
+    loop = TrainLoop(
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        batches=batches,
+        step_fn=step_fn,
+        evaluate=evaluate,
+        steps=t.steps,
+        eval_every=e.every,
+        out_dir=out_dir,
+        log=None,
+        name=name,
+        batch_size=t.batch_size * world,
+    )
+    if cfg.resume:
+        resumed = loop.resume()
+    if rank == 0:
+        log = RunLog(
+            out_dir,
+            mode=cfg.logger.mode,
+            resume_step=loop.step if resumed else None,
+            wandb_kwargs=dict(
+                project=cfg.logger.project,
+                group=cfg.logger.group,
+                name=name,
+                job_type=cfg.setup_name,
+                tags=list(cfg.logger.tags),
+                config=OmegaConf.to_container(cfg, resolve=True),
+            ),
+        )
+        loop.log = log
+    result = loop.run()
+
+    summary = {
+        "name": name,
+        "setup": cfg.setup_name,
+        "seed": cfg.seed,
+        "data": cfg.data.name,
+        "model": cfg.model.name,
+        "norm": cfg.norm.kind,
+        "microbatch": cfg.norm.microbatch,
+        "sampler": cfg.sampler.kind,
+        "steps": t.steps,
+        "steps_done": result.step,
+        "world_size": world,
+        "diverged": result.diverged,
+        "steps_per_s": result.steps_per_s,
+        "examples_per_s": result.examples_per_s,
+        "git_commit": git_commit(),
+        "command": "python -m experiments.renorm " + " ".join(sys.argv[1:]),
+    }
+    if result.diverged:
+        summary["diverged_at_step"] = result.diverged_at_step
+    else:
+        summary.update({k.replace("/", "_"): v for k, v in result.last_eval.items()})
+    if log is not None:
+        summary["max_test_acc"] = max(read_metric(log.path, "test/acc"), default=None)
+        log.close()
+        write_json(out_dir / "summary.json", summary)
+    distributed.cleanup()
+    return summary
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="renorm")
+def main(cfg: DictConfig) -> float | None:
+    try:
+        summary = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except (ConfigError, DataUnavailable) as e:
+        sys.exit(f"error: {e}")
+    return summary.get("test_acc")
+
+
+if __name__ == "__main__":
+    main()
