@@ -69,6 +69,7 @@ sweep-init-scale: $(ENV) ## weight-init-scale sweep, 1e-3..10, both networks, 5k
 
 figures: $(ENV) ## rebuild every figure from the committed CSVs (offline)
 	$(PY) -m scripts.plot_mnist
+	$(PY) -m scripts.plot_renorm
 
 clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 	rm -rf outputs multirun wandb

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from omegaconf import DictConfig
 
 
 class ConfigError(ValueError):
@@ -14,3 +18,17 @@ def require(checks: Iterable[tuple[bool, str]]) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+
+
+def run_study(train: Callable[[DictConfig, Path], dict], cfg: DictConfig) -> float | None:
+    """The body of every study's Hydra ``main``: train into the Hydra run directory; a bad
+    setting or missing data ends the process with a one-line message instead of a traceback."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.data import DataUnavailable
+
+    try:
+        summary = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except (ConfigError, DataUnavailable) as e:
+        sys.exit(f"error: {e}")
+    return summary.get("test_acc")

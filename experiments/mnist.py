@@ -19,13 +19,12 @@ from pathlib import Path
 import hydra
 import torch
 import torch.nn.functional as F
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 import bn
-from experiments.checks import ConfigError, require
-from experiments.data import DataUnavailable, ensure_dataset, load_split, preprocess
+from experiments.checks import require, run_study
+from experiments.data import ensure_dataset, load_split, preprocess
 from experiments.models import SigmoidMLP
 from experiments.probes import SigmoidInputs
 from experiments.runlog import (
@@ -295,11 +294,7 @@ def _population_accuracies(model, cfg, x_train, y_train, x_test, y_test) -> dict
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="mnist")
 def main(cfg: DictConfig) -> float | None:
-    try:
-        summary = train(cfg, Path(HydraConfig.get().runtime.output_dir))
-    except (ConfigError, DataUnavailable) as e:
-        sys.exit(f"error: {e}")
-    return summary.get("test_acc")
+    return run_study(train, cfg)
 
 
 if __name__ == "__main__":

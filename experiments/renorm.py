@@ -21,14 +21,13 @@ from pathlib import Path
 import hydra
 import torch
 import torch.nn.functional as F
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 import bn
 from experiments import distributed
-from experiments.checks import ConfigError, require
-from experiments.data import DataUnavailable, ensure_dataset, load_split
+from experiments.checks import ConfigError, require, run_study
+from experiments.data import ensure_dataset, load_split
 from experiments.engine import TrainLoop
 from experiments.models import SmallConvNet, freeze_norm_scale
 from experiments.runlog import LOGGER_MODES, RunLog, git_commit, read_metric, write_json
@@ -280,8 +279,12 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     e = cfg.eval
     test_batches = fixed_batches(len(test_split), e.batch_size)
     train_batches = fixed_batches(len(train_split), e.batch_size, e.train_subset)
-    pair_eval = make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + cfg.seed)
-    pair_eval_batches = [pair_eval.indices(s) for s in range(len(test_split) // e.pair_batch_size)]
+    train_mode_batches = []
+    if e.train_mode:  # test minibatches built like the training ones
+        pair_eval = make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + cfg.seed)
+        train_mode_batches = [
+            pair_eval.indices(s) for s in range(len(test_split) // e.pair_batch_size)
+        ]
 
     def evaluate(step: int) -> dict[str, float]:
         if rank != 0:
@@ -292,7 +295,11 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         }
         if e.train_mode:
             metrics["test/acc_train_mode"] = accuracy(
-                model, test_split.batches(pair_eval_batches), device, memory_format, train_mode=True
+                model,
+                test_split.batches(train_mode_batches),
+                device,
+                memory_format,
+                train_mode=True,
             )
         metrics["lr"] = optimizer.param_groups[0]["lr"]
         return metrics
@@ -365,11 +372,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="renorm")
 def main(cfg: DictConfig) -> float | None:
-    try:
-        summary = train(cfg, Path(HydraConfig.get().runtime.output_dir))
-    except (ConfigError, DataUnavailable) as e:
-        sys.exit(f"error: {e}")
-    return summary.get("test_acc")
+    return run_study(train, cfg)
 
 
 if __name__ == "__main__":

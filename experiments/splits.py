@@ -101,8 +101,8 @@ def image_folder_splits(
         if not folder.is_dir():
             raise DataUnavailable(
                 f"image folder {folder} does not exist: data.root must hold train/ and val/, "
-                "each with one sub-folder of images per class (build an ImageNet subset with "
-                "`python -m scripts.make_imagenet_subset`)"
+                "each with one sub-folder of images per class, as in ImageNet's layout (for a "
+                "smoke test, make one with `python -m scripts.make_synthetic_images DIR`)"
             )
         try:
             dataset = datasets.ImageFolder(str(folder), transform=tf)

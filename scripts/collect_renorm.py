@@ -39,6 +39,8 @@ SETUP_ORDER = [
     "noniid_bn",
     "noniid_bn_halves",
     "noniid_brn",
+    "noniid8_bn",
+    "noniid8_brn",
     "groupnorm",
     "layernorm",
     "brn_micro4_jump",

@@ -34,18 +34,19 @@ plt.rcParams.update(
 )
 
 
-def read_curves(path: Path) -> dict:
-    """{(model, seed): {metric: (steps, values)}}."""
+def read_curves(path: Path, key: str = "model") -> dict:
+    """{(run kind, seed): {metric: (steps, values)}}; the run kind is column ``key``."""
     data: dict = defaultdict(lambda: defaultdict(lambda: ([], [])))
     with path.open() as f:
         for r in csv.DictReader(f):
-            steps, values = data[(r["model"], int(r["seed"]))][r["metric"]]
+            steps, values = data[(r[key], int(r["seed"]))][r["metric"]]
             steps.append(int(r["step"]))
             values.append(float(r["value"]))
     return data
 
 
-def _series(data, model, metric):
+def series(data, model, metric):
+    """``(steps, values)`` of ``metric`` for every seed of ``model``: ``(n,)``, ``(seeds, n)``."""
     runs = [v[metric] for (m, _), v in sorted(data.items()) if m == model and metric in v]
     n = min(len(s) for s, _ in runs)
     return np.array(runs[0][0][:n]), np.array([v[:n] for _, v in runs])
@@ -60,7 +61,7 @@ def figure1(dataset: str) -> Path | None:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     ax = axes[0]
     for m in models:
-        steps, acc = _series(data, m, "test/acc")
+        steps, acc = series(data, m, "test/acc")
         ax.plot(
             steps, acc.mean(0), color=COLORS[m], label=f"{LABELS[m]} (mean of {len(acc)} seeds)"
         )
@@ -90,7 +91,7 @@ def figure1(dataset: str) -> Path | None:
     for ax in axes[1:]:
         ax.set_ylim(min(lo for lo, _ in lims), max(hi for _, hi in lims))
     fig.suptitle(f"BN paper Figure 1 on {TITLES.get(dataset, dataset)} (our runs)")
-    return _save(fig, f"{dataset}_fig1.png")
+    return save(fig, f"{dataset}_fig1.png")
 
 
 def shift_figure(dataset: str) -> Path | None:
@@ -108,7 +109,7 @@ def shift_figure(dataset: str) -> Path | None:
             for m in ("baseline", "bn"):
                 if not any(k[0] == m for k in data):
                     continue
-                steps, v = _series(data, m, f"shift/{layer}/{what}")
+                steps, v = series(data, m, f"shift/{layer}/{what}")
                 ax.plot(steps, v.mean(0), color=COLORS[m], label=LABELS[m])
             ax.set_yscale("log")
             ax.set_title(f"hidden {layer.replace('layer', 'layer ')}: change in {what}")
@@ -120,7 +121,7 @@ def shift_figure(dataset: str) -> Path | None:
     fig.suptitle(
         f"Internal covariate shift, measured on the test set ({TITLES.get(dataset, dataset)}; mean of seeds)"
     )
-    return _save(fig, f"{dataset}_covariate_shift.png")
+    return save(fig, f"{dataset}_covariate_shift.png")
 
 
 def _read_rows(path: Path) -> list[dict]:
@@ -149,7 +150,7 @@ def lr_sweep() -> Path | None:
         title=f"Learning-rate sweep ({rows[0]['steps']} steps)",
     )
     ax.legend()
-    return _save(fig, "mnist_lr_sweep.png")
+    return save(fig, "mnist_lr_sweep.png")
 
 
 def init_scale_sweep() -> Path | None:
@@ -172,10 +173,10 @@ def init_scale_sweep() -> Path | None:
     axes[2].set_yscale("log")
     axes[0].legend()
     fig.suptitle(f"Weight-initialisation scale ({rows[0]['steps']} steps each)")
-    return _save(fig, "mnist_init_scale.png")
+    return save(fig, "mnist_init_scale.png")
 
 
-def _save(fig, name: str) -> Path:
+def save(fig, name: str) -> Path:
     FIGURES.mkdir(parents=True, exist_ok=True)
     path = FIGURES / name
     fig.savefig(path, metadata={"Software": None})

@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from experiments import mnist
+from experiments.checks import ConfigError
 from experiments.models import SigmoidMLP
 from experiments.probes import SigmoidInputs
 from tests.idx_files import make_dataset
@@ -142,7 +143,7 @@ def test_diverged_run_stops_cleanly(root, tmp_path):
     ],
 )
 def test_invalid_settings_fail_before_training(root, tmp_path, override, setting):
-    with pytest.raises(mnist.ConfigError, match=setting.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=setting.replace("(", r"\(")):
         mnist.train(_small(root, "model=bn", override), tmp_path)
     assert not (tmp_path / "metrics.csv").exists()
 

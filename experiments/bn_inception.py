@@ -1,0 +1,205 @@
+"""BN-Inception: the network of the BN paper's ImageNet experiments (appendix, Figure 5).
+
+Every variant of the paper (Inception, BN-Baseline, BN-x5, BN-x30, BN-x5-Sigmoid) is this one
+class: the norm layer and the nonlinearity are constructor arguments.
+
+The per-branch widths are the printed ones, so modules 4c and 4d output 608 channels (the table
+says 576) and 4e outputs 1056 (the table says 1024): the table's per-branch columns and its
+output column disagree, and we follow the columns, as the Caffe model (and its PyTorch port),
+tensorpack and Chainer do. TF-slim instead narrows 4c/4d's pool projections to 96. See
+``../shared/reference/papers.md`` Sec. 1.6.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+import bn
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    """One row of the table: branch widths, pooling, and the module's stride."""
+
+    n1x1: int
+    n3x3_reduce: int
+    n3x3: int
+    double_reduce: int
+    double: int
+    pool: str  # "avg" or "max"
+    proj: int | None  # 1x1 projection after the pool; None: pass the pooled input through
+    stride: int = 1
+
+
+# BN paper Figure 5, rows 3a-5b.
+TABLE: dict[str, ModuleSpec] = {
+    "3a": ModuleSpec(64, 64, 64, 64, 96, "avg", 32),
+    "3b": ModuleSpec(64, 64, 96, 64, 96, "avg", 64),
+    "3c": ModuleSpec(0, 128, 160, 64, 96, "max", None, stride=2),
+    "4a": ModuleSpec(224, 64, 96, 96, 128, "avg", 128),
+    "4b": ModuleSpec(192, 96, 128, 96, 128, "avg", 128),
+    "4c": ModuleSpec(160, 128, 160, 128, 160, "avg", 128),
+    "4d": ModuleSpec(96, 128, 192, 160, 192, "avg", 128),
+    "4e": ModuleSpec(0, 128, 192, 192, 256, "max", None, stride=2),
+    "5a": ModuleSpec(352, 192, 320, 160, 224, "avg", 128),
+    "5b": ModuleSpec(352, 192, 320, 192, 224, "max", 128),
+}
+PAPER_PARAMETERS = 13.6e6  # as stated in the paper (Sec. 4.2); the table's widths give ~11.3M
+
+
+class _Unit(nn.Sequential):
+    """conv → norm → nonlinearity (the paper puts BN on the input of every nonlinearity)."""
+
+    def __init__(self, c_in: int, c_out: int, k: int, stride: int, make_norm, act, groups=1):
+        has_norm = not isinstance(make_norm(c_out), nn.Identity)
+        super().__init__(
+            nn.Conv2d(c_in, c_out, k, stride, k // 2, groups=groups, bias=not has_norm),
+            make_norm(c_out),
+            act(),
+        )
+
+
+class InceptionModule(nn.Module):
+    """The four branches of one row, concatenated along channels."""
+
+    def __init__(self, c_in: int, spec: ModuleSpec, w, make_norm, act) -> None:
+        super().__init__()
+        s = spec.stride
+
+        def unit(a: int, b: int, k: int, stride: int = 1) -> _Unit:
+            return _Unit(a, b, k, stride, make_norm, act)
+
+        self.branch1x1 = unit(c_in, w(spec.n1x1), 1) if spec.n1x1 else None
+        self.branch3x3 = nn.Sequential(
+            unit(c_in, w(spec.n3x3_reduce), 1), unit(w(spec.n3x3_reduce), w(spec.n3x3), 3, s)
+        )
+        self.branch_double = nn.Sequential(
+            unit(c_in, w(spec.double_reduce), 1),
+            unit(w(spec.double_reduce), w(spec.double), 3),
+            unit(w(spec.double), w(spec.double), 3, s),
+        )
+        pool = nn.AvgPool2d if spec.pool == "avg" else nn.MaxPool2d
+        # Avg pools do not count the zero padding, so border activations are not shrunk.
+        pool_kw = {"count_include_pad": False} if spec.pool == "avg" else {}
+        self.branch_pool = nn.Sequential(
+            pool(3, s, 1, **pool_kw), *([unit(c_in, w(spec.proj), 1)] if spec.proj else [])
+        )
+        self.out_channels = (
+            (w(spec.n1x1) if spec.n1x1 else 0)
+            + w(spec.n3x3)
+            + w(spec.double)
+            + (w(spec.proj) if spec.proj else c_in)
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        branches = [self.branch3x3(x), self.branch_double(x), self.branch_pool(x)]
+        if self.branch1x1 is not None:
+            branches.insert(0, self.branch1x1(x))
+        return torch.cat(branches, 1)
+
+
+class BNInception(nn.Module):
+    """BN-Inception (BN paper, Figure 5), with the norm and the nonlinearity as arguments.
+
+    Args:
+        num_classes: outputs of the final linear layer.
+        norm: a :func:`bn.get_norm_layer` name: ``none`` (the paper's "Inception"),
+            ``batchnorm`` (ours), ``batchrenorm``, ``torch_batchnorm``, ...
+        activation: ``relu`` or ``sigmoid``.
+        width: multiplies every layer's width (``0.25`` for a small CPU model).
+        separable_stem: the paper's first layer, a 7x7 depthwise convolution with depth
+            multiplier 8 followed by a 1x1 pointwise one; ``False``: a plain 7x7 convolution.
+        lrn: local response normalization after the two stem convolutions (the original
+            Inception's; BN-x5 removes it).
+        dropout: dropout before the classifier (Inception: 0.4; BN-x5 removes it).
+        in_channels: input channels.
+        stem_stride: ``True`` keeps the stem's stride-2 conv and two max pools (224 px input);
+            ``False`` drops them (small inputs such as 32x32 keep their resolution).
+        **norm_kwargs: passed to every norm layer (``momentum``, ``eps``, ``microbatch``, ...).
+
+    The head is global average pooling, so any input size at least as large as the total
+    stride works (32 with ``stem_stride=False``, 224 in the paper).
+    """
+
+    def __init__(
+        self,
+        num_classes: int = 1000,
+        norm: str = "batchnorm",
+        activation: str = "relu",
+        width: float = 1.0,
+        separable_stem: bool = False,
+        lrn: bool = False,
+        dropout: float = 0.0,
+        in_channels: int = 3,
+        stem_stride: bool = True,
+        **norm_kwargs,
+    ) -> None:
+        super().__init__()
+        if activation not in ("relu", "sigmoid"):
+            raise ValueError(f"activation={activation!r} must be 'relu' or 'sigmoid'")
+        if width <= 0:
+            raise ValueError(f"width={width} must be positive")
+        make_norm = bn.get_norm_layer(norm, dims=2, **norm_kwargs)
+        act = nn.ReLU if activation == "relu" else nn.Sigmoid
+
+        def w(c: int) -> int:
+            return max(1, round(c * width))
+
+        stem: list[nn.Module] = []
+        first_stride = 2 if stem_stride else 1
+        if separable_stem:
+            mult = 8
+            stem += [
+                nn.Conv2d(
+                    in_channels,
+                    in_channels * mult,
+                    7,
+                    first_stride,
+                    3,
+                    groups=in_channels,
+                    bias=False,
+                ),
+                _Unit(in_channels * mult, w(64), 1, 1, make_norm, act),
+            ]
+        else:
+            stem.append(_Unit(in_channels, w(64), 7, first_stride, make_norm, act))
+        if stem_stride:
+            stem.append(nn.MaxPool2d(3, 2, 1))
+        if lrn:
+            stem.append(nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
+        stem += [
+            _Unit(w(64), w(64), 1, 1, make_norm, act),
+            _Unit(w(64), w(192), 3, 1, make_norm, act),
+        ]
+        if lrn:
+            stem.append(nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
+        if stem_stride:
+            stem.append(nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(*stem)
+
+        modules, c = {}, w(192)
+        for name, spec in TABLE.items():
+            m = InceptionModule(c, spec, w, make_norm, act)
+            modules[name] = m
+            c = m.out_channels
+        self.inception = nn.ModuleDict(modules)
+        self.out_channels = c
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.fc = nn.Linear(c, num_classes)
+
+    def features(self, x: Tensor) -> Tensor:
+        x = self.stem(x)
+        for m in self.inception.values():
+            x = m(x)
+        return x
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(self.dropout(torch.flatten(self.pool(self.features(x)), 1)))
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
