@@ -277,8 +277,8 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         return out
 
     e = cfg.eval
-    test_batches = fixed_batches(len(test_split), e.batch_size)
-    train_batches = fixed_batches(len(train_split), e.batch_size, e.train_subset)
+    test_batches = fixed_batches(test_split, e.batch_size)
+    train_batches = fixed_batches(train_split, e.batch_size, e.train_subset)
     train_mode_batches = []
     if e.train_mode:  # test minibatches built like the training ones
         pair_eval = make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + cfg.seed)

@@ -61,10 +61,18 @@ class _IndexLists(torch.utils.data.Sampler):
             yield idx.tolist()
 
 
-def fixed_batches(n: int, batch_size: int, limit: int | None = None) -> list[Tensor]:
-    """The first ``limit`` (default all ``n``) indices in order, in batches: for evaluation."""
+def fixed_batches(split, batch_size: int, limit: int | None = None) -> list[Tensor]:
+    """Evaluation batches over ``limit`` examples of ``split`` (default: all of them).
+
+    A tensor split's first ``limit`` examples (MNIST's files are in random order); an image
+    folder's are sorted by class, so there a fixed random subset, the same in every run."""
+    n = len(split)
     stop = n if limit is None else min(n, limit)
-    return list(torch.arange(stop).split(batch_size))
+    if stop < n and isinstance(split, FolderSplit):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:stop].sort().values
+    else:
+        order = torch.arange(stop)
+    return list(order.split(batch_size))
 
 
 def image_folder_splits(

@@ -310,3 +310,15 @@ def test_two_process_torchrun_run(root, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps_done"] == 4
+
+
+def test_training_subset_of_an_image_folder_spans_the_classes(tmp_path):
+    from experiments.splits import TensorSplit, fixed_batches, image_folder_splits
+
+    folder = make_image_folder(tmp_path / "images", classes=4, train_per_class=5, val_per_class=1)
+    train, _, _ = image_folder_splits(folder, 32, num_workers=0)
+    picked = torch.cat(fixed_batches(train, 3, limit=8))
+    assert len(picked) == 8 and len(set(train.labels[picked].tolist())) > 2  # not class 0, 1 only
+    assert torch.equal(picked, torch.cat(fixed_batches(train, 3, limit=8)))  # the same every run
+    tensors = TensorSplit(torch.zeros(20, 1), torch.zeros(20, dtype=torch.long))
+    assert torch.cat(fixed_batches(tensors, 3, limit=8)).tolist() == list(range(8))
