@@ -53,13 +53,10 @@ PAPER_PARAMETERS = 13.6e6  # as stated in the paper (Sec. 4.2); the table's widt
 class _Unit(nn.Sequential):
     """conv → norm → nonlinearity (the paper puts BN on the input of every nonlinearity)."""
 
-    def __init__(self, c_in: int, c_out: int, k: int, stride: int, make_norm, act, groups=1):
-        has_norm = not isinstance(make_norm(c_out), nn.Identity)
-        super().__init__(
-            nn.Conv2d(c_in, c_out, k, stride, k // 2, groups=groups, bias=not has_norm),
-            make_norm(c_out),
-            act(),
-        )
+    def __init__(self, c_in: int, c_out: int, k: int, stride: int, make_norm, act):
+        norm = make_norm(c_out)
+        has_norm = not isinstance(norm, nn.Identity)
+        super().__init__(nn.Conv2d(c_in, c_out, k, stride, k // 2, bias=not has_norm), norm, act())
 
 
 class InceptionModule(nn.Module):

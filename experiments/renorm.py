@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 import bn
+from bn.batchrenorm import _BatchRenormNd
 from experiments import distributed
 from experiments.checks import ConfigError, require, run_study
 from experiments.data import ensure_dataset, load_split
@@ -101,8 +102,10 @@ def norm_kwargs(cfg: DictConfig, total_steps: int) -> dict:
     n = cfg.norm
     if n.kind == "groupnorm":
         return {"groups": n.groups, "eps": n.eps}
-    if n.kind in ("layernorm", "none"):
-        return {} if n.kind == "none" else {"eps": n.eps}
+    if n.kind == "layernorm":
+        return {"eps": n.eps}
+    if n.kind == "none":
+        return {}
     kw = {"momentum": n.momentum, "eps": n.eps, "microbatch": n.microbatch}
     if n.sync_stats:
         kw["sync_stats"] = True
@@ -189,9 +192,7 @@ class RenormProbe:
     """Reads every Batch Renorm layer's current r_max, d_max and clipped fractions."""
 
     def __init__(self, model: nn.Module) -> None:
-        self.layers = [
-            m for m in model.modules() if isinstance(m, bn.BatchRenorm2d | bn.BatchRenorm1d)
-        ]
+        self.layers = [m for m in model.modules() if isinstance(m, _BatchRenormNd)]
 
     def __bool__(self) -> bool:
         return bool(self.layers)
@@ -305,8 +306,6 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         return metrics
 
     name = f"{cfg.setup_name}-s{cfg.seed}"
-    log = None
-    resumed = False
     loop = TrainLoop(
         model=model,
         optimizer=optimizer,
@@ -321,9 +320,9 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         name=name,
         batch_size=t.batch_size * world,
     )
-    if cfg.resume:
-        resumed = loop.resume()
-    if rank == 0:
+    resumed = cfg.resume and loop.resume()
+    log = None
+    if rank == 0:  # one process writes metrics.csv, W&B and summary.json
         log = RunLog(
             out_dir,
             mode=cfg.logger.mode,

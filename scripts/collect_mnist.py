@@ -31,6 +31,20 @@ def runs(sweep_dir: Path) -> list[Path]:
     return found
 
 
+def seed_stats(values: list[float]) -> dict:
+    """Mean, spread (population std) and per-seed values, rounded to 5 digits."""
+    return {
+        "mean": round(statistics.fmean(values), 5),
+        "std": round(statistics.pstdev(values), 5),
+        "per_seed": [round(v, 5) for v in values],
+    }
+
+
+def format_stat(entry: dict, key: str) -> str:
+    """``mean±std`` of ``entry[key]`` for a table, or ``-`` when it is missing."""
+    return f"{entry[key]['mean']:.4f}±{entry[key]['std']:.4f}" if key in entry else "-"
+
+
 def collect_curves(sweep_dir: Path, out: Path, command: str, wall_time: float | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summaries = []
@@ -60,11 +74,7 @@ def collect_curves(sweep_dir: Path, out: Path, command: str, wall_time: float | 
         ):
             values = [s[key] for s in ss if s.get(key) is not None]
             if values:
-                entry[key] = {
-                    "mean": round(statistics.fmean(values), 5),
-                    "std": round(statistics.pstdev(values), 5),
-                    "per_seed": [round(v, 5) for v in values],
-                }
+                entry[key] = seed_stats(values)
         per_model[model] = entry
     first = summaries[0]
     summary = {
@@ -83,14 +93,10 @@ def collect_curves(sweep_dir: Path, out: Path, command: str, wall_time: float | 
         f"{'model':10} {'test acc (running stats)':>26} {'population':>12} {'pop. no Bessel':>15} {'steps/s':>8}"
     )
     for model, e in per_model.items():
-
-        def fmt(key, e=e):
-            return f"{e[key]['mean']:.4f}±{e[key]['std']:.4f}" if key in e else "-"
-
         sps = statistics.fmean([v for v in e["steps_per_s"] if v]) if any(e["steps_per_s"]) else 0
         print(
-            f"{model:10} {fmt('test_acc'):>26} {fmt('test_acc_population'):>12} "
-            f"{fmt('test_acc_population_no_bessel'):>15} {sps:8.0f}"
+            f"{model:10} {format_stat(e, 'test_acc'):>26} {format_stat(e, 'test_acc_population'):>12} "
+            f"{format_stat(e, 'test_acc_population_no_bessel'):>15} {sps:8.0f}"
         )
     print(
         f"paper (Fig. 1a, read off the plot): BN {PAPER_FIG1['bn_test_acc_at_50k']}, "

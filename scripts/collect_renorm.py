@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import statistics
 from pathlib import Path
 
-from scripts.collect_mnist import runs
+from scripts.collect_mnist import format_stat, runs, seed_stats
 
 # Batch Renorm paper Secs. 4.2-4.3, top-1 ImageNet validation accuracy of Inception-v3 (paper
 # scale: 50 workers x 32 examples). Recalled in ../shared/reference/papers.md Sec. 2.3.
@@ -48,14 +47,6 @@ SETUP_ORDER = [
 KEYS = ("test_acc", "max_test_acc", "train_acc", "test_acc_train_mode", "steps_per_s")
 
 
-def _stats(values: list[float]) -> dict:
-    return {
-        "mean": round(statistics.fmean(values), 5),
-        "std": round(statistics.pstdev(values), 5),
-        "per_seed": [round(v, 5) for v in values],
-    }
-
-
 def collect(sweep_dir: Path, out_root: Path, command: str, wall_time: float | None) -> None:
     summaries = [(run, json.loads((run / "summary.json").read_text())) for run in runs(sweep_dir)]
     for data in sorted({s["data"] for _, s in summaries}):
@@ -85,7 +76,7 @@ def collect(sweep_dir: Path, out_root: Path, command: str, wall_time: float | No
             for key in KEYS:
                 values = [s[key] for s in ss if s.get(key) is not None]
                 if values:
-                    entry[key] = _stats(values)
+                    entry[key] = seed_stats(values)
             setups[setup] = entry
         first = mine[0][1]
         summary = {
@@ -114,14 +105,10 @@ def _print_table(data: str, setups: dict) -> None:
         f"{'setup':18} {'test':>14} {'best test':>14} {'train':>14} {'train-mode test':>16} {'paper':>7}"
     )
     for setup, e in setups.items():
-
-        def fmt(key, e=e):
-            return f"{e[key]['mean']:.4f}±{e[key]['std']:.4f}" if key in e else "-"
-
         paper = PAPER["setups"].get(setup, {}).get("test_acc")
         print(
-            f"{setup:18} {fmt('test_acc'):>14} {fmt('max_test_acc'):>14} {fmt('train_acc'):>14} "
-            f"{fmt('test_acc_train_mode'):>16} {paper if paper else '-':>7}"
+            f"{setup:18} {format_stat(e, 'test_acc'):>14} {format_stat(e, 'max_test_acc'):>14} {format_stat(e, 'train_acc'):>14} "
+            f"{format_stat(e, 'test_acc_train_mode'):>16} {paper if paper else '-':>7}"
         )
 
 

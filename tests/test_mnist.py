@@ -9,21 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from experiments import mnist
 from experiments.checks import ConfigError
 from experiments.models import SigmoidMLP
 from experiments.probes import SigmoidInputs
+from tests.configs import CONFIGS, compose_config
 from tests.idx_files import make_dataset
-
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def _cfg(overrides=()):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("mnist", overrides=list(overrides))
+    return compose_config("mnist", overrides)
 
 
 def _small(root: Path, *extra):

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import open_dict
 
@@ -22,16 +21,15 @@ from experiments.data import DataUnavailable
 from experiments.models import norm_layers
 from experiments.sampling import IIDBatches, PairBatches
 from scripts.make_synthetic_images import make_image_folder
+from tests.configs import CONFIGS, compose_config
 from tests.idx_files import make_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ROOT / "configs"
 SETUPS = sorted(p.stem for p in (CONFIGS / "setup").glob("*.yaml"))
 
 
 def _cfg(overrides=()):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("renorm", overrides=list(overrides))
+    return compose_config("renorm", overrides)
 
 
 def _small(root: Path, *extra):
