@@ -31,8 +31,9 @@ format: $(ENV) ## ruff format + import sorting
 	$(PY) -m ruff check --fix --select I .
 	$(PY) -m ruff format .
 
-bench: $(ENV) ## layer speed and memory vs torch.nn (writes results/bench/)
+bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet images/s (writes results/bench/)
 	$(PY) -m scripts.bench_layers
+	$(PY) -m scripts.bench_inception
 
 # --- BN paper Figure 1 (MNIST) ---------------------------------------------------------------
 DATA ?= mnist
@@ -70,6 +71,7 @@ sweep-init-scale: $(ENV) ## weight-init-scale sweep, 1e-3..10, both networks, 5k
 figures: $(ENV) ## rebuild every figure from the committed CSVs (offline)
 	$(PY) -m scripts.plot_mnist
 	$(PY) -m scripts.plot_renorm
+	$(PY) -m scripts.plot_inception
 
 clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 	rm -rf outputs multirun wandb
@@ -89,4 +91,33 @@ reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 s
 	$(PY) -m scripts.plot_renorm; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
+# --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
+INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
+IMAGENET_SUBSET ?=
+NPROC ?= 1
+
+reproduce-inception-cpu: $(ENV) fashion-data ## BN paper Figs. 2-3, CPU scale: 6 variants on Fashion-MNIST 32 px; results/inception/
+	$(PY) -m experiments.fetch_data fashion_mnist
+	@start=$$(date +%s); set -e; \
+	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+	  variant=$(INCEPTION_VARIANTS) hydra.sweep.dir=multirun/reproduce-inception-cpu/$(STAMP); \
+	$(PY) -m scripts.collect_inception multirun/reproduce-inception-cpu/$(STAMP) --out results/inception/fashion_mnist_cpu \
+	  --command "make reproduce-inception-cpu" --wall-time $$(( $$(date +%s) - start )); \
+	$(PY) -m scripts.plot_inception; \
+	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
+
+reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGENET_SUBSET=dir (NPROC=GPUs); results/inception/
+	@[ -n "$(IMAGENET_SUBSET)" ] || { echo "set IMAGENET_SUBSET to an image folder with train/ and val/ (scripts/make_imagenet_subset.py makes one)"; exit 2; }
+	@start=$$(date +%s); set -e; \
+	for v in $$(echo $(INCEPTION_VARIANTS) | tr , ' '); do \
+	  $(PY) -m torch.distributed.run --standalone --nproc_per_node=$(NPROC) -m experiments.inception \
+	    inception_scale=gpu data.root=$(IMAGENET_SUBSET) variant=$$v \
+	    hydra.run.dir=multirun/reproduce-inception/$(STAMP)/$$v; \
+	done; \
+	$(PY) -m scripts.collect_inception multirun/reproduce-inception/$(STAMP) --out results/inception/imagenet_subset_gpu \
+	  --command "make reproduce-inception IMAGENET_SUBSET=$(IMAGENET_SUBSET) NPROC=$(NPROC)" --wall-time $$(( $$(date +%s) - start )); \
+	$(PY) -m scripts.plot_inception; \
+	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
+
+.PHONY: reproduce-inception reproduce-inception-cpu
 .PHONY: help install test test-full lint format bench clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

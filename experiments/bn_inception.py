@@ -113,12 +113,14 @@ class BNInception(nn.Module):
             Inception's; BN-x5 removes it).
         dropout: dropout before the classifier (Inception: 0.4; BN-x5 removes it).
         in_channels: input channels.
-        stem_stride: ``True`` keeps the stem's stride-2 conv and two max pools (224 px input);
-            ``False`` drops them (small inputs such as 32x32 keep their resolution).
+        stem_stride: the stem's total stride: ``8`` is the paper's (a stride-2 first conv and
+            two stride-2 max pools: 224 px in, 28x28 at module 3a); ``4`` drops the second
+            pool, ``2`` both pools, ``1`` every stride (for small inputs such as 32x32).
         **norm_kwargs: passed to every norm layer (``momentum``, ``eps``, ``microbatch``, ...).
 
     The head is global average pooling, so any input size at least as large as the total
-    stride works (32 with ``stem_stride=False``, 224 in the paper).
+    stride (``stem_stride`` x 4) works. Weights are initialized for the nonlinearity
+    (:meth:`reset_weights`), so the networks without BN start with the same activation scale.
     """
 
     def __init__(
@@ -131,7 +133,7 @@ class BNInception(nn.Module):
         lrn: bool = False,
         dropout: float = 0.0,
         in_channels: int = 3,
-        stem_stride: bool = True,
+        stem_stride: int = 8,
         **norm_kwargs,
     ) -> None:
         super().__init__()
@@ -139,6 +141,8 @@ class BNInception(nn.Module):
             raise ValueError(f"activation={activation!r} must be 'relu' or 'sigmoid'")
         if width <= 0:
             raise ValueError(f"width={width} must be positive")
+        if stem_stride not in (1, 2, 4, 8):
+            raise ValueError(f"stem_stride={stem_stride} must be 1, 2, 4 or 8")
         make_norm = bn.get_norm_layer(norm, dims=2, **norm_kwargs)
         act = nn.ReLU if activation == "relu" else nn.Sigmoid
 
@@ -146,7 +150,7 @@ class BNInception(nn.Module):
             return max(1, round(c * width))
 
         stem: list[nn.Module] = []
-        first_stride = 2 if stem_stride else 1
+        first_stride = 2 if stem_stride >= 2 else 1
         if separable_stem:
             mult = 8
             stem += [
@@ -163,7 +167,7 @@ class BNInception(nn.Module):
             ]
         else:
             stem.append(_Unit(in_channels, w(64), 7, first_stride, make_norm, act))
-        if stem_stride:
+        if stem_stride >= 4:
             stem.append(nn.MaxPool2d(3, 2, 1))
         if lrn:
             stem.append(nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
@@ -173,7 +177,7 @@ class BNInception(nn.Module):
         ]
         if lrn:
             stem.append(nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
-        if stem_stride:
+        if stem_stride == 8:
             stem.append(nn.MaxPool2d(3, 2, 1))
         self.stem = nn.Sequential(*stem)
 
@@ -187,6 +191,17 @@ class BNInception(nn.Module):
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.fc = nn.Linear(c, num_classes)
+        self.reset_weights(activation)
+
+    def reset_weights(self, activation: str = "relu") -> None:
+        """He-normal weights (fan-in, gain for ``activation``: sqrt(2) for ReLU, 1 for sigmoid),
+        zero biases; the classifier gets gain 1. The paper does not state its initialization."""
+        gain = nn.init.calculate_gain(activation)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d | nn.Linear):
+                nn.init.normal_(m.weight, 0.0, (1.0 if m is self.fc else gain) / _fan_in(m) ** 0.5)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
 
     def features(self, x: Tensor) -> Tensor:
         x = self.stem(x)
@@ -196,6 +211,10 @@ class BNInception(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc(self.dropout(torch.flatten(self.pool(self.features(x)), 1)))
+
+
+def _fan_in(m: nn.Module) -> int:
+    return m.weight[0].numel()
 
 
 def count_parameters(model: nn.Module) -> int:

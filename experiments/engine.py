@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from experiments.runlog import RunLog, save_checkpoint
+from experiments.runlog import RunLog, read_metric, save_checkpoint, write_json
 
 
 @dataclass
@@ -175,6 +175,21 @@ class TrainLoop:
             result.steps_per_s = round((self.step - step0) / elapsed, 2)
             result.examples_per_s = round(result.steps_per_s * self.batch_size, 1)
         return result
+
+    def finish(self, result: LoopResult, summary: dict[str, Any]) -> dict[str, Any]:
+        """Complete a run's ``summary`` with how the loop ended and its last evaluation (as
+        ``test_acc``, ...); on the logging process also the best ``test/acc``, then close the log
+        and write ``summary.json`` next to the checkpoint."""
+        summary.update(steps_done=result.step, diverged=result.diverged)
+        if result.diverged:
+            summary["diverged_at_step"] = result.diverged_at_step
+        else:
+            summary.update({k.replace("/", "_"): v for k, v in result.last_eval.items()})
+        if self.log is not None:
+            summary["max_test_acc"] = max(read_metric(self.log.path, "test/acc"), default=None)
+            self.log.close()
+            write_json(self.ckpt_path.parent / "summary.json", summary)
+        return summary
 
 
 def _train_key(name: str) -> str:

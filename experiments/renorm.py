@@ -13,7 +13,6 @@ config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoi
 
 from __future__ import annotations
 
-import copy
 import itertools
 import sys
 from pathlib import Path
@@ -21,19 +20,19 @@ from pathlib import Path
 import hydra
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 
 import bn
 from bn.batchrenorm import _BatchRenormNd
 from experiments import distributed
 from experiments.checks import ConfigError, require, run_study
-from experiments.data import ensure_dataset, load_split
 from experiments.engine import TrainLoop
+from experiments.evaluation import accuracy, to_device
 from experiments.models import SmallConvNet, freeze_norm_scale
-from experiments.runlog import LOGGER_MODES, RunLog, git_commit, read_metric, write_json
+from experiments.runlog import LOGGER_MODES, git_commit, open_run_log
 from experiments.sampling import IIDBatches, PairBatches
-from experiments.splits import TensorSplit, fixed_batches, image_folder_splits
+from experiments.splits import fixed_batches, load_splits
 
 NORMS = ("batchnorm", "batchrenorm", "groupnorm", "layernorm", "none")
 BATCH_NORMS = ("batchnorm", "batchrenorm")
@@ -128,22 +127,6 @@ def renorm_schedules(s: DictConfig, total_steps: int):
     return r_max, d_max
 
 
-def load_data(cfg: DictConfig):
-    """``(train, test, in_channels, num_classes)`` for ``cfg.data``."""
-    if cfg.data.name == "image_folder":
-        train, test, classes = image_folder_splits(
-            cfg.data.root, cfg.data.image_size, cfg.data.num_workers, torch.cuda.is_available()
-        )
-        return train, test, 3, classes
-    raw = ensure_dataset(cfg.data.name, cfg.data.root, cfg.data.download)
-    train_images, test_images = load_split(raw, "train"), load_split(raw, "test")
-    x_train = train_images.images.float().div_(255).unsqueeze(1)
-    mean, std = x_train.mean(), x_train.std()
-    x_train = (x_train - mean) / std
-    x_test = (test_images.images.float().div_(255).unsqueeze(1) - mean) / std
-    return TensorSplit(x_train, train_images.labels), TensorSplit(x_test, test_images.labels), 1, 10
-
-
 def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Module:
     kw = norm_kwargs(cfg, cfg.train.steps)
     if cfg.model.name == "small_convnet":
@@ -206,35 +189,6 @@ class RenormProbe:
         return out
 
 
-def to_device(batch, device: torch.device, memory_format: torch.memory_format):
-    x, y = batch
-    x = x.to(device, non_blocking=True, memory_format=memory_format)
-    return x, y.to(device, non_blocking=True)
-
-
-@torch.no_grad()
-def accuracy(
-    model: nn.Module,
-    batches,
-    device: torch.device,
-    memory_format: torch.memory_format,
-    train_mode: bool = False,
-) -> float:
-    """Top-1 accuracy over ``batches``; ``train_mode`` normalizes with each batch's own
-    statistics (the model is copied first, so its moving averages do not change)."""
-    if train_mode:
-        model = copy.deepcopy(model)
-    was_training = model.training
-    model.train(train_mode)
-    correct = total = 0
-    for x, y in batches:
-        x, y = to_device((x, y), device, memory_format)
-        correct += (model(x).argmax(1) == y).sum().item()
-        total += len(y)
-    model.train(was_training)
-    return correct / max(total, 1)
-
-
 def train(cfg: DictConfig, out_dir: Path) -> dict:
     """Run one setup; returns the summary also written to ``summary.json`` (rank 0)."""
     validate(cfg)
@@ -243,7 +197,9 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         torch.set_num_threads(cfg.threads)
     rank, world, device = distributed.setup(cfg.device)
     out_dir.mkdir(parents=True, exist_ok=True)
-    train_split, test_split, in_channels, num_classes = load_data(cfg)
+    train_split, test_split, in_channels, num_classes = load_splits(
+        cfg.data, pin_memory=torch.cuda.is_available()
+    )
 
     torch.manual_seed(cfg.seed)
     memory_format = torch.channels_last if t.channels_last else torch.contiguous_format
@@ -258,7 +214,8 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     probe = RenormProbe(model)
 
     def batches(start: int):
-        return train_split.batches(sampler.indices(s) for s in itertools.count(start))
+        steps = (sampler.indices(s) for s in itertools.count(start))
+        return train_split.batches(steps, seed=cfg.seed * 64 + rank, first_step=start)
 
     def step_fn(step: int, batch) -> dict[str, float | None]:
         x, y = to_device(batch, device, memory_format)
@@ -321,22 +278,14 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         batch_size=t.batch_size * world,
     )
     resumed = cfg.resume and loop.resume()
-    log = None
     if rank == 0:  # one process writes metrics.csv, W&B and summary.json
-        log = RunLog(
+        loop.log = open_run_log(
+            cfg,
             out_dir,
-            mode=cfg.logger.mode,
+            name=name,
+            job_type=cfg.setup_name,
             resume_step=loop.step if resumed else None,
-            wandb_kwargs=dict(
-                project=cfg.logger.project,
-                group=cfg.logger.group,
-                name=name,
-                job_type=cfg.setup_name,
-                tags=list(cfg.logger.tags),
-                config=OmegaConf.to_container(cfg, resolve=True),
-            ),
         )
-        loop.log = log
     result = loop.run()
 
     summary = {
@@ -349,22 +298,13 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         "microbatch": cfg.norm.microbatch,
         "sampler": cfg.sampler.kind,
         "steps": t.steps,
-        "steps_done": result.step,
         "world_size": world,
-        "diverged": result.diverged,
         "steps_per_s": result.steps_per_s,
         "examples_per_s": result.examples_per_s,
         "git_commit": git_commit(),
         "command": "python -m experiments.renorm " + " ".join(sys.argv[1:]),
     }
-    if result.diverged:
-        summary["diverged_at_step"] = result.diverged_at_step
-    else:
-        summary.update({k.replace("/", "_"): v for k, v in result.last_eval.items()})
-    if log is not None:
-        summary["max_test_acc"] = max(read_metric(log.path, "test/acc"), default=None)
-        log.close()
-        write_json(out_dir / "summary.json", summary)
+    loop.finish(result, summary)
     distributed.cleanup()
     return summary
 

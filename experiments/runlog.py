@@ -99,3 +99,24 @@ def read_metric(path: Path, metric: str) -> list[float]:
     """Every logged value of ``metric`` in a ``metrics.csv``, in order."""
     with path.open() as f:
         return [float(r["value"]) for r in csv.DictReader(f) if r["metric"] == metric]
+
+
+def open_run_log(
+    cfg, out_dir: Path, *, name: str, job_type: str, resume_step: int | None
+) -> RunLog:
+    """The run's :class:`RunLog` with W&B settings from ``cfg.logger`` and the resolved config."""
+    from omegaconf import OmegaConf
+
+    return RunLog(
+        out_dir,
+        mode=cfg.logger.mode,
+        resume_step=resume_step,
+        wandb_kwargs=dict(
+            project=cfg.logger.project,
+            group=cfg.logger.group,
+            name=name,
+            job_type=job_type,
+            tags=list(cfg.logger.tags),
+            config=OmegaConf.to_container(cfg, resolve=True),
+        ),
+    )

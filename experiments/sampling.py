@@ -1,4 +1,4 @@
-"""Mini-batch index samplers with checkpointable state."""
+"""Mini-batch index samplers: the stateful one of the MNIST study, and step-addressed ones."""
 
 from __future__ import annotations
 
@@ -115,3 +115,58 @@ class PairBatches:
             taken = torch.sort(torch.cat([taken, u[:, None]], 1), 1).values
         members = self.order[self.start[k, None] + torch.stack(picks, 1)]
         return members.t().flatten()
+
+
+class ShardBatches:
+    """Batch ``step`` of a dataset read shard by shard, as the BN paper's ImageNet workers read it.
+
+    A fixed random order of the examples is cut into shards of ``shard_size``; every epoch visits
+    the shards in a fresh random order. With ``within_shard=False`` each shard is read in its
+    stored order, so the same examples keep landing in a minibatch together (the original
+    Inception's input); ``True`` also shuffles inside every shard each epoch (BN-x5's "shuffle
+    training examples more thoroughly", BN paper Sec. 4.2.1). Addressed by step, like
+    :class:`IIDBatches`. The examples past the last whole shard are never read.
+
+    Args:
+        n: dataset size.
+        batch_size: examples per step; must divide ``shard_size``.
+        seed: the same in every process of a distributed run (they share the shard order).
+        shard_size: examples per shard (``n`` or more: one shard).
+        within_shard: shuffle inside each shard every epoch.
+        rank, world: a distributed run deals the shards round-robin to its processes.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        batch_size: int,
+        seed: int,
+        shard_size: int,
+        within_shard: bool,
+        rank: int = 0,
+        world: int = 1,
+    ) -> None:
+        shard_size = min(shard_size, n - n % batch_size)
+        if batch_size < 1 or shard_size < batch_size or shard_size % batch_size:
+            raise ValueError(
+                f"batch_size={batch_size} must divide shard_size={shard_size} (and the dataset "
+                f"size {n} must hold one shard)"
+            )
+        shards = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        shards = shards[: n - n % shard_size].view(-1, shard_size)
+        if len(shards) < world:
+            raise ValueError(f"{len(shards)} shards of {shard_size} cannot feed {world} processes")
+        self.shards = shards[rank::world][: len(shards) // world]
+        self.batch_size, self.seed, self.within_shard = batch_size, seed, within_shard
+        self.per_epoch = self.shards.numel() // batch_size
+        self._epoch, self._order = -1, torch.empty(0, dtype=torch.long)
+
+    def indices(self, step: int) -> Tensor:
+        epoch, k = divmod(step, self.per_epoch)
+        if epoch != self._epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch + 1)
+            order = self.shards[torch.randperm(len(self.shards), generator=g)]
+            if self.within_shard:
+                order = order.gather(1, torch.argsort(torch.rand(order.shape, generator=g), 1))
+            self._epoch, self._order = epoch, order.flatten()
+        return self._order[k * self.batch_size : (k + 1) * self.batch_size]

@@ -26,7 +26,11 @@ class TensorSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def batches(self, indices: Iterable[Tensor]) -> Iterator[tuple[Tensor, Tensor]]:
+    def batches(
+        self, indices: Iterable[Tensor], seed: int | None = None, first_step: int = 0
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """The examples of each index tensor (``seed``, ``first_step``: see :class:`FolderSplit`;
+        examples in memory are not augmented)."""
         for idx in indices:
             yield self.x[idx], self.labels[idx]
 
@@ -41,24 +45,57 @@ class FolderSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def batches(self, indices: Iterable[Tensor]) -> Iterator[tuple[Tensor, Tensor]]:
+    def batches(
+        self, indices: Iterable[Tensor], seed: int | None = None, first_step: int = 0
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """The examples of each index tensor, read and transformed by the worker processes.
+
+        With ``seed``, the random transform of the ``j``-th example of batch ``k`` is seeded by
+        ``(seed, first_step + k, j)``: a run resumed at step ``first_step`` gets exactly the
+        augmented images of an uninterrupted one, whatever the number of workers."""
         loader = torch.utils.data.DataLoader(
-            self.dataset,
-            batch_sampler=_IndexLists(indices),
+            _SeededItems(self.dataset),
+            batch_sampler=_IndexLists(indices, seed, first_step),
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=False,
+            generator=torch.Generator(),  # its worker seeds must not draw on the global RNG
         )
         yield from loader
 
 
 class _IndexLists(torch.utils.data.Sampler):
-    def __init__(self, indices: Iterable[Tensor]) -> None:
-        self.indices = indices
+    """Index lists of ``(index, seed or None)`` pairs, one list per batch."""
+
+    def __init__(self, indices: Iterable[Tensor], seed: int | None, first_step: int) -> None:
+        self.indices, self.seed, self.first_step = indices, seed, first_step
 
     def __iter__(self):
-        for idx in self.indices:
-            yield idx.tolist()
+        for k, idx in enumerate(self.indices, self.first_step):
+            if self.seed is None:
+                yield [(i, None) for i in idx.tolist()]
+            else:
+                base = (self.seed * 1_000_003 + k) * 65_536
+                yield [(i, (base + j) % 2**63) for j, i in enumerate(idx.tolist())]
+
+
+class _SeededItems(torch.utils.data.Dataset):
+    """``dataset[i]`` with torch's RNG seeded for the transform, restored afterwards (with no
+    workers the dataset runs in the training process, whose RNG drives dropout)."""
+
+    def __init__(self, dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, item: tuple[int, int | None]):
+        i, seed = item
+        if seed is None:
+            return self.dataset[i]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self.dataset[i]
 
 
 def fixed_batches(split, batch_size: int, limit: int | None = None) -> list[Tensor]:
@@ -123,3 +160,40 @@ def image_folder_splits(
             f"{root}/train and {root}/val have different class folders; they must match"
         )
     return train, val, len(train.dataset.classes)
+
+
+def load_splits(
+    data, size: int | None = None, channels: int = 1, pin_memory: bool = False
+) -> tuple[TensorSplit | FolderSplit, TensorSplit | FolderSplit, int, int]:
+    """``(train, test, channels, num_classes)`` for a ``data`` config (``configs/data/``).
+
+    An image folder gives its ``train``/``val`` at ``data.image_size`` with 3 channels. MNIST and
+    Fashion-MNIST are held in memory, standardized with the training set's mean and std; ``size``
+    pads their 28x28 images evenly with background to ``size`` x ``size``, and ``channels=3``
+    repeats the gray channel (for networks built for RGB input).
+    """
+    if data.name == "image_folder":
+        train, test, classes = image_folder_splits(
+            data.root, data.image_size, data.num_workers, pin_memory
+        )
+        return train, test, 3, classes
+    from experiments.data import ensure_dataset, load_split
+
+    raw = ensure_dataset(data.name, data.root, data.download)
+    train_images, test_images = load_split(raw, "train"), load_split(raw, "test")
+    x_train = train_images.images.float().div_(255).unsqueeze(1)
+    x_test = test_images.images.float().div_(255).unsqueeze(1)
+    if size is not None and size != x_train.shape[-1]:
+        pad = size - x_train.shape[-1]
+        if pad < 0:
+            raise ValueError(f"size={size} is smaller than the images ({x_train.shape[-1]} px)")
+        padding = (pad // 2, pad - pad // 2) * 2
+        x_train = torch.nn.functional.pad(x_train, padding)
+        x_test = torch.nn.functional.pad(x_test, padding)
+    mean, std = x_train.mean(), x_train.std()
+    x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
+    if channels != 1:  # a view: batches are copied out of it, the dataset is not
+        x_train = x_train.expand(-1, channels, -1, -1)
+        x_test = x_test.expand(-1, channels, -1, -1)
+    train = TensorSplit(x_train, train_images.labels)
+    return train, TensorSplit(x_test, test_images.labels), channels, 10

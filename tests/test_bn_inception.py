@@ -39,7 +39,7 @@ def test_parameter_count_matches_the_tables_widths():
 @pytest.mark.parametrize("norm", ["none", "batchnorm", "batchrenorm", "torch_batchnorm"])
 @pytest.mark.parametrize("activation", ["relu", "sigmoid"])
 def test_every_variant_is_the_same_class(norm, activation):
-    model = BNInception(10, norm=norm, activation=activation, width=0.125, stem_stride=False)
+    model = BNInception(10, norm=norm, activation=activation, width=0.125, stem_stride=1)
     out = model(torch.randn(4, 3, 32, 32))
     assert out.shape == (4, 10) and torch.isfinite(out).all()
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
@@ -47,8 +47,8 @@ def test_every_variant_is_the_same_class(norm, activation):
 
 
 def test_our_bn_equals_torch_bn_inside_the_network():
-    ours = BNInception(10, norm="batchnorm", width=0.125, stem_stride=False)
-    ref = BNInception(10, norm="torch_batchnorm", width=0.125, stem_stride=False)
+    ours = BNInception(10, norm="batchnorm", width=0.125, stem_stride=1)
+    ref = BNInception(10, norm="torch_batchnorm", width=0.125, stem_stride=1)
     ref.load_state_dict(ours.state_dict(), strict=True)
     x = torch.randn(4, 3, 32, 32)
     torch.testing.assert_close(ours(x), ref(x))
@@ -58,7 +58,7 @@ def test_our_bn_equals_torch_bn_inside_the_network():
 
 
 def test_width_multiplier_and_small_inputs():
-    small = BNInception(10, width=0.25, stem_stride=False)
+    small = BNInception(10, width=0.25, stem_stride=1)
     assert count_parameters(small) < count_parameters(BNInception(10)) / 10
     assert small(torch.randn(2, 3, 32, 32)).shape == (2, 10)
     assert set(TABLE) == set(EXPECTED_CHANNELS)

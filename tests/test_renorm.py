@@ -15,7 +15,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import open_dict
 
 import bn
-from experiments import engine, renorm
+from experiments import renorm
 from experiments.checks import ConfigError
 from experiments.data import DataUnavailable
 from experiments.models import norm_layers
@@ -23,6 +23,7 @@ from experiments.sampling import IIDBatches, PairBatches
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
 from tests.idx_files import make_dataset
+from tests.interrupt import killed_after_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUPS = sorted(p.stem for p in (CONFIGS / "setup").glob("*.yaml"))
@@ -192,18 +193,8 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     overrides = ("setup=brn_micro4", "seed=2", "train.steps=9")
     full = renorm.train(_small(root, *overrides), tmp_path / "full")
 
-    original, calls = engine.TrainLoop.checkpoint, {"n": 0}
-
-    def dies_after_second_checkpoint(self):
-        original(self)
-        calls["n"] += 1
-        if calls["n"] == 2:  # after step 3's evaluation
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(engine.TrainLoop, "checkpoint", dies_after_second_checkpoint)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
         renorm.train(_small(root, *overrides), tmp_path / "killed")
-    monkeypatch.setattr(engine.TrainLoop, "checkpoint", original)
     resumed = renorm.train(_small(root, *overrides, "resume=true"), tmp_path / "killed")
 
     for key in ("test_acc", "train_acc", "max_test_acc"):

@@ -1,0 +1,115 @@
+"""Figures of the BN-Inception study, made only from the committed CSVs in ``results/inception/``.
+
+    python -m scripts.plot_inception  # writes results/figures/inception_fig2_<setting>.png
+
+One figure per setting (a folder of ``results/inception/`` with ``runs.csv`` and
+``summary.json``): (a) validation accuracy against steps, like the paper's Figure 2, with the
+``inception`` variant's maximum and the step where each variant reaches it marked; (b) the
+training loss; (c) the paper's Figure 3 numbers next to ours as steps-to-baseline-maximum bars.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scripts.collect_inception import BASELINE, PAPER_FIG3, VARIANT_ORDER, parameter_range
+from scripts.plot_mnist import plt, read_curves, save, series
+
+RESULTS = Path("results/inception")
+STYLE = {
+    "inception": ("#4c4c4c", "-", "Inception"),
+    "bn_baseline": ("#4c72b0", "-", "BN-Baseline"),
+    "bn_x5": ("#dd8452", "-", "BN-x5"),
+    "bn_x30": ("#c44e52", "-", "BN-x30"),
+    "bn_x5_sigmoid": ("#55a868", "--", "BN-x5-Sigmoid"),
+    "inception_sigmoid": ("#8172b3", ":", "Inception-Sigmoid (no BN)"),
+}
+
+
+def figure2(setting: Path) -> Path:
+    data = read_curves(setting / "runs.csv", key="variant")
+    summary = json.loads((setting / "summary.json").read_text())
+    variants = [v for v in VARIANT_ORDER if any(k[0] == v for k in data)]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
+    ax = axes[0]
+    for v in variants:
+        color, style, label = STYLE[v]
+        steps, acc = series(data, v, "test/acc")
+        ax.plot(steps, acc.mean(0), color=color, ls=style, label=label)
+        reached = summary["variants"][v].get("steps_to_baseline_max")
+        if reached is not None:
+            ax.plot([reached], [summary["variants"][v]["baseline_max_acc"]], "o", color=color, ms=4)
+    target = summary["variants"].get(BASELINE, {}).get("baseline_max_acc")
+    if target is not None:
+        ax.axhline(target, color="k", lw=0.7, ls="--")
+        ax.annotate(
+            f"Inception's max {target:.1%}",
+            (0, target),
+            xytext=(4, 3),
+            textcoords="offset points",
+            fontsize=7,
+        )
+    ax.set(
+        xlabel="training step",
+        ylabel="validation accuracy (single crop)",
+        title="(a) validation accuracy (cf. paper Fig. 2)",
+        ylim=(0, 1),
+    )
+    ax.legend(loc="lower right", fontsize=7)
+
+    ax = axes[1]
+    for v in variants:
+        color, style, label = STYLE[v]
+        steps, loss = series(data, v, "train/loss")
+        ax.plot(steps, loss.mean(0), color=color, ls=style, label=label)
+    ax.set(
+        xlabel="training step",
+        ylabel="training loss (mean since last evaluation)",
+        title="(b) training loss",
+        yscale="log",
+    )
+
+    ax = axes[2]
+    rows = [v for v in variants if v != "inception_sigmoid"]
+    base_paper = PAPER_FIG3["variants"][BASELINE]["steps_to_baseline_max"]
+    base_ours = summary["variants"].get(BASELINE, {}).get("steps_to_baseline_max")
+    y = range(len(rows))
+    ours = [_fraction(summary["variants"][v].get("steps_to_baseline_max"), base_ours) for v in rows]
+    paper = [
+        _fraction(PAPER_FIG3["variants"][v]["steps_to_baseline_max"], base_paper) for v in rows
+    ]
+    ax.barh([i + 0.2 for i in y], ours, height=0.4, color="#dd8452", label="ours (reduced setting)")
+    ax.barh([i - 0.2 for i in y], paper, height=0.4, color="#4c72b0", label="paper (ImageNet)")
+    for i, (o, p) in enumerate(zip(ours, paper)):
+        if o == 0:
+            ax.text(0.01, i + 0.2, "never", va="center", fontsize=7)
+        if p == 0:
+            ax.text(0.01, i - 0.2, "never", va="center", fontsize=7)
+    ax.set_yticks(list(y), [STYLE[v][2] for v in rows])
+    ax.invert_yaxis()
+    ax.set(
+        xlabel="steps to Inception's max / Inception's steps",
+        xlim=(0, 1.05),
+        title="(c) steps to the baseline's max (cf. Fig. 3)",
+    )
+    ax.legend(loc="lower right", fontsize=7)
+    fig.suptitle(
+        f"BN-Inception variants, reduced setting: {summary['data']}, width {summary['width']}, "
+        f"{parameter_range(summary)} parameters, batch {summary['global_batch']}"
+    )
+    return save(fig, f"inception_fig2_{setting.name}.png")
+
+
+def _fraction(steps: float | None, base: float | None) -> float:
+    """``steps / base``; 0 draws as "never"."""
+    return 0.0 if steps is None or not base else steps / base
+
+
+def main() -> None:
+    for setting in sorted(p.parent for p in RESULTS.glob("*/runs.csv")):
+        print(f"figure: {figure2(setting)}")
+
+
+if __name__ == "__main__":
+    main()
