@@ -13,6 +13,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from experiments.checks import ConfigError
+
 
 def setup(device: str = "auto") -> tuple[int, int, torch.device]:
     """``(rank, world_size, device)``; joins the process group when launched by ``torchrun``."""
@@ -20,7 +22,7 @@ def setup(device: str = "auto") -> tuple[int, int, torch.device]:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = torch.cuda.is_available() if device == "auto" else device.startswith("cuda")
     if use_cuda and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} but no CUDA device is available; use device=cpu")
+        raise ConfigError(f"device={device!r} but no CUDA device is available; use device=cpu")
     dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(dev)

@@ -64,3 +64,25 @@ def test_width_multiplier_and_small_inputs():
     assert set(TABLE) == set(EXPECTED_CHANNELS)
     with pytest.raises(ValueError, match="activation"):
         BNInception(10, activation="tanh")
+
+
+@pytest.mark.parametrize("norm", ["batchnorm", "batchrenorm"])
+def test_our_norms_train_under_bfloat16_autocast(norm):
+    """The GPU recipe's mixed precision, checked with CPU autocast: bfloat16 activations, float32
+    statistics and gradients, outputs close to the float32 network's."""
+    torch.manual_seed(0)
+    model = BNInception(10, norm=norm, width=0.125, stem_stride=2).to(
+        memory_format=torch.channels_last
+    )
+    x = torch.randn(8, 3, 32, 32).to(memory_format=torch.channels_last)
+    reference = model(x).detach()
+    with torch.autocast("cpu", torch.bfloat16):
+        y = model(x)
+    assert y.dtype == torch.bfloat16
+    torch.nn.functional.cross_entropy(y.float(), torch.arange(8)).backward()
+    first = model.stem[0]
+    assert (
+        first[1].running_mean.dtype == torch.float32 and first[0].weight.grad.dtype == torch.float32
+    )
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    torch.testing.assert_close(y.float(), reference, atol=0.15, rtol=0.05)

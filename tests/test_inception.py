@@ -426,3 +426,10 @@ def test_resume_on_an_image_folder_matches_uninterrupted(folder, tmp_path, monke
     inception.train(_on_folder(folder, *overrides, "resume=true"), tmp_path / "killed")
     assert _rows(tmp_path / "killed") == _rows(tmp_path / "full")
     assert full["steps_done"] == 4
+
+
+def test_cuda_on_a_machine_without_one_is_a_config_error(idx_root, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError, match="device='cuda'"):
+        inception.train(_small(f"data.root={idx_root}", "device=cuda"), tmp_path)
