@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from experiments.runlog import RunLog, read_metric, save_checkpoint, write_json
+from experiments.runlog import RunLog, git_commit, read_metric, save_checkpoint, write_json
 
 
 @dataclass
@@ -177,10 +177,10 @@ class TrainLoop:
         return result
 
     def finish(self, result: LoopResult, summary: dict[str, Any]) -> dict[str, Any]:
-        """Complete a run's ``summary`` with how the loop ended and its last evaluation (as
-        ``test_acc``, ...); on the logging process also the best ``test/acc``, then close the log
-        and write ``summary.json`` next to the checkpoint."""
-        summary.update(steps_done=result.step, diverged=result.diverged)
+        """Complete a run's ``summary`` with how the loop ended, the git commit and the last
+        evaluation (as ``test_acc``, ...); on the logging process also the best ``test/acc``,
+        then close the log and write ``summary.json`` next to the checkpoint."""
+        summary.update(steps_done=result.step, diverged=result.diverged, git_commit=git_commit())
         if result.diverged:
             summary["diverged_at_step"] = result.diverged_at_step
         else:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import sys
 from pathlib import Path
 
 import hydra
@@ -30,7 +29,7 @@ from experiments.bn_inception import BNInception, count_parameters
 from experiments.checks import require, run_study
 from experiments.engine import TrainLoop
 from experiments.evaluation import accuracy, to_device
-from experiments.runlog import LOGGER_MODES, git_commit, open_run_log
+from experiments.runlog import LOGGER_MODES, open_run_log, run_command
 from experiments.sampling import ShardBatches
 from experiments.splits import fixed_batches, load_splits
 
@@ -134,8 +133,8 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> BNIncept
 
 def build_optimizer(model: nn.Module, lr: float, momentum: float, weight_decay: float):
     """SGD with momentum; L2 on conv and linear weights only (not on biases or BN's γ, β)."""
-    decay = [p for n, p in model.named_parameters() if p.ndim > 1]
-    rest = [p for n, p in model.named_parameters() if p.ndim <= 1]
+    decay = [p for p in model.parameters() if p.ndim > 1]
+    rest = [p for p in model.parameters() if p.ndim <= 1]
     groups = [
         {"params": decay, "weight_decay": weight_decay},
         {"params": rest, "weight_decay": 0.0},
@@ -189,6 +188,9 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     )
     use_amp = t.amp and device.type == "cuda"
 
+    def autocast():
+        return torch.autocast("cuda", torch.bfloat16) if use_amp else contextlib.nullcontext()
+
     def batches(start: int):
         steps = (sampler.indices(s) for s in itertools.count(start))
         return train_split.batches(steps, seed=cfg.seed * 64 + rank, first_step=start)
@@ -197,8 +199,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         x, y = to_device(batch, device, memory_format)
         g = torch.Generator().manual_seed((cfg.seed * 1_000_003 + step) * 64 + rank)
         x = photometric(x, hp["photometric"], g)
-        amp = torch.autocast("cuda", torch.bfloat16) if use_amp else contextlib.nullcontext()
-        with amp:
+        with autocast():
             logits = net(x)
         loss = F.cross_entropy(logits.float(), y)
         optimizer.zero_grad(set_to_none=True)
@@ -219,8 +220,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     def evaluate(step: int) -> dict[str, float]:
         if rank != 0:
             return {}
-        amp = torch.autocast("cuda", torch.bfloat16) if use_amp else contextlib.nullcontext()
-        with amp:
+        with autocast():
             metrics = {
                 "test/acc": accuracy(model, test_split.batches(test_batches), device, memory_format)
             }
@@ -272,8 +272,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         "world_size": world,
         "steps_per_s": result.steps_per_s,
         "images_per_s": result.examples_per_s,
-        "git_commit": git_commit(),
-        "command": "python -m experiments.inception " + " ".join(sys.argv[1:]),
+        "command": run_command("experiments.inception"),
     }
     loop.finish(result, summary)
     distributed.cleanup()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from experiments.runlog import (
     RunLog,
     git_commit,
     read_metric,
+    run_command,
     save_checkpoint,
     write_json,
 )
@@ -145,7 +145,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         "steps": cfg.train.steps,
         "git_commit": git_commit(),
         "diverged": False,
-        "command": "python -m experiments.mnist " + " ".join(sys.argv[1:]),
+        "command": run_command("experiments.mnist"),
     }
 
     def checkpoint() -> None:

@@ -14,7 +14,6 @@ config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoi
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 
 import hydra
@@ -30,7 +29,7 @@ from experiments.checks import ConfigError, require, run_study
 from experiments.engine import TrainLoop
 from experiments.evaluation import accuracy, to_device
 from experiments.models import SmallConvNet, freeze_norm_scale
-from experiments.runlog import LOGGER_MODES, git_commit, open_run_log
+from experiments.runlog import LOGGER_MODES, open_run_log, run_command
 from experiments.sampling import IIDBatches, PairBatches
 from experiments.splits import fixed_batches, load_splits
 
@@ -301,8 +300,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         "world_size": world,
         "steps_per_s": result.steps_per_s,
         "examples_per_s": result.examples_per_s,
-        "git_commit": git_commit(),
-        "command": "python -m experiments.renorm " + " ".join(sys.argv[1:]),
+        "command": run_command("experiments.renorm"),
     }
     loop.finish(result, summary)
     distributed.cleanup()

@@ -95,10 +95,24 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def read_curve(path: Path, metric: str) -> list[tuple[int, float]]:
+    """Every logged ``(step, value)`` of ``metric`` in a ``metrics.csv``, in order."""
+    with path.open() as f:
+        return [
+            (int(r["step"]), float(r["value"])) for r in csv.DictReader(f) if r["metric"] == metric
+        ]
+
+
 def read_metric(path: Path, metric: str) -> list[float]:
     """Every logged value of ``metric`` in a ``metrics.csv``, in order."""
-    with path.open() as f:
-        return [float(r["value"]) for r in csv.DictReader(f) if r["metric"] == metric]
+    return [value for _, value in read_curve(path, metric)]
+
+
+def run_command(module: str) -> str:
+    """The command line that started this run, as ``python -m <module> <overrides>``."""
+    import sys
+
+    return f"python -m {module} " + " ".join(sys.argv[1:])
 
 
 def open_run_log(

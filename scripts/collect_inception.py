@@ -11,14 +11,14 @@ and ``fig3_table.md``, and prints the table.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from scripts.collect_mnist import runs, seed_stats
+from experiments.runlog import read_curve
+from scripts.collect_mnist import runs, seed_stats, sweep_parser
 
 # BN paper Figure 3 (ImageNet, single crop, batch 32 per step).
 PAPER_FIG3 = {
@@ -49,13 +49,6 @@ def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]
         for step, acc in curve:
             by_step[step].append(acc)
     return [(s, statistics.fmean(v)) for s, v in sorted(by_step.items()) if len(v) == len(curves)]
-
-
-def read_curve(metrics_csv: Path, metric: str = "test/acc") -> list[tuple[int, float]]:
-    with metrics_csv.open() as f:
-        return [
-            (int(r["step"]), float(r["value"])) for r in csv.DictReader(f) if r["metric"] == metric
-        ]
 
 
 def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) -> dict[str, dict]:
@@ -99,7 +92,7 @@ def collect(sweep_dir: Path, out: Path, command: str, wall_time: float | None) -
     for run, s in found:
         per_variant[s["variant"]].append((run, s))
     curves = {
-        v: mean_curve([read_curve(run / "metrics.csv") for run, _ in rs])
+        v: mean_curve([read_curve(run / "metrics.csv", "test/acc") for run, _ in rs])
         for v, rs in per_variant.items()
     }
     first = found[0][1]
@@ -185,12 +178,7 @@ def _order(variant: str) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("sweep_dir", type=Path)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--command", default="")
-    p.add_argument("--wall-time", type=float, default=None)
-    args = p.parse_args()
+    args = sweep_parser(__doc__).parse_args()
     collect(args.sweep_dir, args.out, args.command, args.wall_time)
 
 

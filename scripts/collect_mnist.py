@@ -45,6 +45,16 @@ def format_stat(entry: dict, key: str) -> str:
     return f"{entry[key]['mean']:.4f}±{entry[key]['std']:.4f}" if key in entry else "-"
 
 
+def sweep_parser(doc: str, out: Path | None = None) -> argparse.ArgumentParser:
+    """The command line of a sweep collector: ``SWEEP_DIR --out --command --wall-time``."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("sweep_dir", type=Path)
+    p.add_argument("--out", type=Path, default=out, required=out is None)
+    p.add_argument("--command", default="", help="the command recorded in summary.json")
+    p.add_argument("--wall-time", type=float, default=None, help="seconds, recorded too")
+    return p
+
+
 def collect_curves(sweep_dir: Path, out: Path, command: str, wall_time: float | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summaries = []

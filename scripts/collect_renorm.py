@@ -9,12 +9,11 @@ paper's ImageNet numbers), and prints the table.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 from pathlib import Path
 
-from scripts.collect_mnist import format_stat, runs, seed_stats
+from scripts.collect_mnist import format_stat, runs, seed_stats, sweep_parser
 
 # Batch Renorm paper Secs. 4.2-4.3, top-1 ImageNet validation accuracy of Inception-v3 (paper
 # scale: 50 workers x 32 examples). Recalled in ../shared/reference/papers.md Sec. 2.3.
@@ -113,12 +112,7 @@ def _print_table(data: str, setups: dict) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("sweep_dir", type=Path)
-    p.add_argument("--out", type=Path, default=Path("results/renorm"))
-    p.add_argument("--command", default="")
-    p.add_argument("--wall-time", type=float, default=None)
-    args = p.parse_args()
+    args = sweep_parser(__doc__, out=Path("results/renorm")).parse_args()
     collect(args.sweep_dir, args.out, args.command, args.wall_time)
 
 
