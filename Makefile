@@ -13,7 +13,7 @@ $(CURDIR)/.tools/bin/uv:
 	python3 -m pip install --quiet --disable-pip-version-check --target $(CURDIR)/.tools uv
 
 $(ENV): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --quiet
+	$(UV) sync --frozen --quiet --compile-bytecode
 	@touch $@
 
 install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision)
@@ -44,7 +44,7 @@ MNIST := $(PY) -m experiments.mnist -m threads=1 hydra/launcher=joblib hydra.lau
 reproduce-mnist: $(ENV) ## BN paper Fig. 1: baseline and BN, 3 seeds, 50k steps; results/mnist/, figures
 	$(PY) -m experiments.fetch_data $(DATA)
 	@start=$$(date +%s); set -e; \
-	$(MNIST) data=$(DATA) model=baseline,bn seed=0,1,2 hydra.sweep.dir=multirun/reproduce-mnist/$(DATA)/$(STAMP); \
+	$(MNIST) data=$(DATA) model=baseline,bn 'seed=[0,1,2]' hydra.sweep.dir=multirun/reproduce-mnist/$(DATA)/$(STAMP); \
 	$(PY) -m scripts.collect_mnist curves multirun/reproduce-mnist/$(DATA)/$(STAMP) --out results/mnist/$(DATA) \
 	  --command "make reproduce-mnist DATA=$(DATA)" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_mnist; \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -9,17 +10,41 @@ import torch
 from torch import Tensor, nn
 
 
+def percentiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """The ``qs`` percentiles of each row of ``values`` (``(..., n)``), ``(..., len(qs))``.
+
+    The same numbers as ``numpy.percentile(values, qs, axis=-1)`` (linear interpolation between
+    order statistics), ~3x faster: one single-``kth`` partition per percentile, where numpy
+    partitions for every needed order statistic in one slow multi-``kth`` call.
+    """
+    n = values.shape[-1]
+    out = []
+    for q in qs:
+        pos = q / 100 * (n - 1)
+        lo = math.floor(pos)
+        part = np.partition(values, lo, axis=-1)
+        low = part[..., lo].astype(np.float64)
+        frac = pos - lo
+        if frac == 0:
+            out.append(low)
+            continue
+        high = part[..., lo + 1 :].min(axis=-1).astype(np.float64)  # the next order statistic
+        out.append(low + frac * (high - low))
+    return np.stack(out, axis=-1)
+
+
 class SigmoidInputs:
     """Collects the input of each given module (e.g. every ``nn.Sigmoid``) while active.
 
     The input of a hidden sigmoid is ``Wu + b`` in the baseline and the BN output ``γx̂ + β`` in
-    the BN network: exactly the distribution the paper plots.
+    the BN network: exactly the distribution the paper plots. Inputs are feature-major,
+    ``(copies, units, batch)``, as in :class:`experiments.models.SigmoidMLP`.
 
     Example::
 
         >>> with SigmoidInputs(model.sigmoids) as rec:
         ...     model(x_test)
-        >>> rec.percentiles((15, 50, 85))  # (layers, 3, units)
+        >>> rec.percentiles((15, 50, 85))  # (copies, layers, 3, units)
     """
 
     def __init__(self, modules: Sequence[nn.Module]) -> None:
@@ -43,12 +68,14 @@ class SigmoidInputs:
 
         return hook
 
+    def layer(self, i: int) -> Tensor:
+        """Every recorded input of module ``i``: ``(copies, units, examples)``."""
+        return torch.cat(self.inputs[i], dim=-1)
+
     def percentiles(self, qs: Sequence[float]) -> Tensor:
-        """``(layers, len(qs), units)``: the ``qs`` percentiles (linear interpolation, as
-        ``numpy.percentile``) of every unit's recorded input."""
-        out = []
-        for xs in self.inputs:
-            # numpy's selection on contiguous rows is ~1.5x faster than torch.quantile over dim 0.
-            units = torch.cat(xs).t().contiguous().numpy()
-            out.append(torch.from_numpy(np.percentile(units, list(qs), axis=1)).float())
-        return torch.stack(out)
+        """``(copies, layers, len(qs), units)``: the ``qs`` percentiles (linear interpolation,
+        as ``numpy.percentile``) of every unit's recorded input, per copy."""
+        per_layer = [
+            percentiles(self.layer(i).contiguous().numpy(), qs) for i in range(len(self.modules))
+        ]
+        return torch.from_numpy(np.stack(per_layer, axis=1)).float().transpose(2, 3)

@@ -63,8 +63,14 @@ class RunLog:
             id_file = out_dir / "wandb_id.txt"
             run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:8]
             id_file.write_text(run_id)
+            # create_new: a process may hold several runs (the MNIST study's stacked seeds).
             self.wandb = wandb.init(
-                mode=mode, dir=str(out_dir), id=run_id, resume="allow", **wandb_kwargs
+                mode=mode,
+                dir=str(out_dir),
+                id=run_id,
+                resume="allow",
+                reinit="create_new",
+                **wandb_kwargs,
             )
 
     def log(

@@ -14,7 +14,7 @@ from hydra.errors import ConfigCompositionException
 from experiments import mnist
 from experiments.checks import ConfigError
 from experiments.models import SigmoidMLP
-from experiments.probes import SigmoidInputs
+from experiments.probes import SigmoidInputs, percentiles
 from tests.configs import CONFIGS, compose_config
 from tests.idx_files import make_dataset
 
@@ -58,13 +58,13 @@ def test_every_config_composes(model, dataset):
     cfg = _cfg([f"model={model}", f"data={dataset}"])
     mnist.validate(cfg)
     net = SigmoidMLP(cfg.model.norm, cfg.model.hidden, cfg.model.init_std, **cfg.model.norm_kwargs)
-    assert net(torch.randn(4, 784)).shape == (4, 10)
+    assert net(torch.randn(4, 784)).shape == (1, 4, 10)
     assert (cfg.train.steps, cfg.train.batch_size, cfg.logger.mode) == (50000, 60, "offline")
 
 
 @pytest.mark.parametrize("model", ["baseline", "bn"])
 def test_short_run_writes_metrics_and_summary(root, tmp_path, model):
-    summary = mnist.train(_small(root, f"model={model}"), tmp_path)
+    [summary] = mnist.train(_small(root, f"model={model}"), tmp_path)
     rows = _rows(tmp_path)
     metrics = {r["metric"] for r in rows}
     assert {
@@ -97,7 +97,7 @@ def test_short_run_writes_metrics_and_summary(root, tmp_path, model):
 
 
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
-    full = mnist.train(_small(root, "model=bn", "seed=3"), tmp_path / "full")
+    [full] = mnist.train(_small(root, "model=bn", "seed=3"), tmp_path / "full")
 
     calls = {"n": 0}
     original = mnist.EpochSampler.next
@@ -112,7 +112,7 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         mnist.train(_small(root, "model=bn", "seed=3"), tmp_path / "killed")
     monkeypatch.setattr(mnist.EpochSampler, "next", original)
-    resumed = mnist.train(_small(root, "model=bn", "seed=3", "resume=true"), tmp_path / "killed")
+    [resumed] = mnist.train(_small(root, "model=bn", "seed=3", "resume=true"), tmp_path / "killed")
 
     for key in ("test_acc", "train_acc", "test_acc_population", "final_train_loss"):
         assert resumed[key] == full[key], key
@@ -124,10 +124,50 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
 
 
 def test_diverged_run_stops_cleanly(root, tmp_path):
-    summary = mnist.train(_small(root, "model=baseline", "model.init_std=1e37"), tmp_path)
+    [summary] = mnist.train(_small(root, "model=baseline", "model.init_std=1e37"), tmp_path)
     assert summary["diverged"] and summary["diverged_at_step"] <= 40
+    assert summary["steps_done"] == summary["diverged_at_step"]
     assert json.loads((tmp_path / "summary.json").read_text())["diverged"]
     assert any(r["metric"] == "test/acc" for r in _rows(tmp_path))  # step-0 row kept
+
+
+def _close_rows(a: list[dict], b: list[dict]) -> None:
+    assert [(r["step"], r["metric"]) for r in a] == [(r["step"], r["metric"]) for r in b]
+    np.testing.assert_allclose(
+        [float(r["value"]) for r in a], [float(r["value"]) for r in b], rtol=1e-4, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("model", ["baseline", "bn"])
+def test_stacked_seeds_equal_separate_runs(root, tmp_path, model):
+    stacked = mnist.train(_small(root, f"model={model}", "seed=[3,4]"), tmp_path / "stacked")
+    for seed, together in zip((3, 4), stacked):
+        [alone] = mnist.train(_small(root, f"model={model}", f"seed={seed}"), tmp_path / f"s{seed}")
+        assert together["seed"] == seed and together["copies"] == 2
+        for key in ("test_acc", "train_acc", "final_train_loss"):
+            assert together[key] == pytest.approx(alone[key], abs=1e-3), key
+        _close_rows(_rows(tmp_path / "stacked" / f"seed{seed}"), _rows(tmp_path / f"s{seed}"))
+    assert (tmp_path / "stacked" / "checkpoint.pt").exists()
+
+
+def test_a_diverging_seed_leaves_the_others_untouched(root, tmp_path, monkeypatch):
+    [alone] = mnist.train(_small(root, "model=bn", "seed=3"), tmp_path / "alone")
+
+    class SecondCopyIsNaN(SigmoidMLP):
+        def reset_parameters(self, seeds=None):
+            super().reset_parameters(seeds)
+            if self.copies > 1:
+                with torch.no_grad():
+                    self.output.weight[1].fill_(float("nan"))
+
+    monkeypatch.setattr(mnist, "SigmoidMLP", SecondCopyIsNaN)
+    ok, bad = mnist.train(_small(root, "model=bn", "seed=[3,4]"), tmp_path / "stacked")
+    assert bad["diverged"] and bad["diverged_at_step"] == 1 and "test_acc" not in bad
+    assert not ok["diverged"]
+    assert ok["test_acc"] == pytest.approx(alone["test_acc"], abs=1e-3)
+    _close_rows(_rows(tmp_path / "stacked" / "seed3"), _rows(tmp_path / "alone"))
+    bad_rows = _rows(tmp_path / "stacked" / "seed4")
+    assert max(int(r["step"]) for r in bad_rows) == 1  # nothing logged after it diverged
 
 
 @pytest.mark.parametrize(
@@ -137,6 +177,9 @@ def test_diverged_run_stops_cleanly(root, tmp_path):
         ("train.batch_size=1", "train.batch_size=1"),
         ("train.steps=0", "train.steps=0"),
         ("logger.mode=cloud", "logger.mode='cloud'"),
+        ("seed=[1,1]", "repeated seeds"),
+        ("seed=abc", "seed=abc must be an integer"),
+        ("model.norm=layernorm", "model.norm='layernorm'"),
     ],
 )
 def test_invalid_settings_fail_before_training(root, tmp_path, override, setting):
@@ -174,18 +217,48 @@ def test_cli_missing_data_exits_with_message(tmp_path):
     assert "error: Could not get MNIST" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_percentile_probe_matches_direct_computation():
-    net = SigmoidMLP("batchnorm").eval()
+@pytest.mark.parametrize("n", [1, 2, 7, 500])
+def test_percentiles_match_numpy(n):
+    values = np.random.default_rng(0).normal(size=(2, 5, n)).astype(np.float32)
+    qs = [0, 15, 50, 85, 100]
+    want = np.moveaxis(np.percentile(values, qs, axis=-1), 0, -1)
+    np.testing.assert_allclose(percentiles(values, qs), want, rtol=1e-6, atol=1e-6)
+
+
+def test_percentile_probe_records_every_sigmoid_input():
+    net = SigmoidMLP("none", copies=2, seeds=[0, 1]).eval()
     x = torch.rand(500, 784)
     with torch.no_grad(), SigmoidInputs(net.sigmoids) as rec:
         net(x)
     got = rec.percentiles([15, 50, 85])
-    with torch.no_grad():
-        h, inputs = x, []
-        for m in net:
-            if isinstance(m, torch.nn.Sigmoid):
-                inputs.append(h.clone())
-            h = m(h)
-    for layer, pre in enumerate(inputs):
-        want = np.percentile(pre.numpy(), [15, 50, 85], axis=0)
-        np.testing.assert_allclose(got[layer].numpy(), want, rtol=1e-5, atol=1e-6)
+    assert got.shape == (2, 3, 3, 100)
+    with torch.no_grad():  # the baseline's sigmoid inputs by hand: Wu + b, layer by layer
+        for k in range(2):
+            u = x
+            for layer, linear in enumerate(net.hidden):
+                z = u @ linear.weight[k].t() + linear.bias[k].t()
+                want = np.percentile(z.numpy(), [15, 50, 85], axis=0)
+                np.testing.assert_allclose(got[k, layer].numpy(), want, rtol=1e-4, atol=1e-5)
+                u = torch.sigmoid(z)
+
+
+@pytest.mark.parametrize("norm", ["none", "batchnorm"])
+def test_each_copy_is_the_network_of_its_seed(norm):
+    """A stacked copy computes, trains and infers exactly as a network built alone."""
+    torch.manual_seed(0)
+    both = SigmoidMLP(norm, copies=2, seeds=[5, 6])
+    alone = SigmoidMLP(norm, copies=1, seeds=[6])
+    x = torch.rand(2, 32, 784)
+    y = torch.randint(0, 10, (2, 32))
+    for net, xs, ys in ((both, x, y), (alone, x[1:], y[1:])):
+        loss = torch.nn.functional.cross_entropy(net(xs).transpose(1, 2), ys, reduction="none")
+        loss.mean(1).sum().backward()
+    torch.testing.assert_close(both(x)[1], alone(x[1:])[0])
+    for (name, p), q in zip(both.named_parameters(), alone.parameters()):
+        k = slice(100, 200) if p.dim() == 1 else 1  # a norm's channels are copy-major
+        torch.testing.assert_close(p[k], q.squeeze(0) if p.dim() > 1 else q, msg=name)
+        torch.testing.assert_close(p.grad[k], q.grad.squeeze(0) if p.dim() > 1 else q.grad)
+    both.eval(), alone.eval()
+    shared = torch.rand(50, 784)  # one batch for every copy: the inference path
+    torch.testing.assert_close(both(shared)[1], alone(shared)[0])
+    torch.testing.assert_close(both(shared)[1], alone(shared[None])[0])
