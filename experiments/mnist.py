@@ -173,6 +173,15 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     resumed = cfg.resume and ckpt_path.exists()
     if resumed:
         ckpt = torch.load(ckpt_path, weights_only=False)
+        require(
+            [
+                (
+                    ckpt["seeds"] == seeds,
+                    f"{ckpt_path} holds the run of seed={ckpt['seeds']}, not seed={cfg.seed}; "
+                    "resume with the same seeds or another hydra.run.dir",
+                )
+            ]
+        )
         model.load_state_dict(ckpt["model"])
         for sampler, state in zip(samplers, ckpt["samplers"]):
             sampler.load_state_dict(state)
@@ -209,6 +218,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
             {
                 "model": model.state_dict(),
                 "samplers": [s.state_dict() for s in samplers],
+                "seeds": seeds,
                 "step": step,
                 "runs": [r.state() for r in runs],
             },

@@ -123,6 +123,12 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
 
 
+def test_resume_with_other_seeds_is_refused(root, tmp_path):
+    mnist.train(_small(root, "model=baseline", "seed=[1,2]", "train.steps=10"), tmp_path)
+    with pytest.raises(ConfigError, match=r"holds the run of seed=\[1, 2\], not seed=\[1, 3\]"):
+        mnist.train(_small(root, "model=baseline", "seed=[1,3]", "resume=true"), tmp_path)
+
+
 def test_diverged_run_stops_cleanly(root, tmp_path):
     [summary] = mnist.train(_small(root, "model=baseline", "model.init_std=1e37"), tmp_path)
     assert summary["diverged"] and summary["diverged_at_step"] <= 40
