@@ -301,7 +301,9 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         if cfg.model.norm != "none":
             finals.update(_population_accuracies(model, cfg, seeds, x_train, x_test, y_test))
     for k, r in enumerate(runs):
-        r.summary.update(steps_per_s=steps_per_s, steps_done=step)
+        r.summary.update(
+            steps_per_s=steps_per_s, steps_done=r.summary.get("diverged_at_step", step)
+        )
         if r.alive:
             r.summary.update({key: values[k] for key, values in finals.items()})
             pop = {
