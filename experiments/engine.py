@@ -19,7 +19,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from experiments.runlog import RunLog, git_commit, read_metric, save_checkpoint, write_json
+from experiments.runlog import (
+    RunLog,
+    git_commit,
+    open_run_log,
+    read_metric,
+    save_checkpoint,
+    write_json,
+)
 
 
 @dataclass
@@ -99,6 +106,19 @@ class TrainLoop:
         set_rng_state(ckpt["rng"])
         self.step = ckpt["step"]
         return True
+
+    def start(self, cfg, *, job_type: str, writes_log: bool) -> None:
+        """Resume from ``checkpoint.pt`` when ``cfg.resume`` is set, then open the run's log
+        (``metrics.csv``, W&B) on the process that ``writes_log`` (rank 0 of a distributed run)."""
+        resumed = cfg.resume and self.resume()
+        if writes_log:
+            self.log = open_run_log(
+                cfg,
+                self.ckpt_path.parent,
+                name=self.name,
+                job_type=job_type,
+                resume_step=self.step if resumed else None,
+            )
 
     def checkpoint(self) -> None:
         if self.log is None:  # only rank 0 writes

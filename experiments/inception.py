@@ -29,7 +29,7 @@ from experiments.bn_inception import BNInception, count_parameters
 from experiments.checks import require, run_study
 from experiments.engine import TrainLoop
 from experiments.evaluation import accuracy, to_device
-from experiments.runlog import LOGGER_MODES, open_run_log, run_command
+from experiments.runlog import LOGGER_MODES, run_command
 from experiments.sampling import ShardBatches
 from experiments.splits import fixed_batches, load_splits
 
@@ -246,15 +246,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         name=name,
         batch_size=hp["global_batch"],
     )
-    resumed = cfg.resume and loop.resume()
-    if rank == 0:  # one process writes metrics.csv, W&B and summary.json
-        loop.log = open_run_log(
-            cfg,
-            out_dir,
-            name=name,
-            job_type=cfg.variant_name,
-            resume_step=loop.step if resumed else None,
-        )
+    loop.start(cfg, job_type=cfg.variant_name, writes_log=rank == 0)  # one process writes the logs
     result = loop.run()
 
     summary = {

@@ -187,7 +187,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
             sampler.load_state_dict(state)
         step, saved_runs = ckpt["step"], ckpt["runs"]
 
-    runs = []
+    runs, commit = [], git_commit()
     for k, (seed, run_dir) in enumerate(zip(seeds, run_dirs)):
         run_dir.mkdir(parents=True, exist_ok=True)
         name = f"{cfg.model.name}-s{seed}"
@@ -203,7 +203,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
             "init_std": cfg.model.init_std,
             "steps": cfg.train.steps,
             "copies": copies,
-            "git_commit": git_commit(),
+            "git_commit": commit,
             "diverged": False,
             "command": run_command("experiments.mnist"),
         }

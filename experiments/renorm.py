@@ -29,7 +29,7 @@ from experiments.checks import ConfigError, require, run_study
 from experiments.engine import TrainLoop
 from experiments.evaluation import accuracy, to_device
 from experiments.models import SmallConvNet, freeze_norm_scale
-from experiments.runlog import LOGGER_MODES, open_run_log, run_command
+from experiments.runlog import LOGGER_MODES, run_command
 from experiments.sampling import IIDBatches, PairBatches
 from experiments.splits import fixed_batches, load_splits
 
@@ -276,15 +276,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         name=name,
         batch_size=t.batch_size * world,
     )
-    resumed = cfg.resume and loop.resume()
-    if rank == 0:  # one process writes metrics.csv, W&B and summary.json
-        loop.log = open_run_log(
-            cfg,
-            out_dir,
-            name=name,
-            job_type=cfg.setup_name,
-            resume_step=loop.step if resumed else None,
-        )
+    loop.start(cfg, job_type=cfg.setup_name, writes_log=rank == 0)  # one process writes the logs
     result = loop.run()
 
     summary = {

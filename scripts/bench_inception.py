@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from experiments.bn_inception import BNInception, count_parameters
+from scripts.bench_layers import write_report
 
 TARGET = 0.9
 
@@ -166,14 +166,8 @@ def main() -> None:
         "matched: BN-Inception's width chosen so its parameter count equals GoogLeNet's; both use "
         "an ImageNet stem (total stride 8), so they see the same input at the same resolution"
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / ("inception_cuda.csv" if torch.cuda.is_available() else "inception_cpu.csv")
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {path}")
-    print("target met" if not failed else "target MISSED: " + "; ".join(failed))
+    name = "inception_cuda.csv" if torch.cuda.is_available() else "inception_cpu.csv"
+    write_report(args.out / name, rows, failed)
 
 
 if __name__ == "__main__":

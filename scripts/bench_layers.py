@@ -137,8 +137,15 @@ def main() -> None:
             f"{r['device']:6} {r['shape']:>14} {r['layer']:18} {r['ms']:9.3f} {r['time_ratio']:7.2f} "
             f"{r['mem_MiB']:8.2f} {r['mem_ratio']:6.2f}  {verdict}"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / ("layers_cuda.csv" if "cuda" in devices else "layers_cpu.csv")
+    write_report(
+        args.out / ("layers_cuda.csv" if "cuda" in devices else "layers_cpu.csv"), rows, failed
+    )
+
+
+def write_report(path: Path, rows: list[dict], failed: list[str]) -> None:
+    """Write a benchmark's ``rows`` to the CSV ``path`` and say whether every target was met
+    (``failed`` lists the misses)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
