@@ -47,7 +47,7 @@ reproduce-mnist: $(ENV) ## BN paper Fig. 1: baseline and BN, 3 seeds, 50k steps;
 	$(MNIST) data=$(DATA) model=baseline,bn 'seed=[0,1,2]' hydra.sweep.dir=multirun/reproduce-mnist/$(DATA)/$(STAMP); \
 	$(PY) -m scripts.collect_mnist curves multirun/reproduce-mnist/$(DATA)/$(STAMP) --out results/mnist/$(DATA) \
 	  --command "make reproduce-mnist DATA=$(DATA)" --wall-time $$(( $$(date +%s) - start )); \
-	$(PY) -m scripts.plot_mnist; \
+	$(PY) -m scripts.plot_mnist $(DATA); \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
 reproduce-fashion-mnist: fashion-data ## the same on Fashion-MNIST (results/mnist/fashion_mnist/)

@@ -110,10 +110,11 @@ class SigmoidMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         u = x.t() if x.dim() == 2 else x.transpose(1, 2)  # feature-major
-        for i, (linear, sigmoid) in enumerate(zip(self.hidden, self.sigmoids)):
+        norms = self.norms if self.norms is not None else [None] * len(self.hidden)
+        for linear, norm, sigmoid in zip(self.hidden, norms, self.sigmoids):
             z = linear(u)
-            if self.norms is not None:
-                z = self.norms[i](z.reshape(1, -1, z.shape[-1])).view(z.shape)
+            if norm is not None:
+                z = norm(z.view(1, -1, z.shape[-1])).view(z.shape)
             u = sigmoid(z)
         return self.output(u).transpose(1, 2)
 

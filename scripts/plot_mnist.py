@@ -1,6 +1,7 @@
 """Figures of the MNIST study, made only from the committed CSVs in ``results/mnist/``.
 
-    python -m scripts.plot_mnist      # writes results/figures/mnist_*.png
+    python -m scripts.plot_mnist          # every figure: results/figures/*.png
+    python -m scripts.plot_mnist mnist    # only Figure 1 and the covariate-shift figure of MNIST
 
 Skips a figure whose CSV is not there yet.
 """
@@ -8,6 +9,7 @@ Skips a figure whose CSV is not there yet.
 from __future__ import annotations
 
 import csv
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -184,9 +186,14 @@ def save(fig, name: str) -> Path:
     return path
 
 
-def main() -> None:
-    made = [f(d) for d in ("mnist", "fashion_mnist") for f in (figure1, shift_figure)]
-    made += [lr_sweep(), init_scale_sweep()]
+def main(argv: list[str] | None = None) -> None:
+    datasets = (argv if argv is not None else sys.argv[1:]) or list(TITLES)
+    unknown = sorted(set(datasets) - set(TITLES))
+    if unknown:
+        raise SystemExit(f"unknown dataset(s) {unknown}; choose from {list(TITLES)}")
+    made = [f(d) for d in datasets for f in (figure1, shift_figure)]
+    if set(datasets) == set(TITLES):
+        made += [lr_sweep(), init_scale_sweep()]
     for p in made:
         if p is not None:
             print(f"figure: {p}")

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from experiments import data
 from tests.idx_files import make_dataset, write_idx
@@ -18,6 +19,18 @@ def test_reads_generated_idx(tmp_path, compress):
     assert x.shape == (30, 784) and set(x.unique().tolist()) <= {0.0, 1.0}
     g = data.preprocess(train.images, binarize=False)
     assert float(g.min()) >= 0.0 and float(g.max()) == 1.0
+    pixels = train.images.reshape(30, -1)
+    assert torch.equal(x, (pixels > 127).float()) and torch.equal(g, pixels.float() / 255)
+
+
+@pytest.mark.parametrize("binarize", [True, False])
+def test_compact_batches_are_the_preprocessed_inputs(tmp_path, binarize):
+    images = data.load_split(make_dataset(tmp_path, n_train=30, n_test=7), "train").images
+    compact = data.compact_inputs(images, binarize)
+    assert compact.dtype == torch.uint8
+    idx = torch.tensor([3, 0, 29, 3])
+    batch = data.to_inputs(torch.index_select(compact, 0, idx), binarize)
+    assert torch.equal(batch, data.preprocess(images, binarize)[idx])
 
 
 def test_read_idx_roundtrip(tmp_path):

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,11 @@ def test_every_config_composes(model, dataset):
     net = SigmoidMLP(cfg.model.norm, cfg.model.hidden, cfg.model.init_std, **cfg.model.norm_kwargs)
     assert net(torch.randn(4, 784)).shape == (1, 4, 10)
     assert (cfg.train.steps, cfg.train.batch_size, cfg.logger.mode) == (50000, 60, "offline")
+
+
+def test_grayscale_inputs_train(root, tmp_path):
+    [summary] = mnist.train(_small(root, "model=bn", "data.binarize=false"), tmp_path)
+    assert not summary["diverged"] and math.isfinite(summary["final_train_loss"])
 
 
 @pytest.mark.parametrize("model", ["baseline", "bn"])
@@ -269,3 +275,16 @@ def test_each_copy_is_the_network_of_its_seed(norm):
     shared = torch.rand(50, 784)  # one batch for every copy: the inference path
     torch.testing.assert_close(both(shared)[1], alone(shared)[0])
     torch.testing.assert_close(both(shared)[1], alone(shared[None])[0])
+
+
+def test_figures_of_one_dataset_from_the_committed_csvs(tmp_path, monkeypatch):
+    from scripts import plot_mnist
+
+    monkeypatch.setattr(plot_mnist, "FIGURES", tmp_path)
+    plot_mnist.main(["mnist"])  # what `make reproduce-mnist` redraws
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "mnist_covariate_shift.png",
+        "mnist_fig1.png",
+    ]
+    with pytest.raises(SystemExit, match="unknown dataset"):
+        plot_mnist.main(["cifar10"])
