@@ -116,7 +116,6 @@ class _BatchRenormNd(_NormBase):
         self.r_max = r_max
         self.d_max = d_max
         self._last: tuple | None = None  # r, d (unclipped) and the bounds of the last batch
-        self._sigmas: tuple[Tensor, Tensor] | None = None  # σ_B and σ² of the last batch
 
     @staticmethod
     def _at(bound: float | Schedule, step: int | Tensor) -> float | Tensor:
@@ -158,23 +157,19 @@ class _BatchRenormNd(_NormBase):
 
     # No autograd here: mean and var come without gradient (stop_gradient), the rest are buffers.
     def _correction(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
-        sigma_sq = self.running_var + self.eps  # σ² (ε inside, as stored)
-        inv_sigma = torch.rsqrt(sigma_sq)
-        sigma_b = torch.sqrt(var + self.eps)
-        r = sigma_b * inv_sigma  # σ_B / σ
+        inv_sigma = torch.rsqrt(self.running_var + self.eps)
+        r = torch.sqrt(var + self.eps) * inv_sigma  # σ_B / σ
         d = (mean - self.running_mean) * inv_sigma  # (μ_B − μ) / σ
         r_max, d_max = self._bounds()
         self._last = (r, d, r_max, d_max)
-        self._sigmas = (sigma_b, sigma_sq)  # for the moving averages, updated after r and d
         return torch.clamp(r, 1.0 / r_max, r_max), torch.clamp(d, -d_max, d_max)
 
     def _update_running_stats(self, mean: Tensor, var: Tensor, count: int) -> None:
         """The paper's update: moving averages of μ_B and of σ_B (not of the variance)."""
-        sigma_b, sigma_sq = self._sigmas
         self.num_batches_tracked.add_(1)
         factor = self._average_factor()
-        sigma = torch.sqrt(sigma_sq)
-        sigma.lerp_(_average(sigma_b).to(sigma.dtype), factor)
+        sigma = torch.sqrt(self.running_var + self.eps)
+        sigma.lerp_(_average(torch.sqrt(var + self.eps)).to(sigma.dtype), factor)
         self.running_mean.lerp_(_average(mean).to(self.running_mean.dtype), factor)
         torch.sub(sigma.square_(), self.eps, out=self.running_var)
 

@@ -149,8 +149,8 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         torch.set_num_threads(cfg.threads)
     raw = ensure_dataset(cfg.data.name, cfg.data.root, cfg.data.download)
     train_split, test_split = load_split(raw, "train"), load_split(raw, "test")
-    x_train, y_train = preprocess(train_split.images, cfg.data.binarize), train_split.labels
     train_pixels = compact_inputs(train_split.images, cfg.data.binarize)  # what the loop reads
+    x_train, y_train = to_inputs(train_pixels, cfg.data.binarize), train_split.labels
     x_test, y_test = preprocess(test_split.images, cfg.data.binarize), test_split.labels
 
     seeds = seed_list(cfg.seed)
