@@ -14,6 +14,7 @@ $(CURDIR)/.tools/bin/uv:
 
 $(ENV): pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --compile-bytecode
+	-$(PY) -m scripts.build_kernel  # bn's compiled Batch Renorm kernel; without it, the PyTorch path
 	@touch $@
 
 install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision)

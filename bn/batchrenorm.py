@@ -6,6 +6,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from . import compiled
 from ._base import _average, _NormBase
 from .schedules import LinearRamp, Schedule, paper_d_max, paper_r_max
 
@@ -44,7 +45,9 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
         d_max: bound on ``|d|`` (``>= 0``), a number or a schedule. Default: the paper's schedule.
         impl, microbatch, sync_stats, process_group: as in :class:`bn.BatchNorm2d`; with
             microbatches, ``r`` and ``d`` are computed per microbatch, and ``μ``, ``σ`` get one update
-            per step with the average of the microbatches' ``μ_B`` and ``σ_B``.
+            per step with the average of the microbatches' ``μ_B`` and ``σ_B``. With
+            ``impl="fast"``, small ``(N, C)`` CPU inputs go through a compiled kernel of the same
+            algorithm (:mod:`bn.compiled`).
 
     Shape:
         - Input: {shape}
@@ -154,6 +157,45 @@ class _BatchRenormNd(_NormBase):
             return None
         _, d, _, d_max = self._last
         return (d.abs() > d_max).float().mean()
+
+    def _forward_batch_stats(self, x: Tensor, groups: int) -> Tensor:
+        op = compiled.renorm_op() if self._compiled_applies(x) else None
+        if op is None:
+            return super()._forward_batch_stats(x, groups)
+        # The same steps as the PyTorch path (_correction, normalization, _update_running_stats)
+        # in one compiled call: bounds at the current step, the average's rate after the count.
+        r_max, d_max = self._bounds()
+        self.num_batches_tracked.add_(1)
+        y, r, d = op(
+            x.contiguous(),
+            self.weight,
+            self.bias,
+            self.running_mean,
+            self.running_var,
+            groups,
+            self.eps,
+            float(r_max),
+            float(d_max),
+            self._average_factor(),
+        )
+        self._last = (r, d, r_max, d_max)
+        return y
+
+    def _compiled_applies(self, x: Tensor) -> bool:
+        """Whether :mod:`bn.compiled`'s kernel computes this training step (see there)."""
+        dtype = x.dtype
+        return (
+            x.dim() == 2
+            and x.device.type == "cpu"
+            and dtype in (torch.float32, torch.float64)
+            and x.numel() <= compiled.MAX_NUMEL
+            and self.impl == "fast"
+            and not self.sync_stats
+            and self.running_mean.dtype == dtype
+            and (self.weight is None or self.weight.dtype == dtype)
+            and (self.bias is None or self.bias.dtype == dtype)
+            and not torch.compiler.is_compiling()
+        )
 
     # No autograd here: mean and var come without gradient (stop_gradient), the rest are buffers.
     def _correction(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:

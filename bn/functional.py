@@ -18,6 +18,7 @@ from torch import Tensor
 
 REDUCE_DIMS = (1, 3)
 SMALL = 2**16  # below this many elements, per-call overhead outweighs memory traffic
+CANCELLATION = 10.0  # mean² > this × var: E[x²] − E[x]² would lose over ~1e-5 of var (float32)
 
 
 def group_view(x: Tensor, groups: int) -> Tensor:
@@ -57,19 +58,20 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
     if x.numel() < SMALL:
         stats = [torch.batch_norm_update_stats(xb, None, None, 0.0) for xb in x.chunk(groups)]
         return torch.stack([m for m, _ in stats]), torch.stack([v for _, v in stats])
-    # Large inputs: sums over contiguous rows of spatial positions are several times faster on CPU than the
-    # Welford kernel. Shifting each channel by one of its own values first keeps
-    # E[y²] − E[y]² free of cancellation when |mean| >> std.
+    # Large inputs: sums over contiguous rows of spatial positions are several times faster on
+    # CPU than the Welford kernel. E[x²] − E[x]² cancels when |mean| >> std; such (rare) channels
+    # make the whole call take the two-pass route, (x − mean)² summed with the mean known.
     acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     rows = x.reshape(n, c, -1)
-    shift = rows[0, :, :1].to(acc)
-    y = rows.to(acc) - shift
-    m = (n // groups) * y.shape[-1]
-    s1 = y.sum(-1).view(groups, -1, c).sum(1)
-    s2 = torch.linalg.vector_norm(y, dim=-1).square_().view(groups, -1, c).sum(1)
-    mean_y = s1 / m
-    var = (s2 / m - mean_y.square()).clamp_min_(0.0)
-    mean = mean_y + shift.view(1, c)
+    rows = rows if rows.dtype == acc else rows.to(acc)
+    m = (n // groups) * rows.shape[-1]
+    mean = rows.sum(-1).view(groups, -1, c).sum(1) / m
+    sq = torch.linalg.vector_norm(rows, dim=-1).square_().view(groups, -1, c).sum(1)
+    var = sq / m - mean.square()
+    if bool((mean.square() > CANCELLATION * var).any()):
+        centered = rows.view(groups, -1, c, rows.shape[-1]) - mean.view(groups, 1, c, 1)
+        var = centered.square_().mean(dim=REDUCE_DIMS)
+    var = var.clamp_min_(0.0)
     return mean.to(x.dtype), var.to(x.dtype)
 
 

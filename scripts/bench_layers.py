@@ -1,6 +1,6 @@
 """Benchmark bn's layers against torch.nn.BatchNorm (forward + backward), in one run.
 
-    python -m scripts.bench_layers [--rounds 7] [--out results/bench]
+    python -m scripts.bench_layers [--rounds 15] [--out results/bench]
 
 Times are the best of interleaved rounds (every layer is timed in each round, so drift on a
 busy machine hits all of them alike); ratios are against torch.nn.BatchNorm1d/2d measured in the
@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 import bn
+from bn import compiled
 
 SHAPES = [(32, 64, 56, 56), (32, 256, 28, 28), (60, 100)]
 TARGETS = {"bn fast": 1.1, "brn": 1.5, "brn microbatch=4": 2.0}
@@ -113,7 +114,7 @@ def bench_shape(shape, device: str, rounds: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     args = ap.parse_args()
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -122,6 +123,7 @@ def main() -> None:
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {platform.processor() or platform.machine()}"
     )
+    print(compiled.status())
     print("forward+backward; ratios against torch.nn.BatchNorm in the same run")
     header = f"{'device':6} {'shape':>14} {'layer':18} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
     print(header)

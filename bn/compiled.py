@@ -1,0 +1,147 @@
+"""The compiled CPU kernel behind :class:`bn.BatchRenorm1d` on small ``(N, C)`` inputs.
+
+At the size of a fully connected layer, ``(60, 100)`` say, Batch Renorm's training step written in
+PyTorch operations costs about twenty small tensor operations and three autograd nodes, several
+times its arithmetic. ``csrc/renorm_cpu.cpp`` computes the same thing (the statistics, ``r`` and
+``d``, the output and the moving averages; then the whole backward pass) in one pass over the data
+each way, as one autograd node. ``tests/test_compiled.py`` holds it equal to the PyTorch path.
+
+It is used for a training-mode Batch Renorm layer (``impl="fast"``, no ``sync_stats``) whose input
+is a CPU float32/float64 ``(N, C)`` tensor of at most :data:`MAX_NUMEL` values; larger inputs go to
+PyTorch's multi-threaded kernels, which are faster there.
+
+The kernel is built with :func:`torch.utils.cpp_extension.load` the first time it is needed (about
+30 s; it needs a C++ compiler and ninja, which ``bn-repro`` depends on) and cached by torch
+(``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``); ``make install`` builds it ahead.
+If the build fails, a warning says why and the layers use the PyTorch path, which gives the same
+results, more slowly. ``BN_COMPILED=0`` in the environment, or ``set_enabled(False)``, turns it off.
+
+    python -m scripts.build_kernel    # build it now
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).parent / "csrc" / "renorm_cpu.cpp"
+NAME = "bn_repro_ops"  # the build folder; the operators live in torch.ops.bn_repro
+MAX_NUMEL = 2**16  # above this, PyTorch's two-thread kernels beat the one-pass single-thread loops
+
+_lock = threading.Lock()
+
+
+def _enabled_by_environment() -> bool:
+    return os.environ.get("BN_COMPILED", "1") != "0"
+
+
+_enabled = _enabled_by_environment()
+_op: Callable | None = None
+_error: str | None = None
+
+
+def set_enabled(flag: bool) -> bool:
+    """Use the compiled kernel where it applies (``True``) or always the PyTorch path; returns the
+    previous setting."""
+    global _enabled
+    previous, _enabled = _enabled, bool(flag)
+    return previous
+
+
+def renorm_op() -> Callable | None:
+    """``torch.ops.bn_repro.renorm_train``, built on first use; ``None`` when turned off or when the
+    build failed (warned once)."""
+    if not _enabled or _error is not None:
+        return None
+    if _op is None:
+        with _lock:
+            if _op is None and _error is None:
+                _try_build()
+    return _op
+
+
+def status() -> str:
+    """One line for logs and benchmarks: whether the kernel is in use, and if not, why."""
+    if not _enabled:
+        return "compiled Batch Renorm kernel: off (BN_COMPILED=0 or set_enabled(False))"
+    op = renorm_op()
+    if op is None:
+        return f"compiled Batch Renorm kernel: unavailable ({_error}); using the PyTorch path"
+    return f"compiled Batch Renorm kernel: in use for (N, C) CPU inputs of <= {MAX_NUMEL} values"
+
+
+def build(verbose: bool = False) -> Callable:
+    """Compile (or load the cached build of) ``csrc/renorm_cpu.cpp``; raises if that fails."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # its import warns "No CUDA runtime is found" on CPU machines
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.setLevel(level)
+    _put_ninja_on_path()
+    if not _built_before(Path(cpp_extension.get_default_build_root())):
+        print(
+            "bn: compiling the Batch Renorm CPU kernel (once per machine, about 30 s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    cpp_extension.load(
+        name=NAME,
+        sources=[str(SOURCE)],
+        extra_cflags=["-O3"],
+        is_python_module=False,
+        verbose=verbose,
+    )
+    return torch.ops.bn_repro.renorm_train
+
+
+def _built_before(root: Path) -> bool:
+    """Whether torch's cache likely holds a build of this source (then loading takes ~1 s)."""
+    for so in root.glob(f"*/{NAME}/{NAME}.so"):
+        ninja_file = so.parent / "build.ninja"
+        if (
+            ninja_file.exists()
+            and str(SOURCE) in ninja_file.read_text()
+            and so.stat().st_mtime >= SOURCE.stat().st_mtime
+        ):
+            return True
+    return False
+
+
+def _try_build() -> None:
+    global _op, _error
+    try:
+        _op = build()
+    except Exception as e:  # no compiler, no ninja, a failed compile: fall back, say why
+        _error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}"
+        warnings.warn(
+            f"bn: could not build the compiled Batch Renorm kernel ({_error}); BatchRenorm1d "
+            "uses the PyTorch path, which gives the same results more slowly. Install a C++ "
+            "compiler and ninja to get it, or set BN_COMPILED=0 to skip the attempt.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _put_ninja_on_path() -> None:
+    """torch looks for ``ninja`` on ``PATH``; the ``ninja`` wheel puts it beside this Python,
+    which is not on ``PATH`` when the environment is not activated."""
+    if shutil.which("ninja"):
+        return
+    bin_dir = Path(sys.executable).parent
+    try:
+        import ninja
+
+        bin_dir = Path(ninja.BIN_DIR)
+    except (ImportError, AttributeError):
+        pass
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"

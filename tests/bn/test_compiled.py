@@ -1,0 +1,183 @@
+"""bn.compiled: the compiled Batch Renorm kernel equals the PyTorch path, and falls back cleanly."""
+
+import copy
+import shutil
+
+import pytest
+import torch
+
+import bn
+from bn import compiled
+from bn.functional import SMALL, batch_stats
+
+HAS_COMPILER = shutil.which("c++") is not None or shutil.which("g++") is not None
+
+
+@pytest.fixture
+def kernel():
+    """The compiled operator (a machine with a C++ compiler must be able to build it)."""
+    op = compiled.renorm_op()
+    if op is None:
+        assert not HAS_COMPILER, f"a C++ compiler is present, yet: {compiled.status()}"
+        pytest.skip("no C++ compiler: the compiled kernel cannot be built here")
+    return op
+
+
+def _uses_kernel(y: torch.Tensor) -> bool:
+    return "RenormTrain" in y.grad_fn.name()
+
+
+def _pair(dtype=torch.float64, **kwargs):
+    """Two equal Batch Renorm layers with perturbed moving statistics and affine parameters."""
+    a = bn.BatchRenorm1d(12, **kwargs).to(dtype)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        a.running_mean.copy_(torch.randn(12, generator=g) * 0.5)
+        a.running_var.copy_(torch.rand(12, generator=g) + 0.5)
+        for p in a.parameters():
+            p.copy_(torch.randn(12, generator=g) * 0.5 + 1)
+    return a, copy.deepcopy(a)
+
+
+def _steps(a, b, dtype, steps=4, n=24):
+    """Train ``a`` with the kernel and ``b`` with the PyTorch path; yield what must agree."""
+    for _ in range(steps):
+        x = (torch.randn(n, 12, dtype=dtype) * 2 + 1).requires_grad_(True)
+        x2 = x.detach().clone().requires_grad_(True)
+        gy = torch.randn(n, 12, dtype=dtype)
+        ya = a(x)
+        assert _uses_kernel(ya)
+        ya.backward(gy)
+        previous = compiled.set_enabled(False)
+        try:
+            yb = b(x2)
+        finally:
+            compiled.set_enabled(previous)
+        assert not _uses_kernel(yb)
+        yb.backward(gy)
+        pairs = [(ya, yb), (x.grad, x2.grad), (a.running_mean, b.running_mean)]
+        pairs += [(a.running_var, b.running_var)]
+        pairs += [(p.grad, q.grad) for p, q in zip(a.parameters(), b.parameters())]
+        yield pairs
+
+
+@pytest.mark.parametrize("microbatch", [None, 4])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"affine": False},
+        {"bias": False},
+        {"momentum": None},
+        {"r_max": bn.LinearRamp(1.0, 3.0, 1, 3), "d_max": bn.LinearRamp(0.0, 2.0, 1, 3)},
+    ],
+)
+def test_kernel_equals_pytorch_path_float64(kernel, microbatch, options):
+    options = {"r_max": 1.3, "d_max": 0.4, **options}
+    a, b = _pair(microbatch=microbatch, **options)
+    for pairs in _steps(a, b, torch.float64):
+        for u, v in pairs:
+            torch.testing.assert_close(u, v, rtol=1e-12, atol=1e-12)
+        assert torch.equal(a.r_clip_fraction, b.r_clip_fraction)
+        assert torch.equal(a.d_clip_fraction, b.d_clip_fraction)
+    assert 0 < float(a.r_clip_fraction) < 1 or 0 < float(a.d_clip_fraction) < 1  # clipping ran
+    assert int(a.num_batches_tracked) == int(b.num_batches_tracked) == 4
+
+
+def test_kernel_equals_pytorch_path_float32(kernel):
+    a, b = _pair(torch.float32, r_max=1.3, d_max=0.4, microbatch=6)
+    for pairs in _steps(a, b, torch.float32):
+        for u, v in pairs:
+            torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-5)
+
+
+def test_kernel_backward_gradcheck(kernel):
+    """The hand-written backward in float64 against finite differences. Finite differences see r
+    and d move with x unless they are clipped, so the moving statistics are set far enough away
+    that every r is clipped to 1/r_max and every d to ±d_max: constants, as stop_gradient says."""
+    c = 5
+    running_mean = torch.tensor([50.0, -50.0, 50.0, -50.0, 50.0], dtype=torch.float64)
+    running_var = torch.full((c,), 100.0, dtype=torch.float64)  # σ = 10 >> σ_B, so r << 1/r_max
+    x = torch.randn(6, c, dtype=torch.float64, requires_grad=True)
+    w = (torch.rand(c, dtype=torch.float64) + 0.5).requires_grad_(True)
+    b = torch.randn(c, dtype=torch.float64, requires_grad=True)
+
+    def f(x, w, b):  # fresh moving statistics per call: the operator updates them in place
+        return kernel(x, w, b, running_mean.clone(), running_var.clone(), 2, 1e-5, 1.5, 0.3, 0.01)
+
+    _, r, d = f(x, w, b)
+    assert ((r < 1 / 1.5) & (d.abs() > 0.3)).all()  # every r and d clipped
+    assert torch.autograd.gradcheck(lambda *t: f(*t)[0], (x, w, b))
+
+
+def test_kernel_only_where_it_applies(kernel):
+    x2d = torch.randn(8, 12, requires_grad=True)
+    assert _uses_kernel(bn.BatchRenorm1d(12, r_max=2.0, d_max=1.0)(x2d))
+    assert not _uses_kernel(bn.BatchRenorm1d(12, impl="reference")(x2d))
+    assert not _uses_kernel(bn.BatchRenorm1d(12)(torch.randn(8, 12, 3, requires_grad=True)))
+    big = torch.randn(SMALL // 12 + 8, 12, requires_grad=True)
+    assert big.numel() > compiled.MAX_NUMEL
+    assert not _uses_kernel(bn.BatchRenorm1d(12)(big))
+    # a float64 input to a float32 layer: the kernel wants one dtype, torch's path promotes
+    mixed = bn.BatchRenorm1d(12)(torch.randn(8, 12, dtype=torch.float64, requires_grad=True))
+    assert not _uses_kernel(mixed)
+
+
+def test_non_contiguous_input_and_no_grad(kernel):
+    a, b = _pair(r_max=2.0, d_max=1.0)
+    x = torch.randn(12, 16, dtype=torch.float64).t()  # (16, 12), not contiguous
+    with torch.no_grad():
+        ya = a(x)
+    previous = compiled.set_enabled(False)
+    try:
+        yb = b(x)
+    finally:
+        compiled.set_enabled(previous)
+    torch.testing.assert_close(ya, yb)
+    torch.testing.assert_close(a.running_var, b.running_var)
+
+
+def test_double_backward_is_a_clear_error(kernel):
+    layer = bn.BatchRenorm1d(12, r_max=2.0, d_max=1.0)
+    x = torch.randn(8, 12, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no double backward.*BN_COMPILED=0"):
+        torch.autograd.grad(layer(x).pow(2).sum(), x, create_graph=True)
+
+
+def test_build_failure_warns_and_falls_back(monkeypatch):
+    def no_compiler(verbose=False):
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(compiled, "build", no_compiler)
+    monkeypatch.setattr(compiled, "_op", None)
+    monkeypatch.setattr(compiled, "_error", None)
+    monkeypatch.setattr(compiled, "_enabled", True)
+    a, b = _pair(r_max=2.0, d_max=1.0)
+    x = torch.randn(8, 12, dtype=torch.float64, requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="could not build the compiled Batch Renorm kernel"):
+        y = a(x)
+    assert not _uses_kernel(y)
+    assert "unavailable" in compiled.status() and "Ninja is required" in compiled.status()
+    monkeypatch.setattr(compiled, "_enabled", False)
+    torch.testing.assert_close(y, b(x))
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, True), ("1", True), ("0", False)])
+def test_environment_switch(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv("BN_COMPILED", raising=False)
+    else:
+        monkeypatch.setenv("BN_COMPILED", value)
+    assert compiled._enabled_by_environment() is expected
+
+
+@pytest.mark.parametrize("offset", [0.0, 2.0, 1e3])
+def test_large_input_statistics_are_accurate(offset):
+    """The sums-based statistics of large inputs stay exact when |mean| >> std (two-pass route)."""
+    x = torch.randn(4, 8, 48, 48) + offset * torch.rand(8).view(1, -1, 1, 1)
+    assert x.numel() >= SMALL
+    for groups in (1, 2):
+        mean, var = batch_stats(x, groups)
+        xd = x.double().view(groups, -1, 8, 48 * 48)
+        torch.testing.assert_close(mean.double(), xd.mean((1, 3)), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(var.double(), xd.var((1, 3), correction=0), rtol=1e-5, atol=0)
