@@ -4,23 +4,24 @@ At the size of a fully connected layer, ``(60, 100)`` say, Batch Renorm's traini
 PyTorch operations costs about twenty small tensor operations and three autograd nodes, several
 times its arithmetic. ``csrc/renorm_cpu.cpp`` computes the same thing (the statistics, ``r`` and
 ``d``, the output and the moving averages; then the whole backward pass) in one pass over the data
-each way, as one autograd node. ``tests/test_compiled.py`` holds it equal to the PyTorch path.
+each way, as one autograd node. ``tests/bn/test_compiled.py`` holds it equal to the PyTorch path.
 
 It is used for a training-mode Batch Renorm layer (``impl="fast"``, no ``sync_stats``) whose input
 is a CPU float32/float64 ``(N, C)`` tensor of at most :data:`MAX_NUMEL` values; larger inputs go to
 PyTorch's multi-threaded kernels, which are faster there.
 
 The kernel is built with :func:`torch.utils.cpp_extension.load` the first time it is needed (about
-30 s; it needs a C++ compiler and ninja, which ``bn-repro`` depends on) and cached by torch
-(``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``); ``make install`` builds it ahead.
-If the build fails, a warning says why and the layers use the PyTorch path, which gives the same
-results, more slowly. ``BN_COMPILED=0`` in the environment, or ``set_enabled(False)``, turns it off.
+30 s; it needs a C++ compiler and ninja, which ``bn-repro`` depends on) and cached in
+:func:`build_directory` (under ``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``);
+``make install`` builds it ahead. If the build fails, a warning says why and the layers use the
+PyTorch path, which gives the same results, more slowly. ``BN_COMPILED=0`` in the environment, or ``set_enabled(False)``, turns it off.
 
     python -m scripts.build_kernel    # build it now
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -80,15 +81,11 @@ def status() -> str:
 
 def build(verbose: bool = False) -> Callable:
     """Compile (or load the cached build of) ``csrc/renorm_cpu.cpp``; raises if that fails."""
-    logger = logging.getLogger("torch.utils.cpp_extension")
-    level = logger.level
-    logger.setLevel(logging.ERROR)  # its import warns "No CUDA runtime is found" on CPU machines
-    try:
-        from torch.utils import cpp_extension
-    finally:
-        logger.setLevel(level)
+    cpp_extension = _cpp_extension()
     _put_ninja_on_path()
-    if not _built_before(Path(cpp_extension.get_default_build_root())):
+    folder = build_directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / f"{NAME}.so").exists():
         print(
             "bn: compiling the Batch Renorm CPU kernel (once per machine, about 30 s)",
             file=sys.stderr,
@@ -98,23 +95,30 @@ def build(verbose: bool = False) -> Callable:
         name=NAME,
         sources=[str(SOURCE)],
         extra_cflags=["-O3"],
+        build_directory=str(folder),
         is_python_module=False,
         verbose=verbose,
     )
     return torch.ops.bn_repro.renorm_train
 
 
-def _built_before(root: Path) -> bool:
-    """Whether torch's cache likely holds a build of this source (then loading takes ~1 s)."""
-    for so in root.glob(f"*/{NAME}/{NAME}.so"):
-        ninja_file = so.parent / "build.ninja"
-        if (
-            ninja_file.exists()
-            and str(SOURCE) in ninja_file.read_text()
-            and so.stat().st_mtime >= SOURCE.stat().st_mtime
-        ):
-            return True
-    return False
+def build_directory() -> Path:
+    """Where the kernel is built and cached: one folder per source text, torch and Python, so
+    checkouts of different versions never rebuild over each other's build."""
+    key = f"{sys.version}|{torch.__version__}|".encode() + SOURCE.read_bytes()
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or _cpp_extension().get_default_build_root()
+    return Path(root) / f"{NAME}-{hashlib.sha256(key).hexdigest()[:12]}"
+
+
+def _cpp_extension():
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # its import warns "No CUDA runtime is found" on CPU machines
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.setLevel(level)
+    return cpp_extension
 
 
 def _try_build() -> None:

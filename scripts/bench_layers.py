@@ -1,6 +1,6 @@
 """Benchmark bn's layers against torch.nn.BatchNorm (forward + backward), in one run.
 
-    python -m scripts.bench_layers [--rounds 15] [--out results/bench]
+    python -m scripts.bench_layers [--rounds 30] [--out results/bench]
 
 Times are the best of interleaved rounds (every layer is timed in each round, so drift on a
 busy machine hits all of them alike); ratios are against torch.nn.BatchNorm1d/2d measured in the
@@ -114,7 +114,7 @@ def bench_shape(shape, device: str, rounds: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     args = ap.parse_args()
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
