@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -126,7 +127,7 @@ def _try_build() -> None:
     try:
         _op = build()
     except Exception as e:  # no compiler, no ninja, a failed compile: fall back, say why
-        _error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}"
+        _error = _reason(e)
         warnings.warn(
             f"bn: could not build the compiled Batch Renorm kernel ({_error}); BatchRenorm1d "
             "uses the PyTorch path, which gives the same results more slowly. Install a C++ "
@@ -134,6 +135,14 @@ def _try_build() -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def _reason(e: Exception) -> str:
+    """The informative line of a build error (a compiler's log ends in ninja's 'build stopped')."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    telling = [line for line in lines if re.search(r"error|not found|no such file", line, re.I)]
+    line = (telling or lines or [repr(e)])[-1]
+    return f"{type(e).__name__}: {line[:300]}"
 
 
 def _put_ninja_on_path() -> None:

@@ -181,3 +181,12 @@ def test_large_input_statistics_are_accurate(offset):
         xd = x.double().view(groups, -1, 8, 48 * 48)
         torch.testing.assert_close(mean.double(), xd.mean((1, 3)), rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(var.double(), xd.var((1, 3), correction=0), rtol=1e-5, atol=0)
+
+
+def test_build_error_reason_names_the_cause():
+    log = (
+        "Error building extension 'bn_repro_ops': [1/2] c++ -c renorm_cpu.cpp\n"
+        "FAILED: renorm_cpu.o\n/bin/sh: 1: c++: not found\nninja: build stopped: subcommand failed.\n"
+    )
+    assert compiled._reason(RuntimeError(log)) == "RuntimeError: /bin/sh: 1: c++: not found"
+    assert compiled._reason(OSError("")) == "OSError: OSError('')"
