@@ -60,15 +60,19 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
         return torch.stack([m for m, _ in stats]), torch.stack([v for _, v in stats])
     # Large inputs: sums over contiguous rows of spatial positions are several times faster on
     # CPU than the Welford kernel. E[x²] − E[x]² cancels when |mean| >> std; such (rare) channels
-    # make the whole call take the two-pass route, (x − mean)² summed with the mean known.
+    # make the whole call take the two-pass route, (x − mean)² summed with the mean known. On an
+    # accelerator the two-pass route is always taken: choosing would wait for the device.
     acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     rows = x.reshape(n, c, -1)
     rows = rows if rows.dtype == acc else rows.to(acc)
     m = (n // groups) * rows.shape[-1]
     mean = rows.sum(-1).view(groups, -1, c).sum(1) / m
-    sq = torch.linalg.vector_norm(rows, dim=-1).square_().view(groups, -1, c).sum(1)
-    var = sq / m - mean.square()
-    if bool((mean.square() > CANCELLATION * var).any()):
+    two_pass = x.device.type != "cpu"
+    if not two_pass:
+        sq = torch.linalg.vector_norm(rows, dim=-1).square_().view(groups, -1, c).sum(1)
+        var = sq / m - mean.square()
+        two_pass = bool((mean.square() > CANCELLATION * var).any())
+    if two_pass:
         centered = rows.view(groups, -1, c, rows.shape[-1]) - mean.view(groups, 1, c, 1)
         var = centered.square_().mean(dim=REDUCE_DIMS)
     var = var.clamp_min_(0.0)
