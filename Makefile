@@ -17,7 +17,7 @@ $(ENV): pyproject.toml uv.lock | $(UV)
 	-$(PY) -m scripts.build_kernel  # bn's compiled Batch Renorm kernel; without it, the PyTorch path
 	@touch $@
 
-install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision)
+install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build bn's compiled kernel
 
 test: $(ENV) ## run the test suite (offline, CPU, a few minutes)
 	$(PY) -m pytest -m "not slow" -q
