@@ -1,7 +1,7 @@
 // Batch Renormalization's training step (Batch Renorm paper, Algorithm 1) on (N, C) CPU inputs,
 // forward and backward each in one pass over the data.
 //
-// The same computation as the PyTorch path of bn.BatchRenorm1d (tests/test_compiled.py holds them
+// The same computation as the PyTorch path of bn.BatchRenorm1d (tests/bn/test_compiled.py holds them
 // equal); it exists because at the sizes of a fully connected layer, (60, 100) say, that path costs
 // about twenty small tensor operations and three autograd nodes per step, several times the cost of
 // the arithmetic. See bn/compiled.py for how it is built and when it is used.
