@@ -161,7 +161,7 @@ void renorm_backward(const T* __restrict dy, const T* __restrict x, const T* w, 
 
 template <typename T>
 Stats<T> stats_of(const at::Tensor& stats) {  // stats: (4, G, C)
-  T* p = const_cast<T*>(stats.const_data_ptr<T>());
+  T* p = stats.data_ptr<T>();
   const int64_t gc = stats.size(1) * stats.size(2);
   return {p, p + gc, p + 2 * gc, p + 3 * gc};
 }
