@@ -14,10 +14,10 @@ $(CURDIR)/.tools/bin/uv:
 
 $(ENV): pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --compile-bytecode
-	-$(PY) -m scripts.build_kernel  # bn's compiled Batch Renorm kernel; without it, the PyTorch path
+	-$(PY) -m scripts.build_kernel  # the compiled CPU kernels; without them, the PyTorch path
 	@touch $@
 
-install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build bn's compiled kernel
+install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build the compiled CPU kernels
 
 test: $(ENV) ## run the test suite (offline, CPU, a few minutes)
 	$(PY) -m pytest -m "not slow" -q

@@ -17,6 +17,9 @@ The kernel is built with :func:`torch.utils.cpp_extension.load` the first time i
 PyTorch path, which gives the same results, more slowly. ``BN_COMPILED=0`` in the environment, or ``set_enabled(False)``, turns it off.
 
     python -m scripts.build_kernel    # build it now
+
+:func:`load_extension` builds any such one-file extension the same way; the MNIST study's
+binary-input layer (``experiments/binary_linear.py``) uses it.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ def set_enabled(flag: bool) -> bool:
     return previous
 
 
+def enabled() -> bool:
+    """Whether compiled kernels may be used (``BN_COMPILED`` and :func:`set_enabled`)."""
+    return _enabled
+
+
 def renorm_op() -> Callable | None:
     """``torch.ops.bn_repro.renorm_train``, built on first use; ``None`` when turned off or when the
     build failed (warned once)."""
@@ -82,33 +90,35 @@ def status() -> str:
 
 def build(verbose: bool = False) -> Callable:
     """Compile (or load the cached build of) ``csrc/renorm_cpu.cpp``; raises if that fails."""
+    load_extension(NAME, SOURCE, "the Batch Renorm CPU kernel", verbose=verbose)
+    return torch.ops.bn_repro.renorm_train
+
+
+def build_directory(name: str = NAME, source: Path = SOURCE) -> Path:
+    """Where an extension is built and cached: one folder per source text, torch and Python, so
+    checkouts of different versions never rebuild over each other's build."""
+    key = f"{sys.version}|{torch.__version__}|".encode() + source.read_bytes()
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or _cpp_extension().get_default_build_root()
+    return Path(root) / f"{name}-{hashlib.sha256(key).hexdigest()[:12]}"
+
+
+def load_extension(name: str, source: Path, what: str, verbose: bool = False) -> None:
+    """Build (once per machine and source text) and load a one-file C++ extension that registers
+    torch operators; raises if the build fails. ``what`` names it in the one-line notice."""
     cpp_extension = _cpp_extension()
     _put_ninja_on_path()
-    folder = build_directory()
+    folder = build_directory(name, source)
     folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / f"{NAME}.so").exists():
-        print(
-            "bn: compiling the Batch Renorm CPU kernel (once per machine, about 30 s)",
-            file=sys.stderr,
-            flush=True,
-        )
+    if not (folder / f"{name}.so").exists():
+        print(f"bn: compiling {what} (once per machine, about 30 s)", file=sys.stderr, flush=True)
     cpp_extension.load(
-        name=NAME,
-        sources=[str(SOURCE)],
+        name=name,
+        sources=[str(source)],
         extra_cflags=["-O3"],
         build_directory=str(folder),
         is_python_module=False,
         verbose=verbose,
     )
-    return torch.ops.bn_repro.renorm_train
-
-
-def build_directory() -> Path:
-    """Where the kernel is built and cached: one folder per source text, torch and Python, so
-    checkouts of different versions never rebuild over each other's build."""
-    key = f"{sys.version}|{torch.__version__}|".encode() + SOURCE.read_bytes()
-    root = os.environ.get("TORCH_EXTENSIONS_DIR") or _cpp_extension().get_default_build_root()
-    return Path(root) / f"{NAME}-{hashlib.sha256(key).hexdigest()[:12]}"
 
 
 def _cpp_extension():
@@ -127,7 +137,7 @@ def _try_build() -> None:
     try:
         _op = build()
     except Exception as e:  # no compiler, no ninja, a failed compile: fall back, say why
-        _error = _reason(e)
+        _error = reason(e)
         warnings.warn(
             f"bn: could not build the compiled Batch Renorm kernel ({_error}); BatchRenorm1d "
             "uses the PyTorch path, which gives the same results more slowly. Install a C++ "
@@ -137,7 +147,7 @@ def _try_build() -> None:
         )
 
 
-def _reason(e: Exception) -> str:
+def reason(e: Exception) -> str:
     """The informative line of a build error (a compiler's log ends in ninja's 'build stopped')."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     telling = [line for line in lines if re.search(r"error|not found|no such file", line, re.I)]

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import bn
+from experiments.binary_linear import BinaryInputLinear
 
 
 class StackedLinear(nn.Module):
@@ -58,6 +59,9 @@ class SigmoidMLP(nn.Module):
         copies: number of independent networks.
         seeds: one seed per copy for :meth:`reset_parameters`; ``None`` draws from torch's
             global generator.
+        binary_input: the input is 0/1 (the paper's binarized images): the first layer is a
+            :class:`~experiments.binary_linear.BinaryInputLinear`, which sums the weights of the
+            set pixels instead of multiplying by every pixel (same numbers, about half the time).
         **norm_kwargs: passed to the norm layer (``momentum``, ``eps``, ``impl``, ...).
 
     Shape:
@@ -75,15 +79,17 @@ class SigmoidMLP(nn.Module):
         num_classes: int = 10,
         copies: int = 1,
         seeds: Sequence[int] | None = None,
+        binary_input: bool = False,
         **norm_kwargs,
     ) -> None:
         super().__init__()
         has_norm = norm not in (None, "none")
         make_norm = bn.get_norm_layer(norm, dims=1, **norm_kwargs)
         widths = [in_features, *hidden]
+        first = BinaryInputLinear if binary_input else StackedLinear
         self.hidden = nn.ModuleList(
-            StackedLinear(copies, w_in, w_out, bias=not has_norm)
-            for w_in, w_out in itertools.pairwise(widths)
+            (first if i == 0 else StackedLinear)(copies, w_in, w_out, bias=not has_norm)
+            for i, (w_in, w_out) in enumerate(itertools.pairwise(widths))
         )
         self.norms = nn.ModuleList(make_norm(copies * h) for h in hidden) if has_norm else None
         self.sigmoids = nn.ModuleList(nn.Sigmoid() for _ in hidden)
@@ -104,7 +110,12 @@ class SigmoidMLP(nn.Module):
         with torch.no_grad():
             for k, g in enumerate(generators):
                 for layer in (*self.hidden, self.output):
-                    layer.weight[k].normal_(0.0, self.init_std, generator=g)
+                    weight = layer.weight[k]
+                    if isinstance(layer, BinaryInputLinear):  # stored (in, out): draw as (out, in)
+                        drawn = weight.new_empty(weight.t().shape)
+                        weight.copy_(drawn.normal_(0.0, self.init_std, generator=g).t())
+                    else:
+                        weight.normal_(0.0, self.init_std, generator=g)
                     if layer.bias is not None:
                         layer.bias[k].zero_()
 
@@ -112,7 +123,7 @@ class SigmoidMLP(nn.Module):
         u = x.t() if x.dim() == 2 else x.transpose(1, 2)  # feature-major
         norms = self.norms if self.norms is not None else [None] * len(self.hidden)
         for linear, norm, sigmoid in zip(self.hidden, norms, self.sigmoids):
-            z = linear(u)
+            z = linear(x if isinstance(linear, BinaryInputLinear) else u)  # it reads batch-major
             if norm is not None:
                 z = norm(z.view(1, -1, z.shape[-1])).view(z.shape)
             u = sigmoid(z)

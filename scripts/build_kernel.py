@@ -1,9 +1,10 @@
-"""Build (or load the cached build of) bn's compiled Batch Renorm CPU kernel, see bn/compiled.py.
+"""Build (or load the cached builds of) the compiled CPU kernels: bn's Batch Renorm kernel
+(bn/compiled.py) and the MNIST network's binary-input layer (experiments/binary_linear.py).
 
     python -m scripts.build_kernel [-v]
 
-``make install`` runs this, so the first Batch Renorm layer of a run does not wait for the
-compiler. Exits 1 if the build fails; the layers then use the PyTorch path (same results, slower).
+``make install`` runs this, so the first run does not wait for the compiler. Exits 1 if a build
+fails; what needed it then uses the PyTorch path (same results, slower).
 """
 
 from __future__ import annotations
@@ -12,17 +13,28 @@ import sys
 import time
 
 from bn import compiled
+from experiments import binary_linear
+
+KERNELS = (
+    ("bn's Batch Renorm kernel", compiled.build, "BatchRenorm1d"),
+    ("the binary-input linear layer", binary_linear.build, "the MNIST network's first layer"),
+)
 
 
 def main() -> None:
-    t0 = time.perf_counter()
-    try:
-        compiled.build(verbose="-v" in sys.argv[1:])
-    except Exception as e:
-        print(f"bn: could not build the compiled Batch Renorm kernel: {e}", file=sys.stderr)
-        print("bn: BatchRenorm1d will use the PyTorch path (same results, slower)", file=sys.stderr)
+    verbose, failed = "-v" in sys.argv[1:], False
+    for what, build, user in KERNELS:
+        t0 = time.perf_counter()
+        try:
+            build(verbose=verbose)
+        except Exception as e:
+            print(f"could not build {what}: {e}", file=sys.stderr)
+            print(f"{user} will use the PyTorch path (same results, slower)", file=sys.stderr)
+            failed = True
+            continue
+        print(f"{what}: ready ({time.perf_counter() - t0:.1f} s)")
+    if failed:
         sys.exit(1)
-    print(f"bn: compiled Batch Renorm kernel ready ({time.perf_counter() - t0:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -188,5 +188,5 @@ def test_build_error_reason_names_the_cause():
         "Error building extension 'bn_repro_ops': [1/2] c++ -c renorm_cpu.cpp\n"
         "FAILED: renorm_cpu.o\n/bin/sh: 1: c++: not found\nninja: build stopped: subcommand failed.\n"
     )
-    assert compiled._reason(RuntimeError(log)) == "RuntimeError: /bin/sh: 1: c++: not found"
-    assert compiled._reason(OSError("")) == "OSError: OSError('')"
+    assert compiled.reason(RuntimeError(log)) == "RuntimeError: /bin/sh: 1: c++: not found"
+    assert compiled.reason(OSError("")) == "OSError: OSError('')"
