@@ -70,7 +70,8 @@ class SigmoidInputs:
 
     def layer(self, i: int) -> Tensor:
         """Every recorded input of module ``i``: ``(copies, units, examples)``."""
-        return torch.cat(self.inputs[i], dim=-1)
+        inputs = self.inputs[i]
+        return inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
 
     def percentiles(self, qs: Sequence[float]) -> Tensor:
         """``(copies, layers, len(qs), units)``: the ``qs`` percentiles (linear interpolation,
