@@ -1,8 +1,8 @@
 // A linear layer on binary inputs (the BN paper's MNIST network reads "28x28 binary images"):
 //   y[k, o, n] = b[k, o] + Σ_i W[k, i, o]·x[k, n, i] = b[k, o] + Σ_{i : x[k, n, i] = 1} W[k, i, o]
-// for `copies` independent layers k side by side. With about a fifth of the pixels set, summing the
-// rows of W picked by an image costs a fraction of the dense matrix product, and so does the
-// weight gradient, ∂ℓ/∂W[k, i, :] = Σ_{n : x[k, n, i] = 1} ∂ℓ/∂y[k, :, n].
+// for `copies` independent layers k side by side. With one pixel in eight set (MNIST binarized at
+// 127), summing the rows of W picked by an image costs a fraction of the dense matrix product, and
+// so does the weight gradient, ∂ℓ/∂W[k, i, :] = Σ_{n : x[k, n, i] = 1} ∂ℓ/∂y[k, :, n].
 //
 // The same numbers as the dense product up to float rounding (tests/test_binary_linear.py); see
 // experiments/binary_linear.py for the layer, how this is built, and the fallback without it.
@@ -15,12 +15,13 @@
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -85,10 +86,13 @@ void find_ones(const X* x, int64_t rows, int64_t cols, Ones& ones) {
   }
 }
 
-// acc[o] = Σ_p rows[p][o] for o < width, with the whole width in registers when it fits in
-// NV vectors of 32 bytes (plus a 16-byte one), e.g. 100 floats = 12 + ½ vectors; each row is read once.
+// acc[o] = Σ_p rows[p][o] for o < width, the whole width in registers: NV vectors of 32 bytes
+// and a 16-byte one (100 floats = 12 + ½ vectors), so each row is read once. Compiled for AVX2
+// and for plain x86-64, picked at load time.
 template <typename T, int NV>
-__attribute__((target_clones("avx2", "default"))) void sum_rows_fixed(const T* const* rows, int64_t count, int64_t width, T* acc) {
+__attribute__((target_clones("avx2", "default"))) void sum_rows_fixed(const T* const* rows,
+                                                                      int64_t count, int64_t width,
+                                                                      T* acc) {
   typedef T V __attribute__((vector_size(32)));
   typedef T H __attribute__((vector_size(16)));
   constexpr int64_t L = 32 / sizeof(T);
@@ -148,7 +152,8 @@ void forward_copy(const Ones& ones, int64_t n_rows, const T* w, const T* b, T* y
   std::vector<T> acc(out);
   for (int64_t n = 0; n < n_rows; ++n) {
     rows.clear();
-    for (int64_t p = ones.start[n]; p < ones.start[n + 1]; ++p) rows.push_back(w + ones.idx[p] * out);
+    for (int64_t p = ones.start[n]; p < ones.start[n + 1]; ++p)
+      rows.push_back(w + ones.idx[p] * out);
     sum_rows<T>(rows.data(), int64_t(rows.size()), out, acc.data());
     for (int64_t o = 0; o < out; ++o) y[o * n_rows + n] = b ? acc[o] + b[o] : acc[o];
   }
@@ -235,12 +240,13 @@ struct BinaryLinear : public torch::autograd::Function<BinaryLinear> {
     at::Tensor dw, db;
     if (ctx->needs_input_grad(1)) {
       dw = at::empty({copies, in, out}, dy.options());
-      Ones ones;
+      Ones ones;  // found again: cheaper than keeping them from the forward pass
       for (int64_t k = 0; k < copies; ++k) {
         if (k == 0 || x.size(0) > 1) find_ones_any(x, x.size(0) == 1 ? 0 : k, ones);
         AT_DISPATCH_FLOATING_TYPES(dy.scalar_type(), "binary_linear_backward", [&] {
-          weight_grad_copy<scalar_t>(ones, n_rows, in, dy.const_data_ptr<scalar_t>() + k * out * n_rows,
-                                     dw.data_ptr<scalar_t>() + k * in * out, out);
+          const scalar_t* dy_k = dy.const_data_ptr<scalar_t>() + k * out * n_rows;
+          weight_grad_copy<scalar_t>(ones, n_rows, in, dy_k, dw.data_ptr<scalar_t>() + k * in * out,
+                                     out);
         });
       }
     }
