@@ -1,7 +1,5 @@
 """experiments.binary_linear: the compiled binary-input layer equals the dense layer."""
 
-import shutil
-
 import pytest
 import torch
 
@@ -9,18 +7,13 @@ from bn import compiled
 from experiments import binary_linear
 from experiments.binary_linear import BinaryInputLinear
 from experiments.models import SigmoidMLP
-
-HAS_COMPILER = shutil.which("c++") is not None or shutil.which("g++") is not None
+from tests.compiled_ops import built_or_skip, without_compiler
 
 
 @pytest.fixture
 def op():
     """The compiled operator (a machine with a C++ compiler must be able to build it)."""
-    op = binary_linear.binary_linear_op()
-    if op is None:
-        assert not HAS_COMPILER, f"a C++ compiler is present, yet: {binary_linear._error}"
-        pytest.skip("no C++ compiler: the binary-input layer cannot be built here")
-    return op
+    return built_or_skip(binary_linear.binary_linear_op(), str(binary_linear._error))
 
 
 def _binary(*shape, density=0.15, seed=0, dtype=torch.uint8):
@@ -131,21 +124,14 @@ def test_network_with_binary_input_layer_equals_the_dense_network(op, norm):
 
 
 def test_build_failure_warns_and_falls_back(monkeypatch):
-    def no_compiler(verbose=False):
-        raise RuntimeError("Ninja is required to load C++ extensions")
-
-    monkeypatch.setattr(binary_linear, "build", no_compiler)
-    monkeypatch.setattr(binary_linear, "_op", None)
-    monkeypatch.setattr(binary_linear, "_error", None)
-    previous = compiled.set_enabled(True)
-    try:
-        layer = BinaryInputLinear(2, 30, 5).double()
-        with torch.no_grad():
-            layer.weight.normal_()
-        x = _binary(2, 6, 30)
-        with pytest.warns(RuntimeWarning, match="could not build the binary-input linear layer"):
-            y = layer(x)
-        assert "Ninja is required" in binary_linear._error
-        torch.testing.assert_close(y, _dense(x, layer.weight, layer.bias))
-    finally:
-        compiled.set_enabled(previous)
+    without_compiler(monkeypatch, binary_linear)
+    monkeypatch.setattr(compiled, "_enabled", True)
+    layer = BinaryInputLinear(2, 30, 5).double()
+    with torch.no_grad():
+        layer.weight.normal_()
+    x = _binary(2, 6, 30)
+    with pytest.warns(RuntimeWarning, match="could not build the binary-input linear layer"):
+        y = layer(x)
+    assert "Ninja is required" in binary_linear._error
+    assert "BinaryLinear" not in y.grad_fn.name()
+    torch.testing.assert_close(y, _dense(x, layer.weight, layer.bias))

@@ -1,7 +1,6 @@
 """bn.compiled: the compiled Batch Renorm kernel equals the PyTorch path, and falls back cleanly."""
 
 import copy
-import shutil
 
 import pytest
 import torch
@@ -9,18 +8,13 @@ import torch
 import bn
 from bn import compiled
 from bn.functional import SMALL, batch_stats
-
-HAS_COMPILER = shutil.which("c++") is not None or shutil.which("g++") is not None
+from tests.compiled_ops import built_or_skip, without_compiler
 
 
 @pytest.fixture
 def kernel():
     """The compiled operator (a machine with a C++ compiler must be able to build it)."""
-    op = compiled.renorm_op()
-    if op is None:
-        assert not HAS_COMPILER, f"a C++ compiler is present, yet: {compiled.status()}"
-        pytest.skip("no C++ compiler: the compiled kernel cannot be built here")
-    return op
+    return built_or_skip(compiled.renorm_op(), compiled.status())
 
 
 def _uses_kernel(y: torch.Tensor) -> bool:
@@ -145,12 +139,7 @@ def test_double_backward_is_a_clear_error(kernel):
 
 
 def test_build_failure_warns_and_falls_back(monkeypatch):
-    def no_compiler(verbose=False):
-        raise RuntimeError("Ninja is required to load C++ extensions")
-
-    monkeypatch.setattr(compiled, "build", no_compiler)
-    monkeypatch.setattr(compiled, "_op", None)
-    monkeypatch.setattr(compiled, "_error", None)
+    without_compiler(monkeypatch, compiled)
     monkeypatch.setattr(compiled, "_enabled", True)
     a, b = _pair(r_max=2.0, d_max=1.0)
     x = torch.randn(8, 12, dtype=torch.float64, requires_grad=True)
