@@ -61,7 +61,7 @@ class SigmoidMLP(nn.Module):
             global generator.
         binary_input: the input is 0/1 (the paper's binarized images): the first layer is a
             :class:`~experiments.binary_linear.BinaryInputLinear`, which sums the weights of the
-            set pixels instead of multiplying by every pixel (same numbers, about half the time).
+            set pixels instead of multiplying by every pixel (same numbers, faster).
         **norm_kwargs: passed to the norm layer (``momentum``, ``eps``, ``impl``, ...).
 
     Shape:
