@@ -90,7 +90,7 @@ def status() -> str:
 
 def build(verbose: bool = False) -> Callable:
     """Compile (or load the cached build of) ``csrc/renorm_cpu.cpp``; raises if that fails."""
-    load_extension(NAME, SOURCE, "the Batch Renorm CPU kernel", verbose=verbose)
+    load_extension(NAME, SOURCE, "bn's Batch Renorm CPU kernel", verbose=verbose)
     return torch.ops.bn_repro.renorm_train
 
 
@@ -110,7 +110,7 @@ def load_extension(name: str, source: Path, what: str, verbose: bool = False) ->
     folder = build_directory(name, source)
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / f"{name}.so").exists():
-        print(f"bn: compiling {what} (once per machine, about 30 s)", file=sys.stderr, flush=True)
+        print(f"compiling {what} (once per machine, about 30 s)", file=sys.stderr, flush=True)
     cpp_extension.load(
         name=name,
         sources=[str(source)],

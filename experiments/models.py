@@ -66,7 +66,8 @@ class SigmoidMLP(nn.Module):
 
     Shape:
         - Input: ``(batch, in_features)``, the same examples for every copy, or
-          ``(copies, batch, in_features)``.
+          ``(copies, batch, in_features)``; with ``binary_input``, 0/1 ``uint8`` or ``bool``
+          values do (the first layer reads them as they are).
         - Output: logits ``(copies, batch, num_classes)``.
     """
 
