@@ -32,9 +32,10 @@ format: $(ENV) ## ruff format + import sorting
 	$(PY) -m ruff check --fix --select I .
 	$(PY) -m ruff format .
 
-bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet images/s (writes results/bench/)
+bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step (writes results/bench/)
 	$(PY) -m scripts.bench_layers
 	$(PY) -m scripts.bench_inception
+	$(PY) -m scripts.bench_mnist
 
 # --- BN paper Figure 1 (MNIST) ---------------------------------------------------------------
 DATA ?= mnist
