@@ -135,3 +135,15 @@ def test_build_failure_warns_and_falls_back(monkeypatch):
     assert "Ninja is required" in binary_linear._error
     assert "BinaryLinear" not in y.grad_fn.name()
     torch.testing.assert_close(y, _dense(x, layer.weight, layer.bias))
+
+
+def test_bench_inputs_fall_back_to_mnist_like_digits(tmp_path):
+    from scripts.bench_mnist import mnist_or_digits
+
+    pixels, source = mnist_or_digits(tmp_path)  # no MNIST files there, and no download
+    assert source == "synthetic digits" and pixels.dtype == torch.uint8
+    assert pixels.shape == (60_000, 784) and set(pixels.unique().tolist()) == {0, 1}
+    assert 0.12 < pixels.float().mean().item() < 0.14  # MNIST binarized at 127: 13.2%
+    outside = pixels.view(-1, 28, 28).clone()
+    outside[:, 4:24, 4:24] = 0
+    assert not outside.any()
