@@ -24,6 +24,14 @@
 #include <optional>
 #include <vector>
 
+// The hot loop is compiled for AVX2 and for plain x86-64, one picked at load time (an ifunc: GCC
+// or Clang on x86-64 Linux); elsewhere, once for the default target.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define BN_REPRO_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define BN_REPRO_AVX2_CLONES
+#endif
+
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -87,12 +95,10 @@ void find_ones(const X* x, int64_t rows, int64_t cols, Ones& ones) {
 }
 
 // acc[o] = Σ_p rows[p][o] for o < width, the whole width in registers: NV vectors of 32 bytes
-// and a 16-byte one (100 floats = 12 + ½ vectors), so each row is read once. Compiled for AVX2
-// and for plain x86-64, picked at load time.
+// and a 16-byte one (100 floats = 12 + ½ vectors), so each row is read once.
 template <typename T, int NV>
-__attribute__((target_clones("avx2", "default"))) void sum_rows_fixed(const T* const* rows,
-                                                                      int64_t count, int64_t width,
-                                                                      T* acc) {
+BN_REPRO_AVX2_CLONES void sum_rows_fixed(const T* const* rows, int64_t count, int64_t width,
+                                         T* acc) {
   typedef T V __attribute__((vector_size(32)));
   typedef T H __attribute__((vector_size(16)));
   constexpr int64_t L = 32 / sizeof(T);
