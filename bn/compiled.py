@@ -41,16 +41,12 @@ SOURCE = Path(__file__).parent / "csrc" / "renorm_cpu.cpp"
 NAME = "bn_repro_ops"  # the build folder; the operators live in torch.ops.bn_repro
 MAX_NUMEL = 2**16  # above this, PyTorch's two-thread kernels beat the one-pass single-thread loops
 
-_lock = threading.Lock()
-
 
 def _enabled_by_environment() -> bool:
     return os.environ.get("BN_COMPILED", "1") != "0"
 
 
 _enabled = _enabled_by_environment()
-_op: Callable | None = None
-_error: str | None = None
 
 
 def set_enabled(flag: bool) -> bool:
@@ -66,25 +62,47 @@ def enabled() -> bool:
     return _enabled
 
 
-def renorm_op() -> Callable | None:
-    """``torch.ops.bn_repro.renorm_train``, built on first use; ``None`` when turned off or when the
-    build failed (warned once)."""
-    if not _enabled or _error is not None:
-        return None
-    if _op is None:
-        with _lock:
-            if _op is None and _error is None:
-                _try_build()
-    return _op
+class LazyOp:
+    """A compiled operator, built on first call: ``op()`` returns it, or ``None`` when compiled
+    kernels are turned off (:func:`enabled`) or when its build failed. A failed build is warned
+    once, naming its cause (kept in ``error``) and what runs instead (``fallback``)."""
+
+    def __init__(self, build: Callable[[], Callable], what: str, fallback: str) -> None:
+        self.build, self.what, self.fallback = build, what, fallback
+        self.op: Callable | None = None
+        self.error: str | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Callable | None:
+        if not _enabled or self.error is not None:
+            return None
+        if self.op is None:
+            with self._lock:
+                if self.op is None and self.error is None:
+                    self._try_build()
+        return self.op
+
+    def _try_build(self) -> None:
+        try:
+            self.op = self.build()
+        except Exception as e:  # no compiler, no ninja, a failed compile: fall back, say why
+            self.error = reason(e)
+            warnings.warn(
+                f"could not build {self.what} ({self.error}); {self.fallback}. Install a C++ "
+                "compiler and ninja to get it, or set BN_COMPILED=0 to skip the attempt.",
+                RuntimeWarning,
+                stacklevel=3,  # the layer that asked for the operator
+            )
 
 
 def status() -> str:
     """One line for logs and benchmarks: whether the kernel is in use, and if not, why."""
     if not _enabled:
         return "compiled Batch Renorm kernel: off (BN_COMPILED=0 or set_enabled(False))"
-    op = renorm_op()
-    if op is None:
-        return f"compiled Batch Renorm kernel: unavailable ({_error}); using the PyTorch path"
+    if renorm_op() is None:
+        return (
+            f"compiled Batch Renorm kernel: unavailable ({renorm_op.error}); using the PyTorch path"
+        )
     return f"compiled Batch Renorm kernel: in use for (N, C) CPU inputs of <= {MAX_NUMEL} values"
 
 
@@ -92,6 +110,14 @@ def build(verbose: bool = False) -> Callable:
     """Compile (or load the cached build of) ``csrc/renorm_cpu.cpp``; raises if that fails."""
     load_extension(NAME, SOURCE, "bn's Batch Renorm CPU kernel", verbose=verbose)
     return torch.ops.bn_repro.renorm_train
+
+
+# torch.ops.bn_repro.renorm_train, built on first use; None when turned off or the build failed.
+renorm_op = LazyOp(
+    build,
+    "the compiled Batch Renorm kernel",
+    "BatchRenorm1d uses the PyTorch path, which gives the same results more slowly",
+)
 
 
 def build_directory(name: str = NAME, source: Path = SOURCE) -> Path:
@@ -130,21 +156,6 @@ def _cpp_extension():
     finally:
         logger.setLevel(level)
     return cpp_extension
-
-
-def _try_build() -> None:
-    global _op, _error
-    try:
-        _op = build()
-    except Exception as e:  # no compiler, no ninja, a failed compile: fall back, say why
-        _error = reason(e)
-        warnings.warn(
-            f"bn: could not build the compiled Batch Renorm kernel ({_error}); BatchRenorm1d "
-            "uses the PyTorch path, which gives the same results more slowly. Install a C++ "
-            "compiler and ninja to get it, or set BN_COMPILED=0 to skip the attempt.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 def reason(e: Exception) -> str:

@@ -6,9 +6,8 @@ of a column is the sum of the output gradients of the examples that have that pi
 ``csrc/binary_linear_cpu.cpp`` computes both that way: at the study's sizes (three networks, 60
 images) in 0.6x the dense layer's time for the forward pass and 0.67x with the weight gradient
 (``python -m scripts.bench_mnist``; the dense products spend most of their work multiplying by
-zero). The numbers
-are those of the dense layer up to float rounding; ``tests/test_binary_linear.py`` holds them
-equal.
+zero). The numbers are those of the dense layer up to float rounding;
+``tests/test_binary_linear.py`` holds them equal.
 
 The operator is built on first use like :mod:`bn.compiled`'s kernel (about 30 s, cached; ``make
 install`` builds it ahead). Without it (no compiler, ``BN_COMPILED=0``, a non-CPU or grayscale
@@ -17,8 +16,6 @@ input) the layer computes the same thing with a dense batched matrix product.
 
 from __future__ import annotations
 
-import threading
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,10 +27,6 @@ from bn import compiled
 SOURCE = Path(__file__).parent / "csrc" / "binary_linear_cpu.cpp"
 NAME = "bn_repro_experiments_ops"  # the operator lives in torch.ops.bn_repro_experiments
 
-_lock = threading.Lock()
-_op: Callable | None = None
-_error: str | None = None
-
 
 def build(verbose: bool = False) -> Callable:
     """Compile (or load the cached build of) ``csrc/binary_linear_cpu.cpp``; raises on failure."""
@@ -41,27 +34,13 @@ def build(verbose: bool = False) -> Callable:
     return torch.ops.bn_repro_experiments.binary_linear
 
 
-def binary_linear_op() -> Callable | None:
-    """``torch.ops.bn_repro_experiments.binary_linear``, built on first use; ``None`` when compiled
-    kernels are turned off (``BN_COMPILED=0``) or the build failed (warned once)."""
-    global _op, _error
-    if not compiled.enabled() or _error is not None:
-        return None
-    if _op is None:
-        with _lock:
-            if _op is None and _error is None:
-                try:
-                    _op = build()
-                except Exception as e:  # no compiler, no ninja, a failed compile: say why
-                    _error = compiled.reason(e)
-                    warnings.warn(
-                        f"could not build the binary-input linear layer ({_error}); the MNIST "
-                        "network's first layer uses a dense matrix product instead (same results, "
-                        "slower). Set BN_COMPILED=0 to skip the attempt.",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-    return _op
+# torch.ops.bn_repro_experiments.binary_linear, built on first use; None when compiled kernels are
+# turned off (BN_COMPILED=0) or the build failed (warned once).
+binary_linear_op = compiled.LazyOp(
+    build,
+    "the binary-input linear layer",
+    "the MNIST network's first layer uses a dense matrix product instead (same results, slower)",
+)
 
 
 class BinaryInputLinear(nn.Module):

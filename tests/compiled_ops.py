@@ -17,13 +17,13 @@ def built_or_skip(op: Callable | None, why: str) -> Callable:
     return op
 
 
-def without_compiler(monkeypatch: pytest.MonkeyPatch, module) -> None:
-    """Make ``module`` (``bn.compiled`` or ``experiments.binary_linear``) build afresh, and fail
-    the way a machine without ninja does."""
+def without_compiler(monkeypatch: pytest.MonkeyPatch, op) -> None:
+    """Make the :class:`bn.compiled.LazyOp` ``op`` build afresh, and fail the way a machine
+    without ninja does."""
 
     def no_compiler(verbose=False):
         raise RuntimeError("Ninja is required to load C++ extensions")
 
-    monkeypatch.setattr(module, "build", no_compiler)
-    monkeypatch.setattr(module, "_op", None)
-    monkeypatch.setattr(module, "_error", None)
+    monkeypatch.setattr(op, "build", no_compiler)
+    monkeypatch.setattr(op, "op", None)
+    monkeypatch.setattr(op, "error", None)

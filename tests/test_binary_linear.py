@@ -13,7 +13,9 @@ from tests.compiled_ops import built_or_skip, without_compiler
 @pytest.fixture
 def op():
     """The compiled operator (a machine with a C++ compiler must be able to build it)."""
-    return built_or_skip(binary_linear.binary_linear_op(), str(binary_linear._error))
+    return built_or_skip(
+        binary_linear.binary_linear_op(), str(binary_linear.binary_linear_op.error)
+    )
 
 
 def _binary(*shape, density=0.15, seed=0, dtype=torch.uint8):
@@ -124,7 +126,7 @@ def test_network_with_binary_input_layer_equals_the_dense_network(op, norm):
 
 
 def test_build_failure_warns_and_falls_back(monkeypatch):
-    without_compiler(monkeypatch, binary_linear)
+    without_compiler(monkeypatch, binary_linear.binary_linear_op)
     monkeypatch.setattr(compiled, "_enabled", True)
     layer = BinaryInputLinear(2, 30, 5).double()
     with torch.no_grad():
@@ -132,7 +134,7 @@ def test_build_failure_warns_and_falls_back(monkeypatch):
     x = _binary(2, 6, 30)
     with pytest.warns(RuntimeWarning, match="could not build the binary-input linear layer"):
         y = layer(x)
-    assert "Ninja is required" in binary_linear._error
+    assert "Ninja is required" in binary_linear.binary_linear_op.error
     assert "BinaryLinear" not in y.grad_fn.name()
     torch.testing.assert_close(y, _dense(x, layer.weight, layer.bias))
 

@@ -139,7 +139,7 @@ def test_double_backward_is_a_clear_error(kernel):
 
 
 def test_build_failure_warns_and_falls_back(monkeypatch):
-    without_compiler(monkeypatch, compiled)
+    without_compiler(monkeypatch, compiled.renorm_op)
     monkeypatch.setattr(compiled, "_enabled", True)
     a, b = _pair(r_max=2.0, d_max=1.0)
     x = torch.randn(8, 12, dtype=torch.float64, requires_grad=True)
