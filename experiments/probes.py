@@ -10,26 +10,54 @@ import torch
 from torch import Tensor, nn
 
 
+def order_statistics(values: np.ndarray, ranks: Sequence[int]) -> dict[int, np.ndarray]:
+    """``{k: the k-th smallest value of each row of values}`` (``(..., n)``; ``k`` from 0).
+
+    One partition at the middle rank splits the rows, then each side is searched for the ranks
+    that fall in it, on half the values; a rank at either end of its part is a min or a max.
+    """
+    out: dict[int, np.ndarray] = {}
+
+    def select(part: np.ndarray, first: int, ranks: list[int]) -> None:
+        # part holds the order statistics first .. first + n - 1 of every row, in any order
+        if not ranks:
+            return
+        n = part.shape[-1]
+        if ranks == [first]:
+            out[first] = part.min(axis=-1)
+            return
+        if ranks == [first + n - 1]:
+            out[first + n - 1] = part.max(axis=-1)
+            return
+        mid = ranks[len(ranks) // 2]
+        k = mid - first
+        part = np.partition(part, k, axis=-1)
+        out[mid] = part[..., k]
+        select(part[..., :k], first, [r for r in ranks if r < mid])
+        select(part[..., k + 1 :], mid + 1, [r for r in ranks if r > mid])
+
+    select(values, 0, sorted(set(ranks)))
+    return out
+
+
 def percentiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     """The ``qs`` percentiles of each row of ``values`` (``(..., n)``), ``(..., len(qs))``.
 
     The same numbers as ``numpy.percentile(values, qs, axis=-1)`` (linear interpolation between
-    order statistics), ~3x faster: one single-``kth`` partition per percentile, where numpy
-    partitions for every needed order statistic in one slow multi-``kth`` call.
+    the order statistics around ``q / 100 * (n - 1)``), computed from only those order statistics
+    (:func:`order_statistics`). For the study's 15/50/85 of 900 units x 10,000 values: ~14 ms,
+    against 17-90 ms for a partition per percentile (erratic: each copies all the values) and
+    ~190 ms for numpy's multi-``kth`` partition.
     """
     n = values.shape[-1]
+    positions = [q / 100 * (n - 1) for q in qs]
+    lows = [math.floor(pos) for pos in positions]
+    highs = [lo + 1 for lo, pos in zip(lows, positions) if pos > lo]
+    stats = order_statistics(values, lows + highs)
     out = []
-    for q in qs:
-        pos = q / 100 * (n - 1)
-        lo = math.floor(pos)
-        part = np.partition(values, lo, axis=-1)
-        low = part[..., lo].astype(np.float64)
-        frac = pos - lo
-        if frac == 0:
-            out.append(low)
-            continue
-        high = part[..., lo + 1 :].min(axis=-1).astype(np.float64)  # the next order statistic
-        out.append(low + frac * (high - low))
+    for lo, pos in zip(lows, positions):
+        low = stats[lo].astype(np.float64)
+        out.append(low if pos == lo else low + (pos - lo) * (stats[lo + 1] - low))
     return np.stack(out, axis=-1)
 
 

@@ -58,9 +58,10 @@ def training_step(norm: str, binary: bool, pixels: torch.Tensor) -> Callable[[],
 
     def step() -> None:
         idx = torch.randint(0, len(pixels), (COPIES * BATCH,), generator=g)
-        x = pixels[idx] if binary else pixels[idx].float()
+        x = torch.index_select(pixels, 0, idx)
+        x = x if binary else x.float()
         logits = model(x.view(COPIES, BATCH, PIXELS))
-        y = labels[idx].view(COPIES, BATCH)
+        y = torch.index_select(labels, 0, idx).view(COPIES, BATCH)
         losses = F.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(1)
         grads = torch.autograd.grad(losses.sum(), params)
         with torch.no_grad():

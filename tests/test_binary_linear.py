@@ -72,11 +72,25 @@ def test_gradcheck(op):
 
 
 @pytest.mark.parametrize("bad", [torch.tensor(2, dtype=torch.uint8), torch.tensor(0.5)])
-def test_a_value_other_than_0_or_1_is_an_error(op, bad):
+@pytest.mark.parametrize("where", [11, 17])  # in a word of 8 pixels, in the row's last 4
+def test_a_value_other_than_0_or_1_is_an_error(op, bad, where):
     x = _binary(1, 4, 20, dtype=bad.dtype)
-    x[0, 2, 11] = bad
+    x[0, 2, where] = bad
     with pytest.raises(RuntimeError, match="other than 0 and 1"):
         op(x, torch.randn(1, 20, 5), None)
+
+
+def test_gradient_of_the_bias_alone_and_no_gradient(op):
+    """The ones are kept for a weight gradient only; a bias gradient or none needs no ones."""
+    x, gy = _binary(2, 6, 30), torch.randn(2, 4, 6, dtype=torch.float64)
+    w = torch.randn(2, 30, 4, dtype=torch.float64)
+    b = torch.randn(2, 4, 1, dtype=torch.float64, requires_grad=True)
+    (gb,) = torch.autograd.grad(op(x, w, b), b, gy)
+    torch.testing.assert_close(gb, gy.sum(-1, keepdim=True))
+    with torch.no_grad():
+        y = op(x, w.requires_grad_(), b)
+    assert y.grad_fn is None
+    torch.testing.assert_close(y, _dense(x, w, b))
 
 
 def test_input_gradient_and_double_backward_are_clear_errors(op):

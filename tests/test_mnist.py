@@ -15,7 +15,7 @@ from hydra.errors import ConfigCompositionException
 from experiments import mnist
 from experiments.checks import ConfigError
 from experiments.models import SigmoidMLP
-from experiments.probes import SigmoidInputs, percentiles
+from experiments.probes import SigmoidInputs, order_statistics, percentiles
 from tests.configs import CONFIGS, compose_config
 from tests.idx_files import make_dataset
 
@@ -236,6 +236,15 @@ def test_percentiles_match_numpy(n):
     qs = [0, 15, 50, 85, 100]
     want = np.moveaxis(np.percentile(values, qs, axis=-1), 0, -1)
     np.testing.assert_allclose(percentiles(values, qs), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("ranks", [[0], [6], [0, 6], [2, 3], [1, 2, 3, 4], [5, 0, 3, 3]])
+def test_order_statistics_match_sorting(ranks):
+    values = np.random.default_rng(1).integers(0, 4, size=(3, 2, 7)).astype(np.float32)  # ties
+    got = order_statistics(values, ranks)
+    assert sorted(got) == sorted(set(ranks))
+    for k, v in got.items():
+        np.testing.assert_array_equal(v, np.sort(values, axis=-1)[..., k])
 
 
 def test_percentile_probe_records_every_sigmoid_input():

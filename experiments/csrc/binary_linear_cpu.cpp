@@ -4,6 +4,11 @@
 // 127), summing the rows of W picked by an image costs a fraction of the dense matrix product, and
 // so does the weight gradient, ∂ℓ/∂W[k, i, :] = Σ_{n : x[k, n, i] = 1} ∂ℓ/∂y[k, :, n].
 //
+// The forward pass finds the ones of x (8 pixels at a time, without branching on them) and sums
+// the weight rows they pick, one image at a time. When a weight gradient will follow, it also sorts
+// the ones by pixel and saves that list: the backward pass sums, for each pixel, the output
+// gradients of the images that have it set, and never reads x again.
+//
 // The same numbers as the dense product up to float rounding (tests/test_binary_linear.py); see
 // experiments/binary_linear.py for the layer, how this is built, and the fallback without it.
 //
@@ -19,12 +24,13 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <vector>
 
-// The hot loop is compiled for AVX2 and for plain x86-64, one picked at load time (an ifunc: GCC
+// The hot loops are compiled for AVX2 and for plain x86-64, one picked at load time (an ifunc: GCC
 // or Clang on x86-64 Linux); elsewhere, once for the default target.
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
 #define BN_REPRO_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
@@ -37,7 +43,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The indices of the ones of each row of x: row r's are idx[start[r] : start[r + 1]] (CSR).
+// The ones of x by row (CSR): row r's pixels are idx[start[r] : start[r + 1]], in increasing order.
+// The buffers are sized for the worst case and reused from call to call.
 struct Ones {
   std::vector<int32_t> idx;
   std::vector<int64_t> start;
@@ -48,105 +55,141 @@ bool is_binary(X v) {
   return v == X(0) || v == X(1);
 }
 
-// Byte rows (uint8/bool): 8 pixels per 64-bit word; a zero word, most of an MNIST image's border,
-// costs one test, and a word's ones are read off a bit mask.
-void find_ones(const uint8_t* x, int64_t rows, int64_t cols, Ones& ones) {
+// kBitPositions[m]: the positions of the set bits of the byte m, lowest first (then zeros).
+using Positions = std::array<int32_t, 8>;
+constexpr std::array<Positions, 256> bit_positions() {
+  std::array<Positions, 256> table{};
+  for (int m = 0; m < 256; ++m)
+    for (int bit = 0, n = 0; bit < 8; ++bit)
+      if (m >> bit & 1) table[m][n++] = bit;
+  return table;
+}
+alignas(32) constexpr std::array<Positions, 256> kBitPositions = bit_positions();
+
+// One row of bytes, 8 pixels per 64-bit word and no branch on the pixels: a word's ones become a
+// bit mask, and the mask's bit positions eight indices written at once (idx needs 8 spare slots),
+// of which the next word's overwrite all but the ones. Returns the number of ones.
+BN_REPRO_AVX2_CLONES int64_t find_ones_row(const uint8_t* row, int64_t cols, int32_t* idx,
+                                           uint64_t& high_bits) {
+  typedef int32_t Indices __attribute__((vector_size(32)));
   constexpr uint64_t kLow = 0x0101010101010101ULL;
-  ones.idx.resize(rows * cols);
+  uint64_t high = 0;  // any bit but the lowest of a byte: a value other than 0 and 1
+  int64_t count = 0, i = 0;
+  for (; i + 8 <= cols; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, row + i, 8);
+    high |= word & ~kLow;
+    // The low bit of byte j lands on bit 56 + j: the top byte holds one bit per pixel.
+    const uint32_t mask = uint32_t(((word & kLow) * 0x0102040810204080ULL) >> 56);
+    Indices indices;
+    std::memcpy(&indices, kBitPositions[mask].data(), sizeof(indices));
+    indices += int32_t(i);
+    std::memcpy(idx + count, &indices, sizeof(indices));
+    count += __builtin_popcount(mask);
+  }
+  for (; i < cols; ++i) {
+    high |= row[i] & ~1u;
+    idx[count] = int32_t(i);
+    count += row[i] != 0;
+  }
+  high_bits |= high;
+  return count;
+}
+
+void find_ones(const uint8_t* x, int64_t rows, int64_t cols, Ones& ones) {
+  ones.idx.resize(rows * cols + 8);
   ones.start.resize(rows + 1);
-  int32_t* idx = ones.idx.data();
+  uint64_t high_bits = 0;
   int64_t count = 0;
-  uint64_t high_bits = 0;  // any bit but the lowest of a byte: a value other than 0 and 1
   ones.start[0] = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = x + r * cols;
-    int64_t i = 0;
-    for (; i + 8 <= cols; i += 8) {
-      uint64_t word;
-      std::memcpy(&word, row + i, 8);
-      if (word == 0) continue;
-      high_bits |= word & ~kLow;
-      // The low bit of byte j lands on bit 56 + j: the top byte holds one bit per pixel.
-      uint32_t mask = uint32_t(((word & kLow) * 0x0102040810204080ULL) >> 56);
-      for (; mask; mask &= mask - 1) idx[count++] = int32_t(i + __builtin_ctz(mask));
-    }
-    for (; i < cols; ++i) {
-      high_bits |= row[i] & ~1u;
-      if (row[i]) idx[count++] = int32_t(i);
-    }
+    count += find_ones_row(x + r * cols, cols, ones.idx.data() + count, high_bits);
     ones.start[r + 1] = count;
   }
   TORCH_CHECK(high_bits == 0, "binary_linear: the input holds a value other than 0 and 1");
-  ones.idx.resize(count);
 }
 
 template <typename X>
 void find_ones(const X* x, int64_t rows, int64_t cols, Ones& ones) {
-  ones.idx.clear();
-  ones.start.assign(1, 0);
+  ones.idx.resize(rows * cols + 8);
+  ones.start.resize(rows + 1);
+  int64_t count = 0;
+  ones.start[0] = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const X* row = x + r * cols;
     for (int64_t i = 0; i < cols; ++i) {
       TORCH_CHECK(is_binary(row[i]), "binary_linear: the input holds a value other than 0 and 1");
-      if (row[i] != X(0)) ones.idx.push_back(int32_t(i));
+      if (row[i] != X(0)) ones.idx[count++] = int32_t(i);
     }
-    ones.start.push_back(int64_t(ones.idx.size()));
+    ones.start[r + 1] = count;
   }
 }
 
-// acc[o] = Σ_p rows[p][o] for o < width, the whole width in registers: NV vectors of 32 bytes
-// and a 16-byte one (100 floats = 12 + ½ vectors), so each row is read once.
+// Appends the ones by column (CSC) to `csc`: col_start (cols + 1 values), then by_col, where the
+// rows holding pixel i are by_col[col_start[i] : col_start[i + 1]], in increasing order.
+void append_by_column(const Ones& ones, int64_t rows, int64_t cols, std::vector<int32_t>& csc) {
+  const int64_t nnz = ones.start[rows], base = int64_t(csc.size());
+  csc.resize(base + cols + 1 + nnz);
+  int32_t* col_start = csc.data() + base;
+  int32_t* by_col = col_start + cols + 1;
+  std::fill(col_start, col_start + cols + 1, 0);
+  for (int64_t p = 0; p < nnz; ++p) ++col_start[ones.idx[p] + 1];
+  for (int64_t i = 0; i < cols; ++i) col_start[i + 1] += col_start[i];
+  std::vector<int32_t> fill(col_start, col_start + cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = ones.start[r]; p < ones.start[r + 1]; ++p)
+      by_col[fill[ones.idx[p]]++] = int32_t(r);
+}
+
+// acc[o] = Σ_p base[idx[p] * stride + o] for o < width, the whole width in registers: NV vectors
+// of 32 bytes and a 16-byte one (100 floats = 12 + ½ vectors), so each row is read once.
 template <typename T, int NV>
-BN_REPRO_AVX2_CLONES void sum_rows_fixed(const T* const* rows, int64_t count, int64_t width,
-                                         T* acc) {
-  typedef T V __attribute__((vector_size(32)));
-  typedef T H __attribute__((vector_size(16)));
+BN_REPRO_AVX2_CLONES void sum_rows_fixed(const T* base, const int32_t* idx, int64_t count,
+                                         int64_t stride, int64_t width, T* acc) {
+  // Unaligned vectors, read and written through pointers; every loop over them unrolled, so the
+  // accumulators stay in registers (a loop copying them out becomes a memcpy from the stack).
+  typedef T V __attribute__((vector_size(32), aligned(sizeof(T))));
+  typedef T H __attribute__((vector_size(16), aligned(sizeof(T))));
   constexpr int64_t L = 32 / sizeof(T);
   const bool half = width - NV * L >= L / 2;
-  V a[NV > 0 ? NV : 1] = {};
+  V a[NV > 0 ? NV : 1];
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) a[v] = V{};
   H h = {};
   for (int64_t p = 0; p < count; ++p) {
-    const T* row = rows[p];
-    for (int v = 0; v < NV; ++v) {
-      V x;
-      std::memcpy(&x, row + v * L, sizeof(V));
-      a[v] += x;
-    }
-    if (half) {
-      H x;
-      std::memcpy(&x, row + NV * L, sizeof(H));
-      h += x;
-    }
+    const T* row = base + idx[p] * stride;
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) a[v] += *reinterpret_cast<const V*>(row + v * L);
+    if (half) h += *reinterpret_cast<const H*>(row + NV * L);
   }
-  std::memcpy(acc, a, NV * sizeof(V));
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) *reinterpret_cast<V*>(acc + v * L) = a[v];
   int64_t o = NV * L;
-  if (half) std::memcpy(acc + o, &h, sizeof(H)), o += L / 2;
+  if (half) *reinterpret_cast<H*>(acc + o) = h, o += L / 2;
   for (; o < width; ++o) {  // fewer than L / 2 values left
     T sum = 0;
-    for (int64_t p = 0; p < count; ++p) sum += rows[p][o];
+    for (int64_t p = 0; p < count; ++p) sum += base[idx[p] * stride + o];
     acc[o] = sum;
   }
 }
 
 template <typename T>
-void sum_rows(const T* const* rows, int64_t count, int64_t width, T* acc) {
+void sum_rows(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
+              T* acc) {
   constexpr int64_t L = 32 / sizeof(T);
   switch (width / L) {
 #define BN_REPRO_CASE(NV) \
   case NV:                \
-    return sum_rows_fixed<T, NV>(rows, count, width, acc);
+    return sum_rows_fixed<T, NV>(base, idx, count, stride, width, acc);
     BN_REPRO_CASE(0) BN_REPRO_CASE(1) BN_REPRO_CASE(2) BN_REPRO_CASE(3) BN_REPRO_CASE(4)
     BN_REPRO_CASE(5) BN_REPRO_CASE(6) BN_REPRO_CASE(7) BN_REPRO_CASE(8) BN_REPRO_CASE(9)
     BN_REPRO_CASE(10) BN_REPRO_CASE(11) BN_REPRO_CASE(12) BN_REPRO_CASE(13)
 #undef BN_REPRO_CASE
     default: {  // wider: 12 vectors at a time, each block a pass over the rows
-      std::vector<const T*> shifted(rows, rows + count);
       int64_t o = 0;
-      for (; width - o >= 14 * L; o += 12 * L) {
-        sum_rows_fixed<T, 12>(shifted.data(), count, 12 * L, acc + o);
-        for (auto& r : shifted) r += 12 * L;
-      }
-      sum_rows<T>(shifted.data(), count, width - o, acc + o);
+      for (; width - o >= 14 * L; o += 12 * L)
+        sum_rows_fixed<T, 12>(base + o, idx, count, stride, 12 * L, acc + o);
+      sum_rows<T>(base + o, idx, count, stride, width - o, acc + o);
     }
   }
 }
@@ -154,40 +197,32 @@ void sum_rows(const T* const* rows, int64_t count, int64_t width, T* acc) {
 // y[k, :, n] = b[k] + Σ_{i ∈ ones(n)} W[k, i, :]
 template <typename T>
 void forward_copy(const Ones& ones, int64_t n_rows, const T* w, const T* b, T* y, int64_t out) {
-  std::vector<const T*> rows;
-  std::vector<T> acc(out);
+  thread_local std::vector<T> acc;
+  acc.resize(out);
   for (int64_t n = 0; n < n_rows; ++n) {
-    rows.clear();
-    for (int64_t p = ones.start[n]; p < ones.start[n + 1]; ++p)
-      rows.push_back(w + ones.idx[p] * out);
-    sum_rows<T>(rows.data(), int64_t(rows.size()), out, acc.data());
+    const int64_t first = ones.start[n];
+    sum_rows<T>(w, ones.idx.data() + first, ones.start[n + 1] - first, out, out, acc.data());
     for (int64_t o = 0; o < out; ++o) y[o * n_rows + n] = b ? acc[o] + b[o] : acc[o];
   }
 }
 
-// ∂ℓ/∂W[k, i, :] = Σ_{n : x[n, i] = 1} ∂ℓ/∂y[k, :, n]: the ones again, by column (CSC).
+// ∂ℓ/∂W[k, i, :] = Σ_{n : x[n, i] = 1} ∂ℓ/∂y[k, :, n], from the ones by column (append_by_column).
 template <typename T>
-void weight_grad_copy(const Ones& ones, int64_t n_rows, int64_t in, const T* dy, T* dw,
+void weight_grad_copy(const int32_t* csc, int64_t n_rows, int64_t in, const T* dy, T* dw,
                       int64_t out) {
-  std::vector<T> dy_rows(n_rows * out);  // ∂ℓ/∂y[k] as (N, out): one example's row contiguous
+  thread_local std::vector<T> dy_rows;  // ∂ℓ/∂y[k] as (N, out): one example's row contiguous
+  dy_rows.resize(n_rows * out);
   for (int64_t o = 0; o < out; ++o)
     for (int64_t n = 0; n < n_rows; ++n) dy_rows[n * out + o] = dy[o * n_rows + n];
-  std::vector<int64_t> col_start(in + 1, 0);
-  for (int32_t i : ones.idx) ++col_start[i + 1];
-  for (int64_t i = 0; i < in; ++i) col_start[i + 1] += col_start[i];
-  std::vector<const T*> col_rows(ones.idx.size());
-  std::vector<int64_t> fill(col_start.begin(), col_start.end() - 1);
-  for (int64_t n = 0; n < n_rows; ++n)
-    for (int64_t p = ones.start[n]; p < ones.start[n + 1]; ++p)
-      col_rows[fill[ones.idx[p]]++] = dy_rows.data() + n * out;
+  const int32_t* col_start = csc;
+  const int32_t* by_col = csc + in + 1;
   for (int64_t i = 0; i < in; ++i) {
     const int64_t count = col_start[i + 1] - col_start[i];
     T* row = dw + i * out;
-    if (count == 0) {
+    if (count == 0)
       std::fill(row, row + out, T(0));
-      continue;
-    }
-    sum_rows<T>(col_rows.data() + col_start[i], count, out, row);
+    else
+      sum_rows<T>(dy_rows.data(), by_col + col_start[i], count, out, out, row);
   }
 }
 
@@ -203,8 +238,9 @@ void find_ones_any(const at::Tensor& x, int64_t copy, Ones& ones) {
 }
 
 struct BinaryLinear : public torch::autograd::Function<BinaryLinear> {
+  // keep_ones: a weight gradient may follow; the ones of x, by column, are saved for it.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const std::optional<at::Tensor>& bias) {
+                            const std::optional<at::Tensor>& bias, bool keep_ones) {
     TORCH_CHECK(!x.requires_grad(), "binary_linear: the input is data and has no gradient");
     TORCH_CHECK(x.dim() == 3 && x.is_contiguous() && x.device().is_cpu(),
                 "binary_linear expects a contiguous (copies or 1, N, in) CPU input");
@@ -212,26 +248,36 @@ struct BinaryLinear : public torch::autograd::Function<BinaryLinear> {
                     weight.size(1) == x.size(2) &&
                     (x.size(0) == 1 || x.size(0) == weight.size(0)),
                 "binary_linear expects a contiguous (copies, in, out) CPU weight matching x");
-    const int64_t copies = weight.size(0), n_rows = x.size(1), out = weight.size(2);
+    const int64_t copies = weight.size(0), n_rows = x.size(1), in = x.size(2),
+                  out = weight.size(2);
     TORCH_CHECK(!bias || (bias->is_contiguous() && bias->numel() == copies * out &&
                           bias->dtype() == weight.dtype()),
                 "binary_linear expects a contiguous (copies, out, 1) bias of the weight's dtype");
     auto y = at::empty({copies, out, n_rows}, weight.options());
-    // The ones of every copy's rows, kept for the weight gradient (one list when x is shared).
+    // The ones of every copy's rows (one list when x is shared); buffers reused between calls.
     const int64_t x_copies = x.size(0);
-    std::vector<Ones> ones(x_copies);
+    thread_local std::vector<Ones> ones;
+    if (int64_t(ones.size()) < x_copies) ones.resize(x_copies);
     for (int64_t k = 0; k < x_copies; ++k) find_ones_any(x, k, ones[k]);
     AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "binary_linear_forward", [&] {
       const scalar_t* w = weight.const_data_ptr<scalar_t>();
       const scalar_t* b = bias ? bias->const_data_ptr<scalar_t>() : nullptr;
       scalar_t* py = y.data_ptr<scalar_t>();
       for (int64_t k = 0; k < copies; ++k)
-        forward_copy<scalar_t>(ones[x_copies == 1 ? 0 : k], n_rows, w + k * weight.size(1) * out,
+        forward_copy<scalar_t>(ones[x_copies == 1 ? 0 : k], n_rows, w + k * in * out,
                                b ? b + k * out : nullptr, py + k * out * n_rows, out);
     });
-    ctx->save_for_backward({x});
-    ctx->saved_data["in"] = weight.size(1);
+    if (keep_ones) {
+      thread_local std::vector<int32_t> csc;
+      csc.clear();
+      for (int64_t k = 0; k < x_copies; ++k) append_by_column(ones[k], n_rows, in, csc);
+      auto saved = at::empty({int64_t(csc.size())}, at::kInt);
+      std::memcpy(saved.data_ptr<int32_t>(), csc.data(), csc.size() * sizeof(int32_t));
+      ctx->save_for_backward({saved});
+    }
+    ctx->saved_data["in"] = in;
     ctx->saved_data["copies"] = copies;
+    ctx->saved_data["x_copies"] = x_copies;
     ctx->saved_data["has_bias"] = bias.has_value();
     return y;
   }
@@ -239,32 +285,34 @@ struct BinaryLinear : public torch::autograd::Function<BinaryLinear> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     TORCH_CHECK(!at::GradMode::is_enabled(),
                 "binary_linear has no double backward; run with BN_COMPILED=0 for the dense layer");
-    const at::Tensor x = ctx->get_saved_variables()[0];
     const int64_t in = ctx->saved_data["in"].toInt(), copies = ctx->saved_data["copies"].toInt();
+    const int64_t x_copies = ctx->saved_data["x_copies"].toInt();
     const at::Tensor dy = grads[0].contiguous();
     const int64_t out = dy.size(1), n_rows = dy.size(2);
     at::Tensor dw, db;
     if (ctx->needs_input_grad(1)) {
+      const at::Tensor saved = ctx->get_saved_variables()[0];
+      std::vector<const int32_t*> csc(x_copies);  // each copy's columns, one after the other
+      const int32_t* next = saved.const_data_ptr<int32_t>();
+      for (auto& c : csc) c = next, next += in + 1 + next[in];
       dw = at::empty({copies, in, out}, dy.options());
-      Ones ones;  // found again: cheaper than keeping them from the forward pass
-      for (int64_t k = 0; k < copies; ++k) {
-        if (k == 0 || x.size(0) > 1) find_ones_any(x, x.size(0) == 1 ? 0 : k, ones);
-        AT_DISPATCH_FLOATING_TYPES(dy.scalar_type(), "binary_linear_backward", [&] {
-          const scalar_t* dy_k = dy.const_data_ptr<scalar_t>() + k * out * n_rows;
-          weight_grad_copy<scalar_t>(ones, n_rows, in, dy_k, dw.data_ptr<scalar_t>() + k * in * out,
-                                     out);
-        });
-      }
+      AT_DISPATCH_FLOATING_TYPES(dy.scalar_type(), "binary_linear_backward", [&] {
+        for (int64_t k = 0; k < copies; ++k)
+          weight_grad_copy<scalar_t>(csc[x_copies == 1 ? 0 : k], n_rows, in,
+                                     dy.const_data_ptr<scalar_t>() + k * out * n_rows,
+                                     dw.data_ptr<scalar_t>() + k * in * out, out);
+      });
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2))
       db = dy.sum(-1, /*keepdim=*/true);
-    return {at::Tensor(), dw, db};
+    return {at::Tensor(), dw, db, at::Tensor()};
   }
 };
 
 at::Tensor binary_linear(const at::Tensor& x, const at::Tensor& weight,
                          const std::optional<at::Tensor>& bias) {
-  return BinaryLinear::apply(x, weight, bias);
+  const bool keep_ones = at::GradMode::is_enabled() && weight.requires_grad();
+  return BinaryLinear::apply(x, weight, bias, keep_ones);
 }
 
 }  // namespace
