@@ -130,12 +130,23 @@ def build_directory(name: str = NAME, source: Path = SOURCE) -> Path:
 
 def load_extension(name: str, source: Path, what: str, verbose: bool = False) -> None:
     """Build (once per machine and source text) and load a one-file C++ extension that registers
-    torch operators; raises if the build fails. ``what`` names it in the one-line notice."""
+    torch operators; raises if the build fails. ``what`` names it in the one-line notice.
+
+    A finished build is loaded as it is: its folder is named after the source's text, so a newer
+    file date alone (a fresh checkout of the same code) does not rebuild it, as torch's build
+    tool would, silently and for ~30 s, in the middle of a timed run."""
+    folder = build_directory(name, source)
+    library = folder / f"{name}.so"
+    if library.exists():
+        try:
+            torch.ops.load_library(str(library))
+            return
+        except OSError:  # a build cut short: build it again below
+            pass
     cpp_extension = _cpp_extension()
     _put_ninja_on_path()
-    folder = build_directory(name, source)
     folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / f"{name}.so").exists():
+    if not library.exists():
         print(f"compiling {what} (once per machine, about 30 s)", file=sys.stderr, flush=True)
     cpp_extension.load(
         name=name,

@@ -179,3 +179,37 @@ def test_build_error_reason_names_the_cause():
     )
     assert compiled.reason(RuntimeError(log)) == "RuntimeError: /bin/sh: 1: c++: not found"
     assert compiled.reason(OSError("")) == "OSError: OSError('')"
+
+
+def test_a_finished_build_is_loaded_without_the_build_tool(monkeypatch, tmp_path):
+    """Its folder is named after the source's text: a newer file date alone rebuilds nothing."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    library = compiled.build_directory() / f"{compiled.NAME}.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"")  # stands for the built library, which is older than any checkout
+    loaded = []
+    monkeypatch.setattr(torch.ops, "load_library", loaded.append)
+    monkeypatch.setattr(compiled, "_cpp_extension", lambda: pytest.fail("rebuilt"))
+    compiled.load_extension(compiled.NAME, compiled.SOURCE, "the kernel")
+    assert loaded == [str(library)]
+
+
+def test_a_build_cut_short_is_built_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    library = compiled.build_directory() / f"{compiled.NAME}.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"truncated")
+
+    def cannot_load(path):
+        raise OSError(f"{path}: file too short")
+
+    builds = []
+
+    class Builder:
+        def load(self, **kwargs):
+            builds.append(kwargs["build_directory"])
+
+    monkeypatch.setattr(torch.ops, "load_library", cannot_load)
+    monkeypatch.setattr(compiled, "_cpp_extension", Builder)
+    compiled.load_extension(compiled.NAME, compiled.SOURCE, "the kernel")
+    assert builds == [str(library.parent)]
