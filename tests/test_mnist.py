@@ -264,6 +264,25 @@ def test_percentile_probe_records_every_sigmoid_input():
                 u = torch.sigmoid(z)
 
 
+def test_one_recorder_serves_many_chunked_recordings():
+    """Each recording replaces the last; a forward pass in chunks is recorded as one batch; the
+    percentiles (computed in place in a kept buffer) leave the recorded values as they were."""
+    net = SigmoidMLP("none", copies=2, seeds=[0, 1]).eval()
+    rec = SigmoidInputs(net.sigmoids)
+    with torch.no_grad():
+        for x in (torch.rand(300, 784), torch.rand(500, 784)):
+            with rec:
+                for chunk in x.split(128):
+                    net(chunk)
+            whole = rec.layer(2).clone()
+            assert whole.shape == (2, 100, len(x))
+            got = rec.percentiles([15, 50, 85])
+            torch.testing.assert_close(rec.layer(2), whole, rtol=0, atol=0)
+            torch.testing.assert_close(rec.layer(2, unit=7), whole[:, 7], rtol=0, atol=0)
+            want = np.percentile(whole.numpy(), [15, 50, 85], axis=-1)  # (3, copies, units)
+            np.testing.assert_allclose(got[:, 2].numpy(), np.moveaxis(want, 0, 1), rtol=1e-6)
+
+
 @pytest.mark.parametrize("norm", ["none", "batchnorm"])
 def test_each_copy_is_the_network_of_its_seed(norm):
     """A stacked copy computes, trains and infers exactly as a network built alone."""
