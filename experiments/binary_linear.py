@@ -4,7 +4,7 @@ The BN paper's network reads "28x28 binary images"; about one pixel in eight is 
 ``u``, ``Wu`` is the sum of the columns of ``W`` picked by the ones of ``u``, and the weight gradient
 of a column is the sum of the output gradients of the examples that have that pixel set.
 ``csrc/binary_linear_cpu.cpp`` computes both that way: at the study's sizes (three networks, 60
-images) in 0.42x the dense layer's time for the forward pass and 0.52x with the weight gradient
+images) in 0.43x the dense layer's time for the forward pass and 0.56x with the weight gradient
 (``python -m scripts.bench_mnist``; the dense products spend most of their work multiplying by
 zero). The numbers are those of the dense layer up to float rounding;
 ``tests/test_binary_linear.py`` holds them equal.

@@ -276,7 +276,6 @@ struct BinaryLinear : public torch::autograd::Function<BinaryLinear> {
       ctx->save_for_backward({saved});
     }
     ctx->saved_data["in"] = in;
-    ctx->saved_data["copies"] = copies;
     ctx->saved_data["x_copies"] = x_copies;
     ctx->saved_data["has_bias"] = bias.has_value();
     return y;
@@ -285,10 +284,10 @@ struct BinaryLinear : public torch::autograd::Function<BinaryLinear> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     TORCH_CHECK(!at::GradMode::is_enabled(),
                 "binary_linear has no double backward; run with BN_COMPILED=0 for the dense layer");
-    const int64_t in = ctx->saved_data["in"].toInt(), copies = ctx->saved_data["copies"].toInt();
+    const int64_t in = ctx->saved_data["in"].toInt();
     const int64_t x_copies = ctx->saved_data["x_copies"].toInt();
-    const at::Tensor dy = grads[0].contiguous();
-    const int64_t out = dy.size(1), n_rows = dy.size(2);
+    const at::Tensor dy = grads[0].contiguous();  // (copies, out, N), as y
+    const int64_t copies = dy.size(0), out = dy.size(1), n_rows = dy.size(2);
     at::Tensor dw, db;
     if (ctx->needs_input_grad(1)) {
       const at::Tensor saved = ctx->get_saved_variables()[0];
