@@ -1,13 +1,22 @@
 """``bn``: Batch Normalization and Batch Renormalization, paper-faithful and drop-in for ``torch.nn``.
 
-Every experiment in this repo imports its normalization layers from here.
+Every experiment in this repo imports its normalization layers from here. The algorithms as
+functions (Batch Renorm's Algorithm 1 as a reference, the autograd functions behind the layers)
+are in :mod:`bn.functional`.
 """
 
+from . import functional
+from ._base import BatchNormBase
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from .batchrenorm import BatchRenorm1d, BatchRenorm2d, BatchRenorm3d
+from .batchrenorm import (
+    BatchRenorm1d,
+    BatchRenorm2d,
+    BatchRenorm3d,
+    BatchRenormBase,
+    is_batch_renorm,
+)
 from .convert import bn_affine, convert_norm, convert_sync_batchnorm, fuse_bn_eval, fuse_linear_bn
 from .factory import get_norm_layer
-from .functional import BatchNormFunction, batch_stats
 from .population import set_population_statistics
 from .schedules import LinearRamp, paper_d_max, paper_r_max, scaled_paper_schedules
 
@@ -15,18 +24,20 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
-    "BatchNormFunction",
+    "BatchNormBase",
     "BatchRenorm1d",
     "BatchRenorm2d",
     "BatchRenorm3d",
+    "BatchRenormBase",
     "LinearRamp",
-    "batch_stats",
     "bn_affine",
     "convert_norm",
     "convert_sync_batchnorm",
+    "functional",
     "fuse_bn_eval",
     "fuse_linear_bn",
     "get_norm_layer",
+    "is_batch_renorm",
     "paper_d_max",
     "paper_r_max",
     "scaled_paper_schedules",

@@ -11,7 +11,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from . import distributed
 from .functional import (
     BatchNormFunction,
-    batch_norm_train,
+    BatchRenormFunction,
     batch_stats,
     group_view,
     values_per_channel,
@@ -25,8 +25,9 @@ def _average(t: Tensor) -> Tensor:
     return t[0] if t.shape[0] == 1 else t.mean(0)
 
 
-class _NormBase(_BatchNorm):
-    """A ``torch.nn`` ``_BatchNorm`` with microbatch and cross-process statistics.
+class BatchNormBase(_BatchNorm):
+    """The base of every layer in :mod:`bn`: a ``torch.nn`` ``_BatchNorm`` with microbatch and
+    cross-process statistics and a choice of implementation.
 
     Subclasses set ``_expected_dims`` and may override :meth:`_correction` (Batch Renorm's ``r``,
     ``d``) and :meth:`_update_running_stats`.
@@ -155,60 +156,29 @@ class _NormBase(_BatchNorm):
     def _forward_batch_stats(self, x: Tensor, groups: int) -> Tensor:
         sync = self._sync()
         if sync:
-            xv = group_view(x, 1)
-            mean_g, var_g, count = distributed.global_batch_stats(xv, self.process_group)
+            mean, var, count = distributed.global_batch_stats(x, self.process_group)
             if count < 2:
                 raise ValueError(
                     f"{self._get_name()}: the batches of all processes together hold one value "
                     "per channel; use larger batches"
                 )
-            mean, var = mean_g.detach().view(1, -1), var_g.detach().view(1, -1)
         else:
             mean, var = batch_stats(x, groups)
             count = values_per_channel(x, groups)
 
         r, d = self._correction(mean, var)
-        if sync:
-            y = self._normalize_autograd(xv, mean_g, var_g, r, d).view_as(x)
-        elif self.impl == "reference":
-            y = BatchNormFunction.apply(
-                group_view(x, groups), self.weight, self.bias, r, d, self.eps
-            )
-            y = y.view_as(x)
+        if self.impl == "reference":
+            xv = group_view(x, groups)
+            y = BatchNormFunction.apply(xv, self.weight, self.bias, r, d, self.eps).view_as(x)
         else:
-            scale, shift = self._affine(groups, r, d)
-            y = batch_norm_train(x, groups, scale, shift, self.eps)
-
+            group = None
+            if sync:
+                group = dist.group.WORLD if self.process_group is None else self.process_group
+            y = BatchRenormFunction.apply(
+                x, self.weight, self.bias, mean, var, r, d, self.eps, groups, group, count
+            )
         if self.training and self.track_running_stats:
             self._update_running_stats(mean, var, count)
-        return y
-
-    def _affine(self, groups: int, r: Tensor | None, d: Tensor | None):
-        """Scale and shift per microbatch, ``(G, C)`` (``(C,)`` if ``G = 1``): ``γ·r`` and
-        ``γ·d + β`` for Batch Renorm, ``γ`` and ``β`` for BN."""
-        w, b = self.weight, self.bias
-        if r is None:
-            if groups == 1 or w is None:
-                return w, b
-            return w.expand(groups, -1), None if b is None else b.expand(groups, -1)
-        if groups == 1:
-            r, d = r[0], d[0]
-        if w is None:
-            return r, d if b is None else d + b
-        return w * r, w * d if b is None else torch.addcmul(b, w, d)
-
-    def _normalize_autograd(self, xv, mean, var, r, d) -> Tensor:
-        scale = torch.rsqrt(var + self.eps)
-        if r is not None:
-            scale = scale * r.view(1, 1, -1, 1)
-        shape = (1, 1, -1, 1)
-        y = (xv - mean) * scale
-        if d is not None:
-            y = y + d.view(shape)
-        if self.weight is not None:
-            y = y * self.weight.view(shape)
-        if self.bias is not None:
-            y = y + self.bias.view(shape)
         return y
 
     # -- hooks for subclasses -----------------------------------------------------------------

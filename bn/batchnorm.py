@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import _NormBase
+from ._base import BatchNormBase
 
 _BN_DOC = r"""Batch Normalization over a {shape_desc} input (BN paper, Algorithm 1).
 
@@ -50,7 +50,7 @@ _BN_DOC = r"""Batch Normalization over a {shape_desc} input (BN paper, Algorithm
     """
 
 
-class _BatchNormNd(_NormBase):
+class _BatchNormNd(BatchNormBase):
     def _uses_torch_forward(self, groups: int) -> bool:
         # Whole-batch, single-process "fast" BN is exactly torch's forward: reuse it.
         return self.impl == "fast" and groups == 1 and not self._sync()
@@ -81,3 +81,12 @@ class BatchNorm3d(_BatchNormNd):
     )
     _expected_dims = (5,)
     _shape_hint = "(N, C, D, H, W)"
+
+
+class _BatchNormXd(_BatchNormNd):
+    """BN over an input of any rank ``(N, C, *)``: what :func:`bn.convert_norm` turns an
+    ``nn.SyncBatchNorm`` into, since torch does not fix its input's rank (mmcv's ``_BatchNormXd``
+    does the same when it reverts ``SyncBatchNorm``)."""
+
+    _expected_dims = (2, 3, 4, 5)
+    _shape_hint = "(N, C, *)"

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from . import compiled
-from ._base import _average, _NormBase
+from ._base import BatchNormBase, _average
 from .schedules import LinearRamp, Schedule, paper_d_max, paper_r_max
+
+PAPER_MOMENTUM = 0.01  # the paper's moving-average rate α
 
 _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm paper, Algorithm 1).
 
@@ -22,7 +26,8 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
 
     Inference is plain BN with the moving statistics: ``y = γ (x − μ)/σ + β``. With
     ``r_max = 1, d_max = 0`` training is exactly BN; with ``r``, ``d`` unclipped the training output
-    equals the inference output.
+    equals the inference output. :func:`bn.functional.batch_renorm` is this algorithm written out
+    line by line; every implementation below is tested equal to it.
 
     The moving average is of the standard deviation σ (ε inside), as in the paper. It is stored
     as ``running_var = σ² − ε`` under torch's buffer names, so a checkpoint loads strictly into
@@ -45,9 +50,12 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
         d_max: bound on ``|d|`` (``>= 0``), a number or a schedule. Default: the paper's schedule.
         impl, microbatch, sync_stats, process_group: as in :class:`bn.BatchNorm2d`; with
             microbatches, ``r`` and ``d`` are computed per microbatch, and ``μ``, ``σ`` get one update
-            per step with the average of the microbatches' ``μ_B`` and ``σ_B``. With
-            ``impl="fast"``, small ``(N, C)`` CPU inputs go through a compiled kernel of the same
-            algorithm (:mod:`bn.compiled`).
+            per step with the average of the microbatches' ``μ_B`` and ``σ_B``. ``impl="fast"``
+            uses that with ``r``, ``d`` held constant a training step is a BN step with weight
+            ``γ·r`` and bias ``γ·d + β``: torch's fused BN kernels, forward and backward
+            (:class:`bn.functional.BatchRenormFunction`); small ``(N, C)`` CPU inputs go through a
+            compiled kernel of the same algorithm (:mod:`bn.compiled`). ``impl="reference"``: the
+            hand-derived backward of :class:`bn.functional.BatchNormFunction`.
 
     Shape:
         - Input: {shape}
@@ -60,27 +68,42 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
     """
 
 
+def _bound_error(layer: str, name: str, what: str, value: object, minimum: float) -> ValueError:
+    clip = (
+        "r is clipped to [1/r_max, r_max]" if name == "r_max" else "d is clipped to [-d_max, d_max]"
+    )
+    return ValueError(
+        f"{layer}: {name}={what} takes the value {value}, below the minimum {minimum:g} ({clip}); "
+        f"set {name} >= {minimum:g}"
+    )
+
+
 def _check_bound(layer: str, name: str, value: float | Schedule, minimum: float) -> None:
+    """Check a bound when it is set: a number, or a :class:`LinearRamp`'s smallest value (other
+    schedules are checked at each use, :meth:`BatchRenormBase._bounds`)."""
     if isinstance(value, LinearRamp):
         lo = value.bounds()[0]
     elif callable(value):
         return
-    else:
+    elif isinstance(value, numbers.Real) or (isinstance(value, Tensor) and value.numel() == 1):
         lo = float(value)
-    if not lo >= minimum:  # also rejects NaN
+    else:
         raise ValueError(
-            f"{layer}: {name}={value!r} takes the value {lo}, below the minimum {minimum} "
-            f"({'r is clipped to [1/r_max, r_max]' if name == 'r_max' else 'd is clipped to [-d_max, d_max]'}); "
-            f"set {name} >= {minimum:g}"
+            f"{layer}: {name}={value!r} must be a number or a schedule (a callable step -> value)"
         )
+    if not lo >= minimum:  # also rejects NaN
+        raise _bound_error(layer, name, repr(value), lo, minimum)
 
 
-class _BatchRenormNd(_NormBase):
+class BatchRenormBase(BatchNormBase):
+    """The base of :class:`BatchRenorm1d`, :class:`BatchRenorm2d` and :class:`BatchRenorm3d`
+    (see there); ``isinstance(m, bn.BatchRenormBase)`` is :func:`bn.is_batch_renorm`."""
+
     def __init__(
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float | None = 0.01,
+        momentum: float | None = PAPER_MOMENTUM,
         affine: bool = True,
         track_running_stats: bool = True,
         device=None,
@@ -120,9 +143,49 @@ class _BatchRenormNd(_NormBase):
         self.d_max = d_max
         self._last: tuple | None = None  # r, d (unclipped) and the bounds of the last batch
 
-    @staticmethod
-    def _at(bound: float | Schedule, step: int | Tensor) -> float | Tensor:
-        return bound(step) if callable(bound) else float(bound)
+    # The bounds are checked whenever they are set (plain numbers and LinearRamps once; other
+    # schedules at each use, since only their values can tell).
+    @property
+    def r_max(self) -> float | Schedule:
+        """Bound on ``r``: a number ``>= 1`` or a schedule ``step -> value``."""
+        return self._r_max
+
+    @r_max.setter
+    def r_max(self, value: float | Schedule) -> None:
+        _check_bound(type(self).__name__, "r_max", value, 1.0)
+        self._r_max = value
+
+    @property
+    def d_max(self) -> float | Schedule:
+        """Bound on ``|d|``: a number ``>= 0`` or a schedule ``step -> value``."""
+        return self._d_max
+
+    @d_max.setter
+    def d_max(self, value: float | Schedule) -> None:
+        _check_bound(type(self).__name__, "d_max", value, 0.0)
+        self._d_max = value
+
+    def __setstate__(self, state: dict) -> None:
+        # Modules pickled before r_max/d_max became properties hold them under the plain names.
+        for name in ("r_max", "d_max"):
+            if name in state:
+                state["_" + name] = state.pop(name)
+        super().__setstate__(state)
+
+    def _at(self, name: str, bound: float | Schedule, step: int | Tensor, minimum: float):
+        if not callable(bound):
+            return float(bound)
+        value = bound(step)
+        if isinstance(bound, LinearRamp):  # its range was checked when it was set
+            return value
+        if isinstance(value, Tensor) and value.device.type != "cpu":
+            # Checked on the device: reading the value here would wait for it.
+            torch._assert_async(value >= minimum, f"{type(self).__name__}: {name} < {minimum:g}")
+        elif not value >= minimum:
+            raise _bound_error(
+                type(self).__name__, name, f"{bound!r} at step {int(step)}", float(value), minimum
+            )
+        return value
 
     def _bounds(self) -> tuple[float | Tensor, float | Tensor]:
         """``(r_max, d_max)`` at the current step (``num_batches_tracked``)."""
@@ -130,7 +193,7 @@ class _BatchRenormNd(_NormBase):
         # On CPU reading the step is free and plain-number schedules save a dozen tiny tensor
         # ops per call; on GPU, tensor arithmetic avoids a device sync.
         step = int(step) if step.device.type == "cpu" else step
-        return self._at(self.r_max, step), self._at(self.d_max, step)
+        return self._at("r_max", self.r_max, step, 1.0), self._at("d_max", self.d_max, step, 0.0)
 
     @property
     def current_r_max(self) -> float:
@@ -197,17 +260,21 @@ class _BatchRenormNd(_NormBase):
             and not torch.compiler.is_compiling()
         )
 
-    # No autograd here: mean and var come without gradient (stop_gradient), the rest are buffers.
+    # Algorithm 1, the lines before and after the normalization (bn.functional.batch_renorm has
+    # the whole algorithm in one place). No autograd: the statistics come without gradient.
+    @torch.no_grad()
     def _correction(self, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
-        inv_sigma = torch.rsqrt(self.running_var + self.eps)
+        """``r = clip(σ_B/σ, 1/r_max, r_max)``, ``d = clip((μ_B − μ)/σ, −d_max, d_max)``, ``(G, C)``."""
+        inv_sigma = torch.rsqrt(self.running_var.to(var.dtype) + self.eps)
         r = torch.sqrt(var + self.eps) * inv_sigma  # σ_B / σ
-        d = (mean - self.running_mean) * inv_sigma  # (μ_B − μ) / σ
+        d = (mean - self.running_mean.to(mean.dtype)) * inv_sigma  # (μ_B − μ) / σ
         r_max, d_max = self._bounds()
         self._last = (r, d, r_max, d_max)
         return torch.clamp(r, 1.0 / r_max, r_max), torch.clamp(d, -d_max, d_max)
 
+    @torch.no_grad()
     def _update_running_stats(self, mean: Tensor, var: Tensor, count: int) -> None:
-        """The paper's update: moving averages of μ_B and of σ_B (not of the variance)."""
+        """``μ ← μ + α(μ_B − μ)``, ``σ ← σ + α(σ_B − σ)`` (averages over microbatches)."""
         self.num_batches_tracked.add_(1)
         factor = self._average_factor()
         sigma = torch.sqrt(self.running_var + self.eps)
@@ -219,7 +286,16 @@ class _BatchRenormNd(_NormBase):
         return super().extra_repr() + f", r_max={self.r_max!r}, d_max={self.d_max!r}"
 
 
-class BatchRenorm1d(_BatchRenormNd):
+# The old private name, kept so code written against it keeps working; use BatchRenormBase.
+_BatchRenormNd = BatchRenormBase
+
+
+def is_batch_renorm(module: object) -> bool:
+    """Whether ``module`` is one of :mod:`bn`'s Batch Renorm layers (any dimension)."""
+    return isinstance(module, BatchRenormBase)
+
+
+class BatchRenorm1d(BatchRenormBase):
     __doc__ = _BRN_DOC.format(
         name="BatchRenorm1d",
         bn_name="BatchNorm1d",
@@ -231,7 +307,7 @@ class BatchRenorm1d(_BatchRenormNd):
     _shape_hint = "(N, C) or (N, C, L); use BatchRenorm2d for (N, C, H, W)"
 
 
-class BatchRenorm2d(_BatchRenormNd):
+class BatchRenorm2d(BatchRenormBase):
     __doc__ = _BRN_DOC.format(
         name="BatchRenorm2d",
         bn_name="BatchNorm2d",
@@ -243,7 +319,7 @@ class BatchRenorm2d(_BatchRenormNd):
     _shape_hint = "(N, C, H, W); use BatchRenorm1d for (N, C) or (N, C, L)"
 
 
-class BatchRenorm3d(_BatchRenormNd):
+class BatchRenorm3d(BatchRenormBase):
     __doc__ = _BRN_DOC.format(
         name="BatchRenorm3d",
         bn_name="BatchNorm3d",
@@ -255,4 +331,11 @@ class BatchRenorm3d(_BatchRenormNd):
     _shape_hint = "(N, C, D, H, W)"
 
 
-__all__ = ["BatchRenorm1d", "BatchRenorm2d", "BatchRenorm3d"]
+class _BatchRenormXd(BatchRenormBase):
+    """Batch Renorm over an input of any rank ``(N, C, *)`` (see ``bn.batchnorm._BatchNormXd``)."""
+
+    _expected_dims = (2, 3, 4, 5)
+    _shape_hint = "(N, C, *)"
+
+
+__all__ = ["BatchRenorm1d", "BatchRenorm2d", "BatchRenorm3d", "BatchRenormBase", "is_batch_renorm"]

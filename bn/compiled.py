@@ -19,20 +19,22 @@ PyTorch path, which gives the same results, more slowly. ``BN_COMPILED=0`` in th
     python -m scripts.build_kernel    # build it now
 
 :func:`load_extension` builds any such one-file extension the same way; the MNIST study's
-binary-input layer (``experiments/binary_linear.py``) uses it.
+binary-input layer (``experiments/nets/binary_linear.py``) uses it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -134,28 +136,79 @@ def load_extension(name: str, source: Path, what: str, verbose: bool = False) ->
 
     A finished build is loaded as it is: its folder is named after the source's text, so a newer
     file date alone (a fresh checkout of the same code) does not rebuild it, as torch's build
-    tool would, silently and for ~30 s, in the middle of a timed run."""
+    tool would, silently and for ~30 s, in the middle of a timed run.
+
+    The library is built in a temporary folder and renamed into place, with its size and SHA-256
+    recorded beside it (``<name>.so.sha256``); a library that does not match its record (cut
+    short by a killed build or a full disk, which would kill the loading process with SIGBUS)
+    or has none is built again. Processes that start together build it once (a file lock)."""
     folder = build_directory(name, source)
     library = folder / f"{name}.so"
-    if library.exists():
-        try:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(folder.parent / f"{folder.name}.lock"):
+        if _intact(library):
             torch.ops.load_library(str(library))
             return
-        except OSError:  # a build cut short: build it again below
-            pass
-    cpp_extension = _cpp_extension()
-    _put_ninja_on_path()
-    folder.mkdir(parents=True, exist_ok=True)
-    if not library.exists():
+        cpp_extension = _cpp_extension()
+        _put_ninja_on_path()
         print(f"compiling {what} (once per machine, about 30 s)", file=sys.stderr, flush=True)
-    cpp_extension.load(
-        name=name,
-        sources=[str(source)],
-        extra_cflags=["-O3"],
-        build_directory=str(folder),
-        is_python_module=False,
-        verbose=verbose,
-    )
+        staging = Path(tempfile.mkdtemp(prefix=f"{folder.name}.build-", dir=folder.parent))
+        try:
+            cpp_extension.load(  # builds and loads the library
+                name=name,
+                sources=[str(source)],
+                extra_cflags=["-O3"],
+                build_directory=str(staging),
+                is_python_module=False,
+                verbose=verbose,
+            )
+            built = next(staging.glob(f"{name}*.so"))  # torch may add a version suffix
+            record = staging / "record"
+            record.write_text(_fingerprint(built))
+            folder.mkdir(exist_ok=True)
+            os.replace(built, library)  # the loaded copy stays valid: same file, new name
+            os.replace(record, _record_of(library))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _record_of(library: Path) -> Path:
+    return library.with_name(library.name + ".sha256")
+
+
+def _fingerprint(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return f"{path.stat().st_size} {digest.hexdigest()}"
+
+
+def _intact(library: Path) -> bool:
+    """Whether ``library`` is there and matches the size and hash recorded when it was built."""
+    try:
+        recorded = _record_of(library).read_text().split()
+        if int(recorded[0]) != library.stat().st_size:  # the cheap check first
+            return False
+        return _fingerprint(library).split() == recorded
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (released by the system if the process dies)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock; concurrent builds each write a whole library
+        yield
+        return
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _cpp_extension():

@@ -11,19 +11,28 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ._base import _NormBase
-from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from .batchrenorm import BatchRenorm1d, BatchRenorm2d, BatchRenorm3d, _BatchRenormNd
+from ._base import BatchNormBase
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNormXd
+from .batchrenorm import (
+    PAPER_MOMENTUM,
+    BatchRenorm1d,
+    BatchRenorm2d,
+    BatchRenorm3d,
+    BatchRenormBase,
+    _BatchRenormXd,
+)
 
-_KINDS: dict[str, tuple[type[_NormBase], ...]] = {
-    "batchnorm": (BatchNorm1d, BatchNorm2d, BatchNorm3d),
-    "batchrenorm": (BatchRenorm1d, BatchRenorm2d, BatchRenorm3d),
+_KINDS: dict[str, tuple[type[BatchNormBase], ...]] = {
+    "batchnorm": (BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNormXd),
+    "batchrenorm": (BatchRenorm1d, BatchRenorm2d, BatchRenorm3d, _BatchRenormXd),
 }
-_TORCH_DIMS = {nn.BatchNorm1d: 0, nn.BatchNorm2d: 1, nn.BatchNorm3d: 2}
+# nn.SyncBatchNorm takes any rank (N, C, *): it becomes the any-rank layer, index 3.
+_TORCH_DIMS = {nn.BatchNorm1d: 0, nn.BatchNorm2d: 1, nn.BatchNorm3d: 2, nn.SyncBatchNorm: 3}
 
 
 def _dim_index(layer: nn.Module) -> int | None:
-    """0, 1, 2 for a 1d, 2d, 3d BN layer (torch's or ours); None for anything else."""
+    """0, 1, 2 for a 1d, 2d, 3d BN layer (torch's or ours), 3 for any rank (``SyncBatchNorm``);
+    None for anything else."""
     for classes in _KINDS.values():
         for i, cls in enumerate(classes):
             if isinstance(layer, cls):
@@ -42,23 +51,28 @@ def _settings(layer: _BatchNorm) -> dict:
         track_running_stats=layer.track_running_stats,
         bias=layer.bias is not None or not layer.affine,
     )
-    if isinstance(layer, _NormBase):
+    if isinstance(layer, BatchNormBase):
         s.update(
             impl=layer.impl,
             microbatch=layer.microbatch,
             sync_stats=layer.sync_stats,
             process_group=layer.process_group,
         )
-    if isinstance(layer, _BatchRenormNd):
+    elif isinstance(layer, nn.SyncBatchNorm):
+        s.update(sync_stats=True, process_group=layer.process_group)
+    if isinstance(layer, BatchRenormBase):
         s.update(r_max=layer.r_max, d_max=layer.d_max)
     return s
 
 
-def _rebuild(layer: _BatchNorm, cls: type[_NormBase], overrides: dict) -> _NormBase:
+def _rebuild(layer: _BatchNorm, cls: type[BatchNormBase], overrides: dict) -> BatchNormBase:
     settings = _settings(layer)
-    if not issubclass(cls, _BatchRenormNd):
+    if not issubclass(cls, BatchRenormBase):
         settings.pop("r_max", None)
         settings.pop("d_max", None)
+    elif not isinstance(layer, BatchRenormBase):
+        # BN's update rate (torch's 0.1) is not Batch Renorm's: the paper's α for a new BRN.
+        settings["momentum"] = PAPER_MOMENTUM
     settings.update(overrides)
     p = layer.weight if layer.weight is not None else layer.running_mean
     new = cls(
@@ -88,10 +102,14 @@ def _replace(module: nn.Module, fn: Callable[[nn.Module], nn.Module | None]) -> 
 
 
 def convert_norm(module: nn.Module, kind: str = "batchnorm", **overrides) -> nn.Module:
-    """Replace every BatchNorm1d/2d/3d (torch's or ours) in ``module`` with ours.
+    """Replace every BatchNorm1d/2d/3d and SyncBatchNorm (torch's or ours) in ``module`` with ours.
 
     Weights are shared with the old layers, running statistics and ``num_batches_tracked``
-    copied; settings (``eps``, ``momentum``, ...) are kept unless given in ``overrides``.
+    copied; settings (``eps``, ``momentum``, ``affine``, ``microbatch``, ...) are kept unless given
+    in ``overrides``, with one exception: a BN layer that becomes Batch Renorm gets the paper's
+    moving-average rate ``momentum=0.01`` (``α``), not BN's (torch's 0.1), unless ``momentum`` is
+    in ``overrides``. An ``nn.SyncBatchNorm`` becomes a layer with ``sync_stats=True`` (and its
+    process group) that accepts any input rank ``(N, C, *)``, as torch's does.
 
     Args:
         module: a model (changed in place and returned) or a single BN layer (returned new).
@@ -121,16 +139,18 @@ def convert_sync_batchnorm(
     Unlike ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, which rebuilds any ``_BatchNorm``
     subclass as plain ``SyncBatchNorm`` (silently dropping Batch Renorm), this keeps each layer's
     kind and settings and sets ``sync_stats=True``. torch's BatchNorm layers become ours.
+    A layer with ``microbatch`` set is left as it is: its statistics are per microbatch of
+    examples by design, the same whatever the number of processes.
     """
 
     def swap(m: nn.Module) -> nn.Module | None:
         i = _dim_index(m)
         if i is None:
             return None
-        cls = type(m) if isinstance(m, _NormBase) else _KINDS["batchnorm"][i]
-        return _rebuild(
-            m, cls, {"sync_stats": True, "process_group": process_group, "microbatch": None}
-        )
+        if getattr(m, "microbatch", None) is not None:
+            return m
+        cls = type(m) if isinstance(m, BatchNormBase) else _KINDS["batchnorm"][i]
+        return _rebuild(m, cls, {"sync_stats": True, "process_group": process_group})
 
     return _replace(module, swap)
 

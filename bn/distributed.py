@@ -2,8 +2,9 @@
 
 Like ``nn.SyncBatchNorm``, but for CPU (gloo) as well as GPU, and for Batch Renorm too. The
 statistics are the exact two-pass mean and biased variance of the union of all processes'
-batches; both reductions are differentiable all-reduces, so each process's input gradient
-accounts for how its examples moved every other process's statistics.
+batches. They carry no gradient: :class:`bn.functional.BatchRenormFunction`'s backward pass
+all-reduces its per-channel sums instead, so each process's input gradient accounts for how its
+examples moved every other process's statistics.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.distributed.nn.functional import all_reduce
 
-from .functional import REDUCE_DIMS
+from .functional import REDUCE_DIMS, group_view, stats_dtype
 
 
 def sync_enabled(process_group: dist.ProcessGroup | None) -> bool:
@@ -23,21 +23,25 @@ def sync_enabled(process_group: dist.ProcessGroup | None) -> bool:
     return dist.get_world_size(process_group) > 1
 
 
+@torch.no_grad()
 def global_batch_stats(
-    xv: Tensor, process_group: dist.ProcessGroup | None
+    x: Tensor, process_group: dist.ProcessGroup | None
 ) -> tuple[Tensor, Tensor, int]:
-    """Mean and biased variance of the group view ``xv`` ``(1, g, C, S)`` over all processes.
+    """Mean and biased variance of ``x`` ``(N, C, *)`` per channel over all processes.
 
-    Returns ``(mean, var, count)``: ``mean`` and ``var`` of shape ``(1, 1, C, 1)``, differentiable;
-    ``count`` is the number of values per channel across all processes.
+    Returns ``(mean, var, count)``: ``mean`` and ``var`` of shape ``(1, C)`` in
+    :func:`bn.functional.stats_dtype`; ``count`` is the number of values per channel across all
+    processes. Sums travel in float64, so counts and sums stay exact across many processes.
     """
     group = process_group if process_group is not None else dist.group.WORLD
-    local_count = xv.shape[1] * xv.shape[3]
-    sums = xv.sum(dim=REDUCE_DIMS, keepdim=True)
-    count_t = torch.full((1, 1, 1, 1), float(local_count), dtype=xv.dtype, device=xv.device)
-    packed = all_reduce(torch.cat([sums, count_t], dim=2), group=group)
-    total_sum, total_count = packed[:, :, :-1], packed[:, :, -1:]
-    mean = total_sum / total_count
-    sq = ((xv - mean) ** 2).sum(dim=REDUCE_DIMS, keepdim=True)
-    var = all_reduce(sq, group=group) / total_count
-    return mean, var, int(total_count.item())
+    xv = group_view(x, 1)
+    xv = xv.to(stats_dtype(x.dtype))
+    local = torch.tensor([float(xv.shape[1] * xv.shape[3])], dtype=torch.float64, device=x.device)
+    packed = torch.cat([xv.sum(dim=REDUCE_DIMS).view(-1).double(), local])
+    dist.all_reduce(packed, group=group)
+    count = packed[-1]
+    mean = (packed[:-1] / count).to(xv.dtype)
+    sq = (xv - mean.view(1, 1, -1, 1)).square_().sum(dim=REDUCE_DIMS).view(-1).double()
+    dist.all_reduce(sq, group=group)
+    var = (sq / count).to(xv.dtype)
+    return mean.view(1, -1), var.view(1, -1), int(count.item())

@@ -1,4 +1,15 @@
-"""Stateless pieces shared by every normalization layer in :mod:`bn`.
+"""The normalization algorithms of :mod:`bn` as functions.
+
+- :func:`batch_renorm`: Batch Renorm paper Algorithm 1 (a training step, moving-average update
+  included) in plain differentiable torch operations, line by line. It is the reference: every
+  faster path of :class:`bn.BatchRenorm2d` is tested equal to it.
+- :class:`BatchNormFunction`: BN paper Algorithm 1 with its hand-derived backward pass
+  (``impl="reference"``); with Batch Renorm's ``r``, ``d`` it computes the BRN output.
+- :class:`BatchRenormFunction`: the fast path of every layer. With ``r`` and ``d`` held constant, a
+  Batch Renorm training step *is* a BN step with weight ``γ·r`` and bias ``γ·d + β``: the forward
+  pass is one fused elementwise pass (``torch.batch_norm`` in its inference form, given the batch's
+  statistics), the backward pass torch's own BN backward.
+- :func:`batch_stats`: the per-channel statistics the layers take before normalizing.
 
 Every training-mode computation works on the *group view* of an input of shape ``(N, C, *)``::
 
@@ -13,7 +24,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
+import torch.distributed as dist
 from torch import Tensor
 
 REDUCE_DIMS = (1, 3)
@@ -31,38 +42,108 @@ def values_per_channel(x: Tensor, groups: int = 1) -> int:
     return (x.shape[0] // groups) * math.prod(x.shape[2:])
 
 
+def stats_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype statistics are kept in: float32 for float16/bfloat16 inputs (as torch's kernels)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+# -- Batch Renorm paper, Algorithm 1: the reference ------------------------------------------------
+def batch_renorm(
+    x: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    *,
+    r_max: float | Tensor,
+    d_max: float | Tensor,
+    momentum: float = 0.01,
+    eps: float = 1e-5,
+    microbatch: int | None = None,
+) -> Tensor:
+    r"""Batch Renorm's training step (Batch Renorm paper, Algorithm 1) on ``x`` of shape ``(N, C, *)``.
+
+    Written for reading, in plain differentiable torch operations; :class:`bn.BatchRenorm1d` /
+    ``2d`` / ``3d`` compute the same thing faster. Like :func:`torch.nn.functional.batch_norm`,
+    it returns the output and updates ``running_mean`` and ``running_var`` in place; the moving
+    average is of ``σ = sqrt(running_var + ε)``, stored back as ``running_var = σ² − ε``.
+
+    Args:
+        x: the input, ``(N, C, *)``.
+        running_mean: ``μ``, ``(C,)``.
+        running_var: ``σ² − ε``, ``(C,)``.
+        weight, bias: ``γ`` and ``β``, ``(C,)``, or ``None`` (``γ = 1``, ``β = 0``).
+        r_max, d_max: the clipping bounds (numbers or 0-d tensors).
+        momentum: the moving averages' rate ``α``.
+        eps: ``ε``.
+        microbatch: examples per microbatch; each has its own statistics, ``r`` and ``d``, and the
+            moving averages get one update with the average of the microbatches' ``μ_B``, ``σ_B``.
+    """
+    n, c = x.shape[:2]
+    g = n if microbatch is None else microbatch
+    if n % g:
+        raise ValueError(
+            f"batch_renorm: microbatch={microbatch} does not divide the batch size {n}"
+        )
+    xv = group_view(x, n // g)  # (G, g, C, S)
+    mu = running_mean.view(1, 1, c, 1)
+    sigma = torch.sqrt(running_var + eps).view(1, 1, c, 1)
+
+    mu_b = xv.mean(REDUCE_DIMS, keepdim=True)
+    sigma_b = torch.sqrt(((xv - mu_b) ** 2).mean(REDUCE_DIMS, keepdim=True) + eps)
+    r = torch.clamp(sigma_b / sigma, 1 / r_max, r_max).detach()  # stop_gradient
+    d = torch.clamp((mu_b - mu) / sigma, -d_max, d_max).detach()  # stop_gradient
+    x_hat = (xv - mu_b) / sigma_b * r + d
+    y = x_hat if weight is None else x_hat * weight.view(1, 1, c, 1)
+    y = y if bias is None else y + bias.view(1, 1, c, 1)
+
+    with torch.no_grad():  # μ ← μ + α(μ_B − μ),  σ ← σ + α(σ_B − σ)
+        new_mu = mu + momentum * (mu_b.mean(0, keepdim=True) - mu)
+        new_sigma = sigma + momentum * (sigma_b.mean(0, keepdim=True) - sigma)
+        running_mean.copy_(new_mu.view(c))
+        running_var.copy_((new_sigma**2 - eps).view(c))
+    return y.reshape(x.shape)
+
+
+# -- batch statistics -----------------------------------------------------------------------------
 def _side_by_side(x: Tensor, groups: int) -> Tensor:
-    """``(N, C)`` as ``(N/G, G*C)``: microbatch ``k``'s channels become channels ``k*C ... k*C+C-1``."""
-    n, c = x.shape
-    return x.view(groups, n // groups, c).transpose(0, 1).reshape(n // groups, groups * c)
+    """``(N, C, *)`` as ``(N/G, G*C, *)``: microbatch ``k``'s channels become ``k*C ... k*C+C-1``."""
+    n, c = x.shape[:2]
+    rest = x.shape[2:]
+    xs = x.reshape(groups, n // groups, c, *rest).transpose(0, 1)
+    return xs.reshape(n // groups, groups * c, *rest)
 
 
 def _from_side_by_side(y: Tensor, groups: int) -> Tensor:
-    g, gc = y.shape
+    g, gc = y.shape[:2]
+    rest = y.shape[2:]
     c = gc // groups
-    return y.view(g, groups, c).transpose(0, 1).reshape(g * groups, c)
+    return y.reshape(g, groups, c, *rest).transpose(0, 1).reshape(g * groups, c, *rest)
 
 
 @torch.no_grad()
 def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
-    """Per-microbatch, per-channel mean and *biased* variance of ``x``, each of shape ``(G, C)``.
+    """Per-microbatch, per-channel mean and *biased* variance of ``x``, each of shape ``(G, C)``,
+    in :func:`stats_dtype` (float32 for float16/bfloat16 inputs).
 
     No gradient: the layers use these for Batch Renorm's ``r``, ``d`` and for the moving averages.
     """
     n, c = x.shape[:2]
+    acc = stats_dtype(x.dtype)
     if x.dim() == 2:
         # No spatial positions: torch's fused Welford kernel, on the microbatches side by side.
-        xs = x if groups == 1 else _side_by_side(x, groups)
+        xs = (x if groups == 1 else _side_by_side(x, groups)).to(acc)
         mean, var = torch.batch_norm_update_stats(xs, None, None, 0.0)
         return mean.view(groups, c), var.view(groups, c)
     if x.numel() < SMALL:
-        stats = [torch.batch_norm_update_stats(xb, None, None, 0.0) for xb in x.chunk(groups)]
+        stats = [
+            torch.batch_norm_update_stats(xb.to(acc), None, None, 0.0) for xb in x.chunk(groups)
+        ]
         return torch.stack([m for m, _ in stats]), torch.stack([v for _, v in stats])
     # Large inputs: sums over contiguous rows of spatial positions are several times faster on
     # CPU than the Welford kernel. E[x²] − E[x]² cancels when |mean| >> std; such (rare) channels
     # make the whole call take the two-pass route, (x − mean)² summed with the mean known. On an
     # accelerator the two-pass route is always taken: choosing would wait for the device.
-    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     rows = x.reshape(n, c, -1)
     rows = rows if rows.dtype == acc else rows.to(acc)
     m = (n // groups) * rows.shape[-1]
@@ -75,38 +156,181 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
     if two_pass:
         centered = rows.view(groups, -1, c, rows.shape[-1]) - mean.view(groups, 1, c, 1)
         var = centered.square_().mean(dim=REDUCE_DIMS)
-    var = var.clamp_min_(0.0)
-    return mean.to(x.dtype), var.to(x.dtype)
+    return mean, var.clamp_min_(0.0)
 
 
-def batch_norm_train(
-    x: Tensor, groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
-) -> Tensor:
-    """Training-mode BN of each microbatch with PyTorch's fused kernel.
+# -- the fast path --------------------------------------------------------------------------------
+def _per_channel(t: Tensor, ndim: int) -> Tensor:
+    """A ``(C,)`` tensor shaped to broadcast against an ``(N, C, *)`` input of ``ndim`` dims."""
+    return t.view(1, -1, *[1] * (ndim - 2))
 
-    ``weight`` and ``bias`` have shape ``(G, C)`` (one affine map per microbatch, which is how
-    Batch Renorm's per-microbatch ``r`` and ``d`` enter), ``(C,)`` when ``G = 1``, or are ``None``.
+
+class BatchRenormFunction(torch.autograd.Function):
+    """Batch Renorm's training step with ``r``, ``d`` held constant, as a BN step with weight
+    ``γ·r`` and bias ``γ·d + β``; with ``r = d = None``, plain BN (the ``fast`` implementation).
+
+    ``y = (γ·r)·x̂ + (γ·d + β)`` with ``x̂ = (x − μ_B)/sqrt(σ²_B + ε)`` for the batch statistics
+    ``mean`` = ``μ_B`` and ``var`` = ``σ²_B`` given (shape ``(G, C)``, no gradient: BN's backward
+    accounts for them). Backward: torch's BN backward with weight ``γ·r`` gives ``∂ℓ/∂x``,
+    ``Σ ∂ℓ/∂y·x̂`` and ``Σ ∂ℓ/∂y``, and ``∂ℓ/∂γ = r·Σ ∂ℓ/∂y·x̂ + d·Σ ∂ℓ/∂y``, ``∂ℓ/∂β = Σ ∂ℓ/∂y``.
+
+    Args (of ``apply``): ``x`` ``(N, C, *)``; ``weight``, ``bias`` ``(C,)`` or ``None``;
+    ``mean``, ``var``, ``r``, ``d`` ``(G, C)`` (``r``, ``d`` may be ``None``); ``eps``; ``groups``
+    (``G``, microbatches of ``N/G`` consecutive examples); ``process_group``: if given (``G = 1``),
+    ``mean``/``var`` are over ``count`` values per channel on all its processes, and the backward
+    pass all-reduces its two per-channel sums across them.
     """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, mean, var, r, d, eps, groups, process_group, count):  # type: ignore[override]
+        dtype = stats_dtype(x.dtype)
+        mean, var = mean.to(dtype), var.to(dtype)
+        invstd = torch.rsqrt(var + eps)
+        scale, shift = _fold(weight, bias, r, d, mean.shape, dtype)
+        if groups == 1:
+            y = torch.batch_norm(
+                x,
+                None if scale is None else scale[0],
+                None if shift is None else shift[0],
+                mean[0],
+                var[0],
+                False,
+                0.0,
+                eps,
+                torch.backends.cudnn.enabled,
+            )
+        else:  # per-microbatch affine maps: one broadcast multiply-add
+            a = invstd if scale is None else scale * invstd
+            b = -mean * a if shift is None else shift - mean * a
+            g, c = mean.shape
+            # Written into a fresh output: a view of an intermediate would be an output that
+            # autograd forbids an in-place op on (an in-place ReLU follows most norms).
+            y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            a, b = a.view(g, 1, c, 1), b.view(g, 1, c, 1)
+            torch.addcmul(b, group_view(x, groups), a, out=group_view(y, groups))
+        ctx.save_for_backward(x, scale, mean, invstd, r, d)
+        ctx.groups, ctx.eps, ctx.process_group, ctx.count = groups, eps, process_group, count
+        ctx.has_weight, ctx.has_bias = weight is not None, bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        x, scale, mean, invstd, r, d = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        dy = dy.contiguous()
+        if ctx.process_group is not None:
+            dx, dw, db = _sync_backward(ctx, dy, x, scale, mean, invstd)
+        else:
+            # Σ dy·x̂ and Σ dy are needed for the weight's gradient whenever d is there.
+            mask = [need_x, need_w, (need_w and d is not None) or need_b]
+            dx, dw, db = _bn_backward(dy, x, scale, mean, invstd, ctx.eps, ctx.groups, mask)
+        dweight = dbias = None
+        if ctx.has_weight and need_w:
+            dweight = (dw if r is None else dw * r).sum(0)
+            if d is not None:
+                dweight = dweight + (db * d).sum(0)
+        if ctx.has_bias and need_b:
+            dbias = db.sum(0)
+        return dx, dweight, dbias, None, None, None, None, None, None, None, None
+
+
+def _fold(weight, bias, r, d, shape, dtype) -> tuple[Tensor | None, Tensor | None]:
+    """``(γ·r, γ·d + β)`` per microbatch, ``(G, C)``; ``None`` where they are 1 and 0."""
+    w = None if weight is None else weight.detach().to(dtype)
+    b = None if bias is None else bias.detach().to(dtype)
+    if r is None:
+        scale, shift = w, b
+    else:
+        r, d = r.to(dtype), d.to(dtype)
+        scale = r if w is None else r * w
+        shift = d if w is None else d * w
+        shift = shift if b is None else shift + b
+    scale = None if scale is None else scale.expand(shape)
+    shift = None if shift is None else shift.expand(shape)
+    return scale, shift
+
+
+def _bn_backward(dy, x, scale, mean, invstd, eps, groups, mask):
+    """torch's BN backward (training form) per microbatch: ``dx``, ``Σ dy·x̂`` and ``Σ dy``,
+    the last two of shape ``(G, C)``."""
+    bn_backward = torch.ops.aten.native_batch_norm_backward
     if groups == 1:
-        return F.batch_norm(x, None, None, weight, bias, True, 0.0, eps)
-    if x.dim() == 2:
-        # Tiny (N, C) inputs: one kernel call on the microbatches laid side by side as channels
-        # costs far less than one call per microbatch.
-        w = None if weight is None else weight.reshape(-1)
-        b = None if bias is None else bias.reshape(-1)
-        y = F.batch_norm(_side_by_side(x, groups), None, None, w, b, True, 0.0, eps)
-        return _from_side_by_side(y, groups)
-    # Large inputs: each microbatch is a contiguous slice, so a call per slice copies nothing.
-    ws = [None] * groups if weight is None else weight.unbind(0)
-    bs = [None] * groups if bias is None else bias.unbind(0)
-    return torch.cat(
-        [
-            F.batch_norm(xb, None, None, w, b, True, 0.0, eps)
-            for xb, w, b in zip(x.chunk(groups), ws, bs)
-        ]
+        w = None if scale is None else scale[0]
+        dx, dw, db = bn_backward(dy, x, w, None, None, mean[0], invstd[0], True, eps, mask)
+        return dx, _row(dw), _row(db)
+    if x.numel() < SMALL:
+        # Small inputs: one call on the microbatches laid side by side as channels costs far
+        # less than one call per microbatch.
+        w = None if scale is None else scale.reshape(-1)
+        dx, dw, db = bn_backward(
+            _side_by_side(dy, groups),
+            _side_by_side(x, groups),
+            w,
+            None,
+            None,
+            mean.reshape(-1),
+            invstd.reshape(-1),
+            True,
+            eps,
+            mask,
+        )
+        dx = None if dx is None else _from_side_by_side(dx, groups)
+        shape = mean.shape
+        return dx, None if dw is None else dw.view(shape), None if db is None else db.view(shape)
+    # Large inputs: each microbatch is a contiguous slice, written in place: no copies.
+    dx = torch.empty_like(x, memory_format=torch.contiguous_format) if mask[0] else None
+    dw = mean.new_empty(mean.shape) if mask[1] else None
+    db = mean.new_empty(mean.shape) if mask[2] else None
+    dxs = dx.chunk(groups) if dx is not None else [None] * groups
+    for k, (dyk, xk, dxk) in enumerate(zip(dy.chunk(groups), x.chunk(groups), dxs)):
+        outs = bn_backward(
+            dyk,
+            xk,
+            None if scale is None else scale[k],
+            None,
+            None,
+            mean[k],
+            invstd[k],
+            True,
+            eps,
+            mask,
+        )
+        for out, part in zip(
+            outs, (dxk, None if dw is None else dw[k], None if db is None else db[k])
+        ):
+            if part is not None:
+                part.copy_(out)
+    return dx, dw, db
+
+
+def _row(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.unsqueeze(0)
+
+
+def _sync_backward(ctx, dy, x, scale, mean, invstd):
+    """BN's backward over the union of all processes' batches: the per-channel sums ``Σ dy`` and
+    ``Σ dy·x̂`` are all-reduced, then ``dx = w·invstd·(dy − ΣDY/M − x̂·ΣDY·X̂/M)`` locally.
+    The weight and bias gradients stay local (DDP sums them across processes)."""
+    w = None if scale is None else scale[0]
+    mean, invstd = mean[0], invstd[0]
+    _, dw, db = torch.ops.aten.native_batch_norm_backward(
+        dy, x, w, None, None, mean, invstd, True, ctx.eps, [False, True, True]
     )
+    totals = torch.cat([dw, db]).double()
+    dist.all_reduce(totals, group=ctx.process_group)
+    total_dw, total_db = (t.to(dw.dtype) for t in totals.chunk(2))
+    dx = None
+    if ctx.needs_input_grad[0]:
+        k1 = invstd if w is None else w * invstd  # dx = k1·dy + k2·x + k3
+        k2 = -k1 * invstd * total_dw / ctx.count
+        k3 = -k1 * total_db / ctx.count - k2 * mean
+        n = x.dim()
+        dx = torch.addcmul(_per_channel(k3, n), x, _per_channel(k2, n))
+        dx = dx.addcmul_(dy, _per_channel(k1, n)).to(x.dtype)
+    return dx, _row(dw), _row(db)
 
 
+# -- BN paper, Algorithm 1, with its hand-derived backward pass -----------------------------------
 def _channel_view(t: Tensor | None) -> Tensor | None:
     """A per-channel ``(C,)`` tensor, or a per-microbatch ``(G, C)`` one, as ``(G|1, 1, C, 1)``."""
     if t is None:
@@ -123,11 +347,14 @@ class BatchNormFunction(torch.autograd.Function):
     Algorithm 1: ``stop_gradient``). With ``r = 1`` and ``d = 0`` this is exactly BN.
 
     The backward pass follows the paper's chain rule term by term: ``∂ℓ/∂x̂``, ``∂ℓ/∂σ²_B``,
-    ``∂ℓ/∂μ_B``, ``∂ℓ/∂x_i``, ``∂ℓ/∂γ``, ``∂ℓ/∂β``.
+    ``∂ℓ/∂μ_B``, ``∂ℓ/∂x_i``, ``∂ℓ/∂γ``, ``∂ℓ/∂β``. float16/bfloat16 inputs are computed in
+    float32 and the output has the input's dtype, as torch's BN.
     """
 
     @staticmethod
     def forward(ctx, x, gamma, beta, r, d, eps):  # type: ignore[override]
+        dtype = x.dtype
+        x = x.to(stats_dtype(dtype))
         gamma_, beta_, r_, d_ = (_channel_view(t) for t in (gamma, beta, r, d))
         mu = x.mean(dim=REDUCE_DIMS, keepdim=True)  # mini-batch mean
         var = ((x - mu) ** 2).mean(dim=REDUCE_DIMS, keepdim=True)  # mini-batch variance
@@ -136,12 +363,13 @@ class BatchNormFunction(torch.autograd.Function):
         y = z if gamma_ is None else gamma_ * z  # scale
         y = y if beta_ is None else y + beta_  # and shift
         ctx.save_for_backward(x, gamma, r, d, mu, var)
-        ctx.eps, ctx.has_beta = eps, beta is not None
-        return y
+        ctx.eps, ctx.has_beta, ctx.dtype = eps, beta is not None, dtype
+        return y.to(dtype)
 
     @staticmethod
     def backward(ctx, dl_dy):  # type: ignore[override]
         x, gamma, r, d, mu, var = ctx.saved_tensors
+        dl_dy = dl_dy.to(x.dtype)
         gamma_, r_, d_ = _channel_view(gamma), _channel_view(r), _channel_view(d)
         m = x.shape[1] * x.shape[3]
         s = REDUCE_DIMS
@@ -159,7 +387,7 @@ class BatchNormFunction(torch.autograd.Function):
         dl_dgamma = dl_dbeta = None
         if gamma is not None:
             z = x_hat if r_ is None else x_hat * r_ + d_
-            dl_dgamma = (dl_dy * z).sum(dim=(0, 1, 3))
+            dl_dgamma = (dl_dy * z).sum(dim=(0, 1, 3)).to(gamma.dtype)
         if ctx.has_beta:
             dl_dbeta = dl_dy.sum(dim=(0, 1, 3))
-        return dl_dx, dl_dgamma, dl_dbeta, None, None, None
+        return dl_dx.to(ctx.dtype), dl_dgamma, dl_dbeta, None, None, None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,6 +19,21 @@ def _default_forward(model: nn.Module, batch: Any) -> Any:
     return model(x)
 
 
+ESTIMATORS = ("batch_mean", "population")
+
+
+def _check_num_batches(num_batches: Any) -> int:
+    integral = isinstance(num_batches, numbers.Integral) and not isinstance(num_batches, bool)
+    if not integral and isinstance(num_batches, float) and num_batches.is_integer():
+        integral = True  # 100.0 from a config is fine; 2.5, NaN and inf are not
+    if not integral or num_batches < 1:
+        raise ValueError(
+            f"set_population_statistics: num_batches={num_batches!r} must be a whole number >= 1 "
+            "(how many batches to average over)"
+        )
+    return int(num_batches)
+
+
 @torch.no_grad()
 def set_population_statistics(
     model: nn.Module,
@@ -24,12 +41,14 @@ def set_population_statistics(
     num_batches: int,
     *,
     bessel: bool = True,
+    estimator: str = "batch_mean",
     forward: Callable[[nn.Module, Any], Any] = _default_forward,
 ) -> int:
     """Set every BN layer's inference statistics from ``num_batches`` training mini-batches.
 
     For each normalization layer (any ``torch.nn`` ``_BatchNorm`` with running statistics, ours
-    included) over mini-batches ``B`` of size ``m``::
+    included) over mini-batches ``B`` of size ``m``, ``estimator="batch_mean"`` (the default) is
+    the BN paper's Algorithm 2::
 
         E[x]   = E_B[μ_B]
         Var[x] = m/(m − 1) · E_B[σ²_B]        (Bessel's correction; skipped if ``bessel=False``)
@@ -38,16 +57,31 @@ def set_population_statistics(
     (the paper: Algorithm 2 "is modified similarly"). With microbatches (``microbatch=g``) each
     microbatch is a mini-batch of ``m = g·H·W`` values, as in training.
 
+    ``estimator="population"`` is fvcore's PreciseBN default (``fvcore.nn.update_bn_stats``,
+    "Rethinking 'Batch' in BatchNorm", Appendix): the mean and variance of all the values the
+    batches bring to a channel taken together, ``Var[x] = E[x²] − E[x]²`` with every batch
+    weighted by its size (``M/(M − 1)·`` that with ``bessel=True``, ``M`` the total count; fvcore
+    has no Bessel's correction, ``bessel=False``). It is better than the batch mean when batches
+    are small.
+
     The batches run through the training network ``N_BN^tr``: normalization layers use batch
     statistics, every other module runs in eval mode (no dropout). Afterwards every module's
     train/eval mode, every parameter and every other buffer (``num_batches_tracked`` included)
-    are as before; only ``running_mean`` and ``running_var`` change.
+    are as before; only ``running_mean`` and ``running_var`` change. Exactly ``num_batches``
+    batches are taken from ``batches`` (fewer if it runs out).
+
+    With ``bessel=True`` this computes what ``torch.optim.swa_utils.update_bn`` computes for
+    BN layers (equal and unequal batch sizes alike), except that ``update_bn`` runs the whole
+    model in training mode (dropout on), uses every batch of its loader, and leaves
+    ``num_batches_tracked`` reset to the number of batches.
 
     Args:
         model: the trained network.
         batches: an iterable of training mini-batches (e.g. a ``DataLoader``).
-        num_batches: how many batches to average over.
+        num_batches: how many batches to average over, a whole number ``>= 1``.
         bessel: apply ``m/(m−1)``. Default: ``True``.
+        estimator: ``"batch_mean"`` (Algorithm 2) or ``"population"`` (PreciseBN). Default:
+            ``"batch_mean"``.
         forward: ``forward(model, batch)`` runs one batch. Default: ``model(batch[0])`` for a
             tuple/list batch, else ``model(batch)``.
 
@@ -59,24 +93,40 @@ def set_population_statistics(
         raise ValueError(
             "set_population_statistics: the model has no BN layer with running statistics"
         )
-    if num_batches < 1:
-        raise ValueError(f"set_population_statistics: num_batches={num_batches} must be >= 1")
+    num_batches = _check_num_batches(num_batches)
+    if estimator not in ESTIMATORS:
+        raise ValueError(
+            f"set_population_statistics: estimator={estimator!r} is not one of {ESTIMATORS}"
+        )
 
     modes = {m: m.training for m in model.modules()}
     saved = {m: {k: b.clone() for k, b in m.named_buffers(recurse=False)} for m in norms}
+    # Per layer, float64 sums over (micro)batches: of μ_B and σ²_B (batch_mean), or of
+    # m·μ_B and m·(σ²_B + μ_B²) (population); and the count of batches, or of values.
     sums: dict[nn.Module, list[Tensor | int]] = {m: [0, 0, 0] for m in norms}
 
     def record(module: nn.Module, args: tuple[Tensor, ...]) -> None:
         x = args[0]
         groups = x.shape[0] // module.microbatch if getattr(module, "microbatch", None) else 1
-        mean, var = batch_stats(x, groups)
         m = values_per_channel(x, groups)
-        if bessel:
-            var = var * (m / (m - 1))
+        if m < 2:
+            raise ValueError(
+                f"set_population_statistics: a batch of input shape {tuple(x.shape)} holds one "
+                f"value per channel for {module._get_name()}, so its variance is undefined; use "
+                "batches of at least 2 examples"
+            )
+        mean, var = (t.double() for t in batch_stats(x, groups))
         acc = sums[module]
-        acc[0] = acc[0] + mean.double().sum(0)
-        acc[1] = acc[1] + var.double().sum(0)
-        acc[2] += groups
+        if estimator == "batch_mean":
+            if bessel:
+                var = var * (m / (m - 1))
+            acc[0] = acc[0] + mean.sum(0)
+            acc[1] = acc[1] + var.sum(0)
+            acc[2] += groups
+        else:
+            acc[0] = acc[0] + m * mean.sum(0)
+            acc[1] = acc[1] + m * (var + mean.square()).sum(0)
+            acc[2] += m * groups
 
     hooks = [m.register_forward_pre_hook(record) for m in norms]
     model.eval()
@@ -84,9 +134,7 @@ def set_population_statistics(
         m.train()
     used = 0
     try:
-        for batch in batches:
-            if used == num_batches:
-                break
+        for batch in itertools.islice(batches, num_batches):
             forward(model, batch)
             used += 1
     finally:
@@ -100,7 +148,14 @@ def set_population_statistics(
     if used == 0:
         raise ValueError("set_population_statistics: `batches` yielded no batch")
     for m in norms:
-        mean_sum, var_sum, n = sums[m]
-        m.running_mean.copy_(mean_sum / n)
-        m.running_var.copy_(var_sum / n)
+        first, second, n = sums[m]
+        mean = first / n
+        if estimator == "batch_mean":
+            var = second / n
+        else:
+            var = (second / n - mean.square()).clamp_min(0.0)
+            if bessel:
+                var = var * (n / (n - 1))
+        m.running_mean.copy_(mean)
+        m.running_var.copy_(var)
     return used

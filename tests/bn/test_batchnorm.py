@@ -96,10 +96,10 @@ def test_reference_backward_gradcheck(groups, renorm):
     r = torch.rand(groups, 3, dtype=torch.float64) + 0.5 if renorm else None
     d = torch.randn(groups, 3, dtype=torch.float64) if renorm else None
     assert torch.autograd.gradcheck(
-        lambda x, g, b: bn.BatchNormFunction.apply(x, g, b, r, d, 1e-5), (x, gamma, beta)
+        lambda x, g, b: bn.functional.BatchNormFunction.apply(x, g, b, r, d, 1e-5), (x, gamma, beta)
     )
     assert torch.autograd.gradcheck(
-        lambda x: bn.BatchNormFunction.apply(x, None, None, r, d, 1e-5), (x,)
+        lambda x: bn.functional.BatchNormFunction.apply(x, None, None, r, d, 1e-5), (x,)
     )
 
 
@@ -108,7 +108,7 @@ def test_reference_backward_matches_autograd_of_algorithm_1():
     gamma = torch.randn(4, dtype=torch.float64, requires_grad=True)
     beta = torch.randn(4, dtype=torch.float64, requires_grad=True)
     gy = torch.randn_like(x)
-    y = bn.BatchNormFunction.apply(x, gamma, beta, None, None, 1e-5)
+    y = bn.functional.BatchNormFunction.apply(x, gamma, beta, None, None, 1e-5)
     grads = torch.autograd.grad(y, (x, gamma, beta), gy)
     mu = x.mean((1, 3), keepdim=True)
     var = x.var((1, 3), unbiased=False, keepdim=True)
@@ -210,3 +210,15 @@ def test_eval_uses_running_stats_and_does_not_update():
     torch.testing.assert_close(layer(x), expected)
     for k, v in layer.state_dict().items():
         torch.testing.assert_close(v, before[k])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cls", [bn.BatchNorm2d, bn.BatchRenorm2d])
+def test_reference_keeps_the_input_dtype(dtype, cls):
+    x = torch.randn(8, 3, 4, 4, dtype=dtype, requires_grad=True)
+    for impl in ("fast", "reference"):
+        layer = cls(3, impl=impl)
+        y = layer(x)
+        assert y.dtype == nn.BatchNorm2d(3)(x).dtype == dtype, impl
+        y.sum().backward()
+        assert x.grad.dtype == dtype and layer.weight.grad.dtype == torch.float32

@@ -169,3 +169,25 @@ def test_fast_equals_reference(microbatch):
     ):
         torch.testing.assert_close(ga, gb)
     torch.testing.assert_close(a.running_var, b.running_var)
+
+
+def test_linear_ramp_tensor_step_equals_integer_step():
+    ramp = bn.LinearRamp(1.0, 3.0, 5, 9)
+    for step in [0, 4, 5, 6, 7, 9, 10, 100]:
+        assert float(ramp(torch.tensor(step))) == pytest.approx(ramp(step)), step
+    assert ramp(0) == 1.0 and ramp(100) == 3.0
+    falling = bn.LinearRamp(5.0, 0.0, 2, 4)
+    for step in [0, 2, 3, 4, 8]:
+        assert float(falling(torch.tensor(step))) == pytest.approx(falling(step)), step
+
+
+def test_is_batch_renorm():
+    assert bn.is_batch_renorm(bn.BatchRenorm1d(3)) and bn.is_batch_renorm(bn.BatchRenorm3d(3))
+    assert isinstance(bn.BatchRenorm2d(3), bn.BatchRenormBase)
+    assert not bn.is_batch_renorm(bn.BatchNorm2d(3)) and not bn.is_batch_renorm(nn.BatchNorm2d(3))
+    assert isinstance(bn.BatchNorm2d(3), bn.BatchNormBase)
+    # no name of ours shadows torch's _NormBase, the parent of _BatchNorm
+    from bn import _base, batchnorm, batchrenorm, convert
+
+    assert not any(hasattr(m, "_NormBase") for m in (bn, _base, batchnorm, batchrenorm, convert))
+    assert set(bn.__all__) <= set(dir(bn)) and not any(n.startswith("_") for n in bn.__all__)

@@ -1,6 +1,7 @@
 """bn.compiled: the compiled Batch Renorm kernel equals the PyTorch path, and falls back cleanly."""
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -181,12 +182,32 @@ def test_build_error_reason_names_the_cause():
     assert compiled.reason(OSError("")) == "OSError: OSError('')"
 
 
+def _finished_build(library, content: bytes = b"a built library"):
+    """A library as a finished build leaves it: the file and the record of its size and hash."""
+    library.parent.mkdir(parents=True, exist_ok=True)
+    library.write_bytes(content)
+    library.with_name(library.name + ".sha256").write_text(compiled._fingerprint(library))
+
+
+class _Builder:
+    """Stands for torch.utils.cpp_extension: 'builds' a library into the folder it is given."""
+
+    def __init__(self, content: bytes = b"a rebuilt library", fail: bool = False):
+        self.content, self.fail, self.folders = content, fail, []
+
+    def load(self, name, build_directory, **kwargs):
+        self.folders.append(build_directory)
+        (Path(build_directory) / f"{name}.so").write_bytes(self.content[:5])
+        if self.fail:
+            raise RuntimeError("killed mid-link")
+        (Path(build_directory) / f"{name}.so").write_bytes(self.content)
+
+
 def test_a_finished_build_is_loaded_without_the_build_tool(monkeypatch, tmp_path):
     """Its folder is named after the source's text: a newer file date alone rebuilds nothing."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     library = compiled.build_directory() / f"{compiled.NAME}.so"
-    library.parent.mkdir(parents=True)
-    library.write_bytes(b"")  # stands for the built library, which is older than any checkout
+    _finished_build(library)  # older than any checkout
     loaded = []
     monkeypatch.setattr(torch.ops, "load_library", loaded.append)
     monkeypatch.setattr(compiled, "_cpp_extension", lambda: pytest.fail("rebuilt"))
@@ -194,22 +215,41 @@ def test_a_finished_build_is_loaded_without_the_build_tool(monkeypatch, tmp_path
     assert loaded == [str(library)]
 
 
-def test_a_build_cut_short_is_built_again(monkeypatch, tmp_path):
+@pytest.mark.parametrize("record", [True, False], ids=["recorded-then-cut", "no-record"])
+def test_a_build_cut_short_is_built_again(monkeypatch, tmp_path, record):
+    """A library cut mid-file (a killed link, a full disk) is never loaded: loading one kills
+    the process with SIGBUS. It no longer matches its record (or has none): it is rebuilt."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     library = compiled.build_directory() / f"{compiled.NAME}.so"
-    library.parent.mkdir(parents=True)
-    library.write_bytes(b"truncated")
-
-    def cannot_load(path):
-        raise OSError(f"{path}: file too short")
-
-    builds = []
-
-    class Builder:
-        def load(self, **kwargs):
-            builds.append(kwargs["build_directory"])
-
-    monkeypatch.setattr(torch.ops, "load_library", cannot_load)
-    monkeypatch.setattr(compiled, "_cpp_extension", Builder)
+    _finished_build(library, b"a complete library")
+    if record:
+        library.write_bytes(b"a compl")  # cut short after it was recorded
+    else:
+        library.with_name(library.name + ".sha256").unlink()
+        library.write_bytes(b"truncated")
+    loaded, builder = [], _Builder()
+    monkeypatch.setattr(torch.ops, "load_library", loaded.append)
+    monkeypatch.setattr(compiled, "_cpp_extension", lambda: builder)
     compiled.load_extension(compiled.NAME, compiled.SOURCE, "the kernel")
-    assert builds == [str(library.parent)]
+    assert loaded == []  # the cut library was not loaded (the builder loads what it builds)
+    assert len(builder.folders) == 1
+    assert library.read_bytes() == b"a rebuilt library" and compiled._intact(library)
+
+
+def test_the_library_is_written_atomically(monkeypatch, tmp_path):
+    """A build writes elsewhere and renames the whole library into place: a build killed midway
+    leaves the library before it (here: none) and no partial file where it is loaded from."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    library = compiled.build_directory() / f"{compiled.NAME}.so"
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: pytest.fail(f"loaded {path}"))
+    killed = _Builder(fail=True)
+    monkeypatch.setattr(compiled, "_cpp_extension", lambda: killed)
+    with pytest.raises(RuntimeError, match="killed mid-link"):
+        compiled.load_extension(compiled.NAME, compiled.SOURCE, "the kernel")
+    assert Path(killed.folders[0]) != library.parent
+    assert not library.exists() and not compiled._intact(library)
+    assert not Path(killed.folders[0]).exists()  # the staging folder is cleaned up
+    good = _Builder()
+    monkeypatch.setattr(compiled, "_cpp_extension", lambda: good)
+    compiled.load_extension(compiled.NAME, compiled.SOURCE, "the kernel")
+    assert library.read_bytes() == b"a rebuilt library" and compiled._intact(library)

@@ -97,3 +97,65 @@ def test_bn_affine_is_algorithm_2_step_11():
 def test_fuse_rejects_training_mode():
     with pytest.raises(ValueError, match="training mode"):
         bn.fuse_linear_bn(nn.Linear(2, 3), bn.BatchNorm1d(3))
+
+
+def _source_layers():
+    """torch's and ours, with non-default eps and momentum (torchvision's Inception-v3: 1e-3)."""
+    return [
+        nn.BatchNorm2d(4, eps=1e-3, momentum=0.3),
+        bn.BatchNorm2d(4, eps=1e-3, momentum=0.3),
+        bn.BatchRenorm2d(4, eps=1e-3, momentum=0.05, r_max=2.0, d_max=1.0),
+    ]
+
+
+@pytest.mark.parametrize("source", range(3))
+@pytest.mark.parametrize("kind", ["batchnorm", "batchrenorm"])
+def test_convert_keeps_eps_and_momentum(source, kind):
+    layer = _source_layers()[source]
+    new = bn.convert_norm(layer, kind)
+    assert new.eps == 1e-3
+    if kind == "batchnorm" or bn.is_batch_renorm(layer):
+        assert new.momentum == layer.momentum
+    else:  # BN becoming Batch Renorm: the paper's α, not BN's rate
+        assert new.momentum == 0.01
+    assert bn.convert_norm(_source_layers()[source], kind, momentum=0.2).momentum == 0.2
+    synced = bn.convert_sync_batchnorm(_source_layers()[source])
+    assert (synced.eps, synced.momentum, synced.sync_stats) == (1e-3, layer.momentum, True)
+
+
+def test_convert_to_batchrenorm_uses_the_paper_momentum():
+    model = bn.convert_norm(_torch_model(), "batchrenorm")
+    norms = [m for m in model.modules() if bn.is_batch_renorm(m)]
+    assert len(norms) == 3 and all(m.momentum == 0.01 for m in norms)
+
+
+def test_convert_norm_converts_sync_batchnorm():
+    sync = nn.SyncBatchNorm(4, eps=1e-3, momentum=0.2)
+    _randomize_stats(sync)
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), sync)
+    for kind in ("batchnorm", "batchrenorm"):
+        converted = bn.convert_norm(_copy(model), kind)[1]
+        assert not isinstance(converted, nn.SyncBatchNorm)
+        assert isinstance(converted, bn.BatchNormBase) and converted.sync_stats
+        assert bn.is_batch_renorm(converted) == (kind == "batchrenorm")
+        assert converted.eps == 1e-3 and converted.process_group is sync.process_group
+        torch.testing.assert_close(converted.weight, sync.weight, rtol=0, atol=0)
+        torch.testing.assert_close(converted.running_var, sync.running_var, rtol=0, atol=0)
+        converted.eval()
+        for shape in [(5, 4), (5, 4, 3), (5, 4, 3, 3)]:  # like SyncBatchNorm, any rank
+            x = torch.randn(shape)
+            want = torch.nn.functional.batch_norm(
+                x, sync.running_mean, sync.running_var, sync.weight, sync.bias, eps=1e-3
+            )
+            torch.testing.assert_close(converted(x), want)
+    assert not any(
+        isinstance(m, nn.SyncBatchNorm) for m in bn.convert_sync_batchnorm(_copy(model)).modules()
+    )
+
+
+def test_convert_sync_keeps_microbatch():
+    model = nn.Sequential(bn.BatchRenorm2d(4, microbatch=2), bn.BatchNorm2d(4, microbatch=4))
+    synced = bn.convert_sync_batchnorm(model)
+    assert [m.microbatch for m in synced] == [2, 4]
+    assert not any(m.sync_stats for m in synced)  # per-microbatch statistics stay per microbatch
+    assert bn.is_batch_renorm(synced[0])

@@ -1,6 +1,7 @@
 """Cross-process statistics: 2 CPU processes x 4 examples == 1 process x 8 examples."""
 
 import socket
+import warnings
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import bn
+from bn.functional import batch_renorm
 
 STEPS = 2
 
@@ -56,7 +58,11 @@ def _worker(rank: int, port: int, kind: str, out_dir: str) -> None:
     try:
         xs, gys = _data()
         sl = slice(4 * rank, 4 * rank + 4)
-        result = _run(_layer(kind, sync=True), [x[sl] for x in xs], [g[sl] for g in gys])
+        with warnings.catch_warnings():
+            # torch.distributed.nn's differentiable collectives are deprecated (FutureWarning)
+            warnings.simplefilter("error", FutureWarning)
+            warnings.simplefilter("error", DeprecationWarning)
+            result = _run(_layer(kind, sync=True), [x[sl] for x in xs], [g[sl] for g in gys])
         torch.save(result, f"{out_dir}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -84,9 +90,84 @@ def test_two_processes_equal_one(kind, tmp_path):
     for _, state in ranks:
         for k, v in single_state.items():
             torch.testing.assert_close(state[k], v)
+    if kind == "brn":  # and equal to Batch Renorm's Algorithm 1, bn.functional.batch_renorm
+        layer = _layer(kind, sync=False)
+        mean, var = layer.running_mean.clone(), layer.running_var.clone()
+        for step, (x, gy) in enumerate(zip(xs, gys)):
+            x = x.clone().requires_grad_(True)
+            w, b = (p.detach().clone().requires_grad_(True) for p in (layer.weight, layer.bias))
+            y = batch_renorm(x, mean, var, w, b, r_max=3.0, d_max=5.0, momentum=0.01)
+            gx, gw, gb = torch.autograd.grad(y, (x, w, b), gy)
+            got = [r[0][step] for r in ranks]
+            torch.testing.assert_close(torch.cat([g["y"] for g in got]), y)
+            torch.testing.assert_close(torch.cat([g["gx"] for g in got]), gx)
+            torch.testing.assert_close(got[0]["gw"] + got[1]["gw"], gw)
+            torch.testing.assert_close(got[0]["gb"] + got[1]["gb"], gb)
+        for _, state in ranks:
+            torch.testing.assert_close(state["running_mean"], mean)
+            torch.testing.assert_close(state["running_var"], var)
 
 
 def test_sync_without_process_group_is_local():
     a, b = _layer("bn", sync=True), _layer("bn", sync=False)
     x = torch.randn(8, 3, 4, 4, dtype=torch.float64)
     torch.testing.assert_close(a(x), b(x))
+
+
+VARIANTS = [
+    (bn.BatchNorm2d, {"affine": False}),
+    (bn.BatchRenorm2d, {"affine": False, "r_max": 1.5, "d_max": 0.5}),
+    (bn.BatchRenorm2d, {"bias": False, "r_max": 1.5, "d_max": 0.5}),
+]
+
+
+def _variant(i: int, sync: bool):
+    cls, options = VARIANTS[i]
+    layer = cls(3, sync_stats=sync, **options).double()
+    with torch.no_grad():
+        layer.running_mean.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(i))
+        if layer.weight is not None:
+            layer.weight.uniform_(0.5, 2, generator=torch.Generator().manual_seed(i))
+    return layer
+
+
+def _run_variant(layer, xs, gys):
+    outs = []
+    for x, gy in zip(xs, gys):
+        x = x.clone().requires_grad_(True)
+        layer.zero_grad()
+        y = layer(x)
+        y.backward(gy)
+        grads = [p.grad.clone() for p in layer.parameters()]
+        outs.append((y.detach(), x.grad, grads, layer.running_var.clone()))
+    return outs
+
+
+def _variants_worker(rank: int, port: int, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        xs, gys = _data()
+        sl = slice(4 * rank, 4 * rank + 4)
+        results = [
+            _run_variant(_variant(i, sync=True), [x[sl] for x in xs], [g[sl] for g in gys])
+            for i in range(len(VARIANTS))
+        ]
+        torch.save(results, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_processes_equal_one_without_affine_or_bias(tmp_path):
+    mp.spawn(_variants_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    xs, gys = _data()
+    for i in range(len(VARIANTS)):
+        single = _run_variant(_variant(i, sync=False), xs, gys)
+        for step, (y, gx, grads, running_var) in enumerate(single):
+            got = [r[i][step] for r in ranks]
+            torch.testing.assert_close(torch.cat([g[0] for g in got]), y)
+            torch.testing.assert_close(torch.cat([g[1] for g in got]), gx)
+            for k, want in enumerate(grads):
+                torch.testing.assert_close(got[0][2][k] + got[1][2][k], want)
+            for g in got:
+                torch.testing.assert_close(g[3], running_var)

@@ -93,3 +93,50 @@ def test_ramp_must_end_after_start():
 def test_unknown_norm_name():
     with pytest.raises(ValueError, match="unknown norm 'bachnorm'"):
         bn.get_norm_layer("bachnorm")
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("r_max", 0.5),
+        ("r_max", float("nan")),
+        ("r_max", bn.LinearRamp(0.5, 3.0, 0, 10)),
+        ("d_max", -1.0),
+        ("r_max", "3"),
+    ],
+    ids=str,
+)
+def test_bound_checked_on_assignment(name, value):
+    layer = bn.BatchRenorm2d(3, r_max=2.0, d_max=1.0)
+    with pytest.raises(ValueError, match=f"{name}=.*(set {name} >= |must be a number)"):
+        setattr(layer, name, value)
+    assert (layer.r_max, layer.d_max) == (2.0, 1.0)  # unchanged
+
+
+@pytest.mark.parametrize(
+    "cls,shape", [(bn.BatchRenorm2d, (4, 3, 2, 2)), (bn.BatchRenorm1d, (4, 3))]
+)
+@pytest.mark.parametrize(
+    "name,schedule",
+    [
+        ("r_max", lambda step: 0.5),
+        ("r_max", lambda step: torch.tensor(0.5)),
+        ("d_max", lambda step: -0.5),
+    ],
+)
+def test_schedule_checked_at_use(cls, shape, name, schedule):
+    layer = cls(3, **{name: schedule})
+    with pytest.raises(
+        ValueError, match=f"{name}=.* at step 0 takes the value -?0.5.*set {name} >= "
+    ):
+        layer(torch.randn(shape))
+    layer = cls(3)
+    setattr(layer, name, schedule)  # a schedule can only be judged by its values
+    with pytest.raises(ValueError, match=f"{name}=.* at step 0"):
+        _ = layer.current_r_max, layer.current_d_max
+
+
+def test_a_good_schedule_runs():
+    layer = bn.BatchRenorm1d(3, r_max=lambda step: 1.0 + step, d_max=lambda step: torch.tensor(0.5))
+    layer(torch.randn(4, 3))
+    assert layer.current_r_max == 2.0 and layer.current_d_max == 0.5

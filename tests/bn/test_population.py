@@ -1,6 +1,7 @@
 """bn.set_population_statistics: BN paper Algorithm 2."""
 
 import copy
+import itertools
 
 import pytest
 import torch
@@ -76,3 +77,99 @@ def test_eval_mode_is_kept():
 def test_needs_a_bn_layer():
     with pytest.raises(ValueError, match="no BN layer"):
         bn.set_population_statistics(nn.Linear(2, 2), [torch.randn(2, 2)], num_batches=1)
+
+
+def _counting(batches, limit=None):
+    """The batches, counting how many were taken; past ``limit``, an error (not a hang)."""
+    taken = []
+
+    def gen():
+        for i, b in enumerate(batches):
+            if limit is not None and i >= limit:
+                raise AssertionError(f"took more than {limit} batches")
+            taken.append(i)
+            yield b
+
+    return gen(), taken
+
+
+def test_takes_exactly_num_batches_from_an_iterator():
+    batches, taken = _counting([torch.randn(4, 3) for _ in range(10)])
+    assert bn.set_population_statistics(bn.BatchNorm1d(3), batches, num_batches=3) == 3
+    assert len(taken) == 3
+    assert len(list(batches)) == 7  # the rest is still there for the caller
+
+
+@pytest.mark.parametrize("num_batches", [2.5, float("nan"), float("inf"), 0, -1, "3", True])
+def test_num_batches_must_be_a_whole_number(num_batches):
+    batches, _ = _counting(itertools.repeat(torch.randn(4, 3)), limit=50)
+    with pytest.raises(ValueError, match="num_batches=.* must be a whole number >= 1"):
+        bn.set_population_statistics(bn.BatchNorm1d(3), batches, num_batches=num_batches)
+
+
+def test_num_batches_as_a_whole_float():
+    batches = [torch.randn(4, 3) for _ in range(5)]
+    assert bn.set_population_statistics(bn.BatchNorm1d(3), batches, num_batches=2.0) == 2
+
+
+@pytest.mark.parametrize("bessel", [True, False])
+def test_single_example_is_a_clear_error(bessel):
+    layer = bn.BatchNorm1d(3)
+    before = layer.running_var.clone()
+    with pytest.raises(ValueError, match=r"one value per channel.*at least 2 examples"):
+        bn.set_population_statistics(layer, [torch.randn(1, 3)], num_batches=1, bessel=bessel)
+    torch.testing.assert_close(layer.running_var, before, rtol=0, atol=0)
+    assert layer.training
+
+
+@pytest.mark.parametrize("sizes", [(6, 6, 6), (3, 7, 5, 2)], ids=["equal", "unequal"])
+def test_bessel_equals_torch_update_bn(sizes):
+    """Without dropout, Algorithm 2 with Bessel's correction is what swa_utils.update_bn computes."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 3, 1),
+        nn.BatchNorm2d(3), nn.Flatten(), nn.Linear(3 * 5 * 5, 6), nn.BatchNorm1d(6),
+    ).double()  # fmt: skip
+    batches = [torch.randn(n, 2, 5, 5, dtype=torch.float64) * 2 + 1 for n in sizes]
+    theirs = copy.deepcopy(net)
+    torch.optim.swa_utils.update_bn(batches, theirs)
+    bn.set_population_statistics(net, batches, num_batches=len(batches), bessel=True)
+    norms = [
+        (a, b)
+        for a, b in zip(net.modules(), theirs.modules())
+        if isinstance(a, nn.BatchNorm2d | nn.BatchNorm1d)
+    ]
+    assert len(norms) == 3
+    for ours, swa in norms:
+        torch.testing.assert_close(ours.running_mean, swa.running_mean, rtol=1e-13, atol=1e-14)
+        torch.testing.assert_close(ours.running_var, swa.running_var, rtol=1e-13, atol=1e-14)
+        assert int(ours.num_batches_tracked) == 0 and int(swa.num_batches_tracked) == len(sizes)
+
+
+@pytest.mark.parametrize("bessel", [True, False])
+@pytest.mark.parametrize("microbatch", [None, 2])
+def test_population_estimator_is_the_variance_of_all_values(bessel, microbatch):
+    """PreciseBN (fvcore's default): mean and variance of every value a channel saw, batches
+    weighted by their size; computed here directly from the concatenated inputs."""
+    layer = bn.BatchNorm2d(3, microbatch=microbatch).double()
+    g = torch.Generator().manual_seed(0)
+    batches = [
+        torch.randn(n, 3, 4, 4, generator=g, dtype=torch.float64) * (1 + i) + 3 * i
+        for i, n in enumerate((2, 6, 4))
+    ]
+    bn.set_population_statistics(
+        layer, batches, num_batches=3, bessel=bessel, estimator="population"
+    )
+    values = torch.cat([b.transpose(0, 1).reshape(3, -1) for b in batches], dim=1)
+    torch.testing.assert_close(layer.running_mean, values.mean(1))
+    torch.testing.assert_close(layer.running_var, values.var(1, correction=int(bessel)))
+    # the default estimator (the mean over batches) differs for batches of unequal size
+    bn.set_population_statistics(layer, batches, num_batches=3, bessel=bessel)
+    assert not torch.allclose(layer.running_var, values.var(1, correction=int(bessel)))
+
+
+def test_unknown_estimator():
+    with pytest.raises(ValueError, match="estimator='precise'"):
+        bn.set_population_statistics(
+            bn.BatchNorm1d(3), [torch.randn(4, 3)], num_batches=1, estimator="precise"
+        )
