@@ -45,15 +45,15 @@ MNIST := $(PY) -m experiments.mnist -m threads=1 hydra/launcher=joblib hydra.lau
 MNIST_RUN := $(PY) -m experiments.mnist threads=1
 
 # One process per network (three seeds each), side by side on the two cores: the same runs as
-# a Hydra multirun over model=baseline,bn, ~5 s sooner (its launcher imports torch once more).
+# a Hydra multirun over setup=baseline,bn, ~5 s sooner (its launcher imports torch once more).
 reproduce-mnist: $(ENV) ## BN paper Fig. 1: baseline and BN, 3 seeds, 50k steps; results/mnist/, figures
-	$(PY) -m experiments.fetch_data $(DATA)
+	$(PY) -m experiments.kit.data $(DATA)
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-mnist/$(DATA)/$(STAMP); \
-	$(MNIST_RUN) data=$(DATA) model=baseline 'seed=[0,1,2]' hydra.run.dir=$$runs/0_baseline & baseline=$$!; \
-	$(MNIST_RUN) data=$(DATA) model=bn 'seed=[0,1,2]' hydra.run.dir=$$runs/1_bn & bn=$$!; \
+	$(MNIST_RUN) data=$(DATA) setup=baseline 'seed=[0,1,2]' hydra.run.dir=$$runs/0_baseline & baseline=$$!; \
+	$(MNIST_RUN) data=$(DATA) setup=bn 'seed=[0,1,2]' hydra.run.dir=$$runs/1_bn & bn=$$!; \
 	failed=0; wait $$baseline || failed=1; wait $$bn || failed=1; \
 	if [ $$failed = 1 ]; then echo "error: a training process failed (see above); its runs so far are in $$runs"; exit 1; fi; \
-	$(PY) -m scripts.collect_mnist curves $$runs --out results/mnist/$(DATA) \
+	$(PY) -m scripts.collect mnist $$runs --out results/mnist/$(DATA) \
 	  --command "make reproduce-mnist DATA=$(DATA)" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_mnist $(DATA); \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
@@ -65,21 +65,29 @@ fashion-data: # Debian's Fashion-MNIST package when we may install it (else torc
 	-@[ -d /usr/share/datasets/fashion-mnist ] || [ "$$(id -u)" != 0 ] || (apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null))
 
 sweep-lr: $(ENV) ## learning-rate sweep, both networks, 10k steps (results/mnist/lr_sweep.csv)
-	$(PY) -m experiments.fetch_data $(DATA)
-	$(MNIST) data=$(DATA) model=baseline,bn train.lr=0.01,0.03,0.1,0.3,1,3 train.steps=10000 hydra.sweep.dir=multirun/sweep-lr/$(STAMP)
-	$(PY) -m scripts.collect_mnist sweep multirun/sweep-lr/$(STAMP) --out results/mnist/lr_sweep.csv
+	$(PY) -m experiments.kit.data $(DATA)
+	$(MNIST) data=$(DATA) setup=baseline,bn train.lr=0.01,0.03,0.1,0.3,1,3 train.steps=10000 hydra.sweep.dir=multirun/sweep-lr/$(STAMP)
+	$(PY) -m scripts.collect mnist multirun/sweep-lr/$(STAMP) --sweep --out results/mnist/lr_sweep.csv
 	$(PY) -m scripts.plot_mnist
 
 sweep-init-scale: $(ENV) ## weight-init-scale sweep, 1e-3..10, both networks, 5k steps (results/mnist/init_scale_sweep.csv)
-	$(PY) -m experiments.fetch_data $(DATA)
-	$(MNIST) data=$(DATA) model=baseline,bn model.init_std=0.001,0.00316,0.01,0.0316,0.1,0.316,1,3.16,10 train.steps=5000 hydra.sweep.dir=multirun/sweep-init-scale/$(STAMP)
-	$(PY) -m scripts.collect_mnist sweep multirun/sweep-init-scale/$(STAMP) --out results/mnist/init_scale_sweep.csv
+	$(PY) -m experiments.kit.data $(DATA)
+	$(MNIST) data=$(DATA) setup=baseline,bn model.init_std=0.001,0.00316,0.01,0.0316,0.1,0.316,1,3.16,10 train.steps=5000 hydra.sweep.dir=multirun/sweep-init-scale/$(STAMP)
+	$(PY) -m scripts.collect mnist multirun/sweep-init-scale/$(STAMP) --sweep --out results/mnist/init_scale_sweep.csv
 	$(PY) -m scripts.plot_mnist
 
-figures: $(ENV) ## rebuild every figure from the committed CSVs (offline)
+figures: $(ENV) ## rebuild every figure (PNG + SVG), CLAIMS.md and report.html from the committed CSVs (offline)
 	$(PY) -m scripts.plot_mnist
 	$(PY) -m scripts.plot_renorm
 	$(PY) -m scripts.plot_inception
+	$(PY) -m scripts.claims
+	$(PY) -m scripts.report
+
+claims: $(ENV) ## results/CLAIMS.md: every claim of the papers against the committed results (offline, seconds)
+	$(PY) -m scripts.claims
+
+report: claims ## results/report.html: one self-contained page of every result (offline)
+	$(PY) -m scripts.report
 
 clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 	rm -rf outputs multirun wandb
@@ -89,12 +97,12 @@ RENORM_SETUPS := bn32,brn32,bn_micro4,brn_micro4,noniid_bn,noniid_bn_halves,noni
 RENORM_DATA ?= fashion_mnist,mnist
 
 reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 setups x 2 seeds x 2 datasets; results/renorm/
-	$(PY) -m experiments.fetch_data mnist
-	$(PY) -m experiments.fetch_data fashion_mnist
+	$(PY) -m experiments.kit.data mnist
+	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
 	  data=$(RENORM_DATA) setup=$(RENORM_SETUPS) seed=0,1 hydra.sweep.dir=multirun/reproduce-renorm/$(STAMP); \
-	$(PY) -m scripts.collect_renorm multirun/reproduce-renorm/$(STAMP) --out results/renorm \
+	$(PY) -m scripts.collect renorm multirun/reproduce-renorm/$(STAMP) --out results/renorm \
 	  --command "make reproduce-renorm" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_renorm; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
@@ -105,11 +113,11 @@ IMAGENET_SUBSET ?=
 NPROC ?= 1
 
 reproduce-inception-cpu: $(ENV) fashion-data ## BN paper Figs. 2-3, CPU scale: 6 variants on Fashion-MNIST 32 px; results/inception/
-	$(PY) -m experiments.fetch_data fashion_mnist
+	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; \
 	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
-	  variant=$(INCEPTION_VARIANTS) hydra.sweep.dir=multirun/reproduce-inception-cpu/$(STAMP); \
-	$(PY) -m scripts.collect_inception multirun/reproduce-inception-cpu/$(STAMP) --out results/inception/fashion_mnist_cpu \
+	  setup=$(INCEPTION_VARIANTS) hydra.sweep.dir=multirun/reproduce-inception-cpu/$(STAMP); \
+	$(PY) -m scripts.collect inception multirun/reproduce-inception-cpu/$(STAMP) --out results/inception/fashion_mnist_cpu \
 	  --command "make reproduce-inception-cpu" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
@@ -119,13 +127,13 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	@start=$$(date +%s); set -e; \
 	for v in $$(echo $(INCEPTION_VARIANTS) | tr , ' '); do \
 	  $(PY) -m torch.distributed.run --standalone --nproc_per_node=$(NPROC) -m experiments.inception \
-	    inception_scale=gpu data.root=$(IMAGENET_SUBSET) variant=$$v \
+	    inception_scale=gpu data.root=$(IMAGENET_SUBSET) setup=$$v \
 	    hydra.run.dir=multirun/reproduce-inception/$(STAMP)/$$v; \
 	done; \
-	$(PY) -m scripts.collect_inception multirun/reproduce-inception/$(STAMP) --out results/inception/imagenet_subset_gpu \
+	$(PY) -m scripts.collect inception multirun/reproduce-inception/$(STAMP) --out results/inception/imagenet_subset_gpu \
 	  --command "make reproduce-inception IMAGENET_SUBSET=$(IMAGENET_SUBSET) NPROC=$(NPROC)" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
 .PHONY: reproduce-inception reproduce-inception-cpu
-.PHONY: help install test test-full lint format bench clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures
+.PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

@@ -5,155 +5,153 @@
     python -m experiments.renorm scale=paper data.root=/data/imagenet100 setup=brn32   # GPUs
     torchrun --nproc_per_node=8 -m experiments.renorm scale=paper data.root=... setup=brn32
 
-The setups (``configs/setup/``) differ only in the normalization and the sampler; ``scale=cpu``
-(a small conv net on Fashion-MNIST or MNIST) and ``scale=paper`` (Inception-v3 on an image
-folder, RMSProp) run through the same code. Writes to the Hydra run directory: the resolved
+The setups (``configs/setup/``, ``setup_of: [renorm]``) differ only in the norm and the sampler;
+``scale=cpu`` (a small conv net on Fashion-MNIST or MNIST) and ``scale=paper`` (Inception-v3 on an
+image folder, RMSProp) run through the same code. Writes to the Hydra run directory: the resolved
 config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoint.pt``.
 """
 
 from __future__ import annotations
 
-import itertools
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
 import torch
-import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import nn
 
 import bn
-from bn.batchrenorm import _BatchRenormNd
-from experiments import distributed
-from experiments.checks import ConfigError, require, run_study
-from experiments.engine import TrainLoop
-from experiments.evaluation import accuracy, to_device
-from experiments.models import SmallConvNet, freeze_norm_scale
-from experiments.runlog import LOGGER_MODES, run_command
-from experiments.sampling import IIDBatches, PairBatches
-from experiments.splits import fixed_batches, load_splits
+from experiments.kit import classify, config
+from experiments.kit.config import ConfigError, require
+from experiments.kit.data import load_splits
+from experiments.kit.evaluation import accuracy
+from experiments.kit.norm import apply_norm_options, norm_kwargs
+from experiments.kit.results import StudySpec
+from experiments.kit.sampling import IIDBatches, PairBatches
+from experiments.nets.convnet import SmallConvNet
 
-NORMS = ("batchnorm", "batchrenorm", "groupnorm", "layernorm", "none")
-BATCH_NORMS = ("batchnorm", "batchrenorm")
-SAMPLERS = ("iid", "pairs")
-SCHEDULES = ("paper", "fixed")
+STUDY = "renorm"
 
 
-def validate(cfg: DictConfig) -> None:
-    t, n, s = cfg.train, cfg.norm, cfg.norm.schedule
-    mb = n.microbatch
+@dataclass
+class Train(config.ClassifierTrainConf):
+    optimizer: str = "sgd"  # sgd | rmsprop
+    weight_decay: float = 0.0
+    lr_decay_every: int = MISSING
+    lr_decay_factor: float = MISSING
+
+
+@dataclass
+class Eval(config.ClassifierEvalConf):
+    train_subset: int = 10_000
+    train_mode: bool = False
+    pair_batch_size: int = MISSING
+    clip_every: int = 10
+
+
+@dataclass
+class Sampler:
+    kind: str = "iid"  # iid | pairs
+    per_label: int = 2
+
+
+@dataclass
+class Model:
+    name: str = "small_convnet"  # small_convnet | inception_v3
+    widths: list[int] = field(default_factory=lambda: [16, 32, 64])
+    first_stride: int = 2
+    hidden: int = 128
+
+
+@dataclass
+class RenormConf(config.StudyConf):
+    train: Train = field(default_factory=Train)
+    eval: Eval = field(default_factory=Eval)
+    sampler: Sampler = field(default_factory=Sampler)
+    model: Model = field(default_factory=Model)
+
+
+config.register(STUDY, RenormConf)
+
+# Batch Renorm paper Secs. 4.2-4.3, top-1 ImageNet validation accuracy of Inception-v3 (paper
+# scale: 50 workers x 32 examples). Recalled in ../shared/reference/papers.md Sec. 2.3.
+PAPER = {
+    "source": "Batch Renorm paper Secs. 4.2-4.3 (Inception-v3, ImageNet; paper scale)",
+    "setups": {
+        "bn32": {"test_acc": 0.783, "at_step": 130_000},
+        "brn32": {"test_acc": 0.785, "at_step": 130_000},
+        "bn_micro4": {"test_acc": 0.742, "at_step": 210_000},
+        "brn_micro4": {"test_acc": 0.765, "at_step": 130_000},
+        "noniid_bn": {"test_acc": 0.67, "train_acc": 0.728, "test_acc_train_mode": 0.765},
+        "noniid_bn_halves": {"test_acc": 0.774, "at_step": 140_000},
+        "noniid_brn": {"test_acc": 0.786, "at_step": 120_000},
+    },
+}
+SPEC = StudySpec(
+    name=STUDY,
+    order=[
+        "bn32",
+        "brn32",
+        "bn_micro4",
+        "brn_micro4",
+        "noniid_bn",
+        "noniid_bn_halves",
+        "noniid_brn",
+        "noniid8_bn",
+        "noniid8_brn",
+        "groupnorm",
+        "layernorm",
+        "brn_micro4_jump",
+    ],
+    split_by="data",
+    setup_keys=("norm", "microbatch", "sampler"),
+    stat_keys=("test_acc", "max_test_acc", "train_acc", "test_acc_train_mode", "steps_per_s"),
+    summary_keys=("data", "model", "steps", "git_commit"),
+    paper=PAPER,
+)
+
+
+def check(cfg: DictConfig) -> None:
+    config.check_common(cfg, STUDY)
+    n, s = cfg.norm, cfg.sampler
     require(
         [
-            (n.kind in NORMS, f"norm.kind={n.kind!r} must be one of {NORMS}"),
+            (s.kind in ("iid", "pairs"), f"sampler.kind={s.kind!r} must be iid or pairs"),
             (
-                cfg.sampler.kind in SAMPLERS,
-                f"sampler.kind={cfg.sampler.kind!r} must be one of {SAMPLERS}",
-            ),
-            (s.kind in SCHEDULES, f"norm.schedule.kind={s.kind!r} must be one of {SCHEDULES}"),
-            (t.lr > 0, f"train.lr={t.lr} must be positive"),
-            (t.steps >= 1, f"train.steps={t.steps} must be at least 1"),
-            (t.batch_size >= 1, f"train.batch_size={t.batch_size} must be at least 1"),
-            (cfg.eval.every >= 1, f"eval.every={cfg.eval.every} must be at least 1"),
-            (
-                cfg.logger.mode in LOGGER_MODES,
-                f"logger.mode={cfg.logger.mode!r} must be one of {LOGGER_MODES}",
+                s.kind != "pairs" or (s.per_label >= 2 and cfg.train.batch_size % s.per_label == 0),
+                f"sampler.per_label={s.per_label} must be at least 2 and divide "
+                f"train.batch_size={cfg.train.batch_size}",
             ),
             (
-                s.r_max >= 1,
-                f"norm.schedule.r_max={s.r_max} must be at least 1 (1 disables the r correction)",
-            ),
-            (
-                s.d_max >= 0,
-                f"norm.schedule.d_max={s.d_max} must be at least 0 (0 disables the d correction)",
-            ),
-            (
-                mb is None or n.kind in BATCH_NORMS,
-                f"norm.microbatch={mb} only applies to batchnorm/batchrenorm; {n.kind} normalizes "
-                "each example on its own (set norm.microbatch=null)",
-            ),
-            (
-                mb is None or (mb >= 2 and t.batch_size % mb == 0),
-                f"norm.microbatch={mb} must be at least 2 and divide train.batch_size={t.batch_size}",
-            ),
-            (
-                n.kind not in BATCH_NORMS or t.batch_size >= 2,
-                f"train.batch_size={t.batch_size} gives {n.kind} one value per feature in the "
-                "hidden layer: use train.batch_size >= 2",
-            ),
-            (
-                cfg.sampler.kind != "pairs"
-                or (cfg.sampler.per_label >= 2 and t.batch_size % cfg.sampler.per_label == 0),
-                f"sampler.per_label={cfg.sampler.per_label} must be at least 2 and divide "
-                f"train.batch_size={t.batch_size}",
-            ),
-            (
-                cfg.model.name != "inception_v3" or n.kind in BATCH_NORMS,
-                f"norm.kind={n.kind} is CPU-scale only; scale=paper converts Inception-v3's "
-                "batch norms, so use batchnorm or batchrenorm",
+                cfg.model.name != "inception_v3" or n.kind in ("batchnorm", "batchrenorm"),
+                f"norm={n.kind} is CPU-scale only; scale=paper converts Inception-v3's batch "
+                "norms, so use norm=batchnorm or norm=batchrenorm",
             ),
         ]
     )
 
 
-def norm_kwargs(cfg: DictConfig, total_steps: int) -> dict:
-    """The constructor arguments of every norm layer, from ``cfg.norm``."""
-    n = cfg.norm
-    if n.kind == "groupnorm":
-        return {"groups": n.groups, "eps": n.eps}
-    if n.kind == "layernorm":
-        return {"eps": n.eps}
-    if n.kind == "none":
-        return {}
-    kw = {"momentum": n.momentum, "eps": n.eps, "microbatch": n.microbatch}
-    if n.sync_stats:
-        kw["sync_stats"] = True
-    if n.kind == "batchrenorm":
-        kw["r_max"], kw["d_max"] = renorm_schedules(n.schedule, total_steps)
-    return kw
-
-
-def renorm_schedules(s: DictConfig, total_steps: int):
-    """``(r_max, d_max)``: the paper's ramps, their breakpoints scaled by
-    ``total_steps / s.paper_steps`` so a short run keeps the paper's proportions (``paper``), or
-    constants from step 0 (``fixed``: no plain-BN warm-up, no ramp)."""
-    if s.kind == "fixed":
-        return float(s.r_max), float(s.d_max)
-    r_max = bn.paper_r_max(s.warmup, s.r_max_step, s.r_max)
-    d_max = bn.paper_d_max(s.warmup, s.d_max_step, s.d_max)
-    if s.paper_steps:
-        factor = total_steps / s.paper_steps
-        r_max, d_max = r_max.scaled(factor), d_max.scaled(factor)
-    return r_max, d_max
-
-
 def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Module:
-    kw = norm_kwargs(cfg, cfg.train.steps)
+    kind, kw = str(cfg.norm.kind), norm_kwargs(cfg.norm, cfg.train.steps)
     if cfg.model.name == "small_convnet":
-        return SmallConvNet(
-            cfg.norm.kind,
-            in_channels,
-            num_classes,
-            widths=cfg.model.widths,
-            first_stride=cfg.model.first_stride,
-            hidden=cfg.model.hidden,
-            fix_gamma=cfg.norm.fix_gamma,
-            **kw,
+        m = cfg.model
+        model = SmallConvNet(
+            kind, in_channels, num_classes, m.widths, m.first_stride, m.hidden, **kw
         )
-    if cfg.model.name == "inception_v3":
+    elif cfg.model.name == "inception_v3":
         from torchvision.models import inception_v3
 
         model = inception_v3(
             weights=None, aux_logits=False, init_weights=True, num_classes=num_classes
         )
-        model = bn.convert_norm(model, cfg.norm.kind, **kw)
-        if cfg.norm.fix_gamma:
-            freeze_norm_scale(model)
-        return model
-    raise ConfigError(f"model.name={cfg.model.name!r} must be small_convnet or inception_v3")
+        model = bn.convert_norm(model, kind, **kw)
+    else:
+        raise ConfigError(f"model.name={cfg.model.name!r} must be small_convnet or inception_v3")
+    return apply_norm_options(model, cfg.norm)
 
 
-def build_optimizer(cfg: DictConfig, params) -> torch.optim.Optimizer:
-    t = cfg.train
+def build_optimizer(t: DictConfig, params) -> torch.optim.Optimizer:
     if t.optimizer == "sgd":
         return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
     if t.optimizer == "rmsprop":
@@ -171,15 +169,16 @@ def make_sampler(cfg: DictConfig, split, batch_size: int, seed: int):
 
 
 class RenormProbe:
-    """Reads every Batch Renorm layer's current r_max, d_max and clipped fractions."""
+    """Every Batch Renorm layer's ``r_max``, ``d_max`` and clipped fractions, read every
+    ``every`` steps; the loop logs their mean over each evaluation interval."""
 
-    def __init__(self, model: nn.Module) -> None:
-        self.layers = [m for m in model.modules() if isinstance(m, _BatchRenormNd)]
+    def __init__(self, model: nn.Module, every: int) -> None:
+        self.layers = [m for m in model.modules() if bn.is_batch_renorm(m)]
+        self.every = every
 
-    def __bool__(self) -> bool:
-        return bool(self.layers)
-
-    def read(self) -> dict[str, float]:
+    def __call__(self, step: int) -> dict[str, float]:
+        if not self.layers or step % self.every:
+            return {}
         first = self.layers[0]
         out = {"renorm/r_max": first.current_r_max, "renorm/d_max": first.current_d_max}
         for i, m in enumerate(self.layers, 1):
@@ -188,121 +187,63 @@ class RenormProbe:
         return out
 
 
+def train_mode_accuracy(cfg: DictConfig, proc, model, test_split):
+    """``test/acc_train_mode``: BN in training mode on test minibatches built like the training
+    ones (the paper's control for non-i.i.d. minibatches); None when not asked for."""
+    if not cfg.eval.train_mode:
+        return None
+    e = cfg.eval
+    sampler = make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + cfg.seed)
+    batches = [sampler.indices(s) for s in range(len(test_split) // e.pair_batch_size)]
+
+    def extra() -> dict[str, float]:
+        batches_ = test_split.batches(batches)
+        acc = accuracy(model, batches_, proc.device, proc.memory_format, train_mode=True)
+        return {"test/acc_train_mode": acc}
+
+    return extra
+
+
 def train(cfg: DictConfig, out_dir: Path) -> dict:
     """Run one setup; returns the summary also written to ``summary.json`` (rank 0)."""
-    validate(cfg)
+    check(cfg)
     t = cfg.train
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    rank, world, device = distributed.setup(cfg.device)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    proc = classify.start_process(cfg, out_dir)
     train_split, test_split, in_channels, num_classes = load_splits(
         cfg.data, pin_memory=torch.cuda.is_available()
     )
-
     torch.manual_seed(cfg.seed)
-    memory_format = torch.channels_last if t.channels_last else torch.contiguous_format
-    model = build_model(cfg, in_channels, num_classes).to(device, memory_format=memory_format)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(cfg, params)
-    scheduler = torch.optim.lr_scheduler.StepLR(
-        optimizer, step_size=t.lr_decay_every, gamma=t.lr_decay_factor
-    )
-    net = distributed.wrap(model, device)
-    sampler = make_sampler(cfg.sampler, train_split, t.batch_size, cfg.seed * 1000 + rank)
-    probe = RenormProbe(model)
-
-    def batches(start: int):
-        steps = (sampler.indices(s) for s in itertools.count(start))
-        return train_split.batches(steps, seed=cfg.seed * 64 + rank, first_step=start)
-
-    def step_fn(step: int, batch) -> dict[str, float | None]:
-        x, y = to_device(batch, device, memory_format)
-        logits = net(x)
-        loss = F.cross_entropy(logits, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if t.grad_clip:
-            nn.utils.clip_grad_norm_(params, t.grad_clip)
-        optimizer.step()
-        out: dict[str, float | None] = {
-            "loss": loss.item(),
-            "acc_minibatch": (logits.argmax(1) == y).float().mean().item(),
-        }
-        if probe and step % cfg.eval.clip_every == 0:
-            out.update(probe.read())
-        return out
-
-    e = cfg.eval
-    test_batches = fixed_batches(test_split, e.batch_size)
-    train_batches = fixed_batches(train_split, e.batch_size, e.train_subset)
-    train_mode_batches = []
-    if e.train_mode:  # test minibatches built like the training ones
-        pair_eval = make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + cfg.seed)
-        train_mode_batches = [
-            pair_eval.indices(s) for s in range(len(test_split) // e.pair_batch_size)
-        ]
-
-    def evaluate(step: int) -> dict[str, float]:
-        if rank != 0:
-            return {}
-        metrics = {
-            "test/acc": accuracy(model, test_split.batches(test_batches), device, memory_format),
-            "train/acc": accuracy(model, train_split.batches(train_batches), device, memory_format),
-        }
-        if e.train_mode:
-            metrics["test/acc_train_mode"] = accuracy(
-                model,
-                test_split.batches(train_mode_batches),
-                device,
-                memory_format,
-                train_mode=True,
-            )
-        metrics["lr"] = optimizer.param_groups[0]["lr"]
-        return metrics
-
-    name = f"{cfg.setup_name}-s{cfg.seed}"
-    loop = TrainLoop(
+    model = build_model(cfg, in_channels, num_classes)
+    model = model.to(proc.device, memory_format=proc.memory_format)
+    optimizer = build_optimizer(t, [p for p in model.parameters() if p.requires_grad])
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, t.lr_decay_every, t.lr_decay_factor)
+    loop = classify.classifier_loop(
+        cfg,
+        proc,
+        out_dir,
         model=model,
         optimizer=optimizer,
         scheduler=scheduler,
-        batches=batches,
-        step_fn=step_fn,
-        evaluate=evaluate,
-        steps=t.steps,
-        eval_every=e.every,
-        out_dir=out_dir,
-        log=None,
-        name=name,
-        batch_size=t.batch_size * world,
+        sampler=make_sampler(cfg.sampler, train_split, t.batch_size, cfg.seed * 1000 + proc.rank),
+        splits=(train_split, test_split),
+        study=STUDY,
+        summary={
+            "model": cfg.model.name,
+            "microbatch": cfg.norm.microbatch,
+            "sampler": cfg.sampler.kind,
+        },
+        step_extra=RenormProbe(model, cfg.eval.clip_every),
+        eval_extra=train_mode_accuracy(cfg, proc, model, test_split),
     )
-    loop.start(cfg, job_type=cfg.setup_name, writes_log=rank == 0)  # one process writes the logs
-    result = loop.run()
-
-    summary = {
-        "name": name,
-        "setup": cfg.setup_name,
-        "seed": cfg.seed,
-        "data": cfg.data.name,
-        "model": cfg.model.name,
-        "norm": cfg.norm.kind,
-        "microbatch": cfg.norm.microbatch,
-        "sampler": cfg.sampler.kind,
-        "steps": t.steps,
-        "world_size": world,
-        "steps_per_s": result.steps_per_s,
-        "examples_per_s": result.examples_per_s,
-        "command": run_command("experiments.renorm"),
-    }
-    loop.finish(result, summary)
-    distributed.cleanup()
-    return summary
+    loop.start(cfg, writes_log=proc.rank == 0)
+    return classify.finish(loop, loop.run())
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="renorm")
 def main(cfg: DictConfig) -> float | None:
-    return run_study(train, cfg)
+    return config.run_study(train, cfg)
 
 
 if __name__ == "__main__":
+    config.preflight()
     main()

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments.bn_inception import BNInception, count_parameters
+from experiments.nets.bn_inception import BNInception, count_parameters
 from scripts.bench_layers import write_report
 
 TARGET = 0.9

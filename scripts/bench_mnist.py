@@ -4,8 +4,8 @@
 
 Times one training step of three networks side by side (as ``make reproduce-mnist`` runs them:
 forward, loss, backward, SGD update, one thread), for the baseline and the BN network, with the
-first layer as :class:`~experiments.binary_linear.BinaryInputLinear` (compiled kernel) or as the
-dense :class:`~experiments.models.StackedLinear`; and the first layer alone. Inputs are MNIST's
+first layer as :class:`~experiments.nets.binary_linear.BinaryInputLinear` (compiled kernel) or as the
+dense :class:`~experiments.nets.mlp.StackedLinear`; and the first layer alone. Inputs are MNIST's
 binarized training images when ``data/MNIST/raw`` holds them (``make reproduce-mnist`` puts them
 there), else synthetic digits (13% of the pixels set, inside a 20x20 box, as in MNIST; the
 compiled layer is somewhat slower on them, their strokes being less clustered). Times are medians
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from experiments import binary_linear
-from experiments.data import DataUnavailable, compact_inputs, ensure_dataset, load_split
-from experiments.models import SigmoidMLP
+from experiments.kit.data import DataUnavailable, compact_inputs, ensure_dataset, load_split
+from experiments.nets import binary_linear
+from experiments.nets.mlp import SigmoidMLP
 from scripts.bench_layers import write_report
 
 COPIES, BATCH, PIXELS = 3, 60, 784

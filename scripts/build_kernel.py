@@ -1,5 +1,5 @@
 """Build (or load the cached builds of) the compiled CPU kernels: bn's Batch Renorm kernel
-(bn/compiled.py) and the MNIST network's binary-input layer (experiments/binary_linear.py).
+(bn/compiled.py) and the MNIST network's binary-input layer (experiments/nets/binary_linear.py).
 
     python -m scripts.build_kernel [-v]
 
@@ -13,7 +13,7 @@ import sys
 import time
 
 from bn import compiled
-from experiments import binary_linear
+from experiments.nets import binary_linear
 
 KERNELS = (
     ("bn's Batch Renorm kernel", compiled.build, "BatchRenorm1d"),

@@ -37,8 +37,20 @@ def read_class_list(path: Path) -> list[str]:
     return [c for c in lines if c]
 
 
-def list_images(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+def list_images(folder: Path, root: Path | None = None) -> list[Path]:
+    """The image files of ``folder``. With ``root``, a symlink that leads outside ``root`` is
+    skipped with a warning: the subset copies (or links to) only what the source tree holds."""
+    images = []
+    for p in sorted(folder.iterdir()):
+        if p.suffix.lower() not in IMAGE_SUFFIXES or not p.is_file():
+            continue
+        if root is not None and p.is_symlink() and not p.resolve().is_relative_to(root.resolve()):
+            print(
+                f"warning: skipping {p}: a link to {p.resolve()}, outside {root}", file=sys.stderr
+            )
+            continue
+        images.append(p)
+    return images
 
 
 def check_source(src: Path) -> list[str]:
@@ -89,13 +101,24 @@ def sample(images: list[Path], k: int | None, seed: int, key: str) -> list[Path]
     return sorted(random.Random(f"{seed}/{key}").sample(images, k))
 
 
-def _write(job: tuple[Path, Path, int | None, bool]) -> bool:
-    """Write one image; False when it was already there."""
+def _write(job: tuple[Path, Path, int | None, bool]) -> str | None:
+    """Write one image: ``"written"``, ``"there"`` (already written), or why it could not be
+    (an unreadable image is skipped; nothing half-written is left under its name)."""
     src, dst, resize, link = job
     if dst.exists():
-        return False
+        return "there"
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp")
+    try:
+        _store(src, tmp, resize, link)
+    except OSError as e:  # PIL's UnidentifiedImageError is one too
+        tmp.unlink(missing_ok=True)
+        return f"{src}: {type(e).__name__}: {e}"
+    os.replace(tmp, dst)
+    return "written"
+
+
+def _store(src: Path, tmp: Path, resize: int | None, link: bool) -> None:
     if resize is not None:
         from PIL import Image
 
@@ -110,8 +133,6 @@ def _write(job: tuple[Path, Path, int | None, bool]) -> bool:
         os.symlink(src.resolve(), tmp)
     else:
         shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
-    return True
 
 
 def build_subset(
@@ -138,7 +159,7 @@ def build_subset(
     jobs, counts = [], {"train": {}, "val": {}}
     for split, k in (("train", train_per_class), ("val", val_per_class)):
         for wnid in chosen:
-            picked = sample(list_images(src / split / wnid), k, seed, f"{split}/{wnid}")
+            picked = sample(list_images(src / split / wnid, src), k, seed, f"{split}/{wnid}")
             if not picked:
                 raise SubsetError(f"{src / split / wnid} has no images")
             counts[split][wnid] = len(picked)
@@ -147,7 +168,11 @@ def build_subset(
                 jobs.append((p, dst / split / wnid / name, resize, link))
     dst.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max(1, workers)) as pool:
-        written = sum(pool.map(_write, jobs, chunksize=64))
+        outcomes = list(pool.map(_write, jobs, chunksize=64))
+    written = outcomes.count("written")
+    failed = [o for o in outcomes if o not in ("written", "there")]
+    for line in failed:
+        print(f"warning: skipped {line}", file=sys.stderr)
     (dst / "classes.txt").write_text("\n".join(chosen) + "\n")
     manifest = {
         "source": str(src.resolve()),
@@ -159,6 +184,7 @@ def build_subset(
         "short_side": resize,
         "seed": seed,
         "written_now": written,
+        "unreadable_skipped": failed,
         "short_classes": {
             split: {c: n for c, n in counts[split].items() if k is not None and n < k}
             for split, k in (("train", train_per_class), ("val", val_per_class))
@@ -199,7 +225,13 @@ def main() -> None:
         sys.exit(f"error: {e}")
     print(
         f"{a.dst}: {m['classes']} classes, {m['train_images']} train and {m['val_images']} val "
-        f"images ({m['written_now']} written now)"
+        f"images ({m['written_now']} written now"
+        + (
+            f", {len(m['unreadable_skipped'])} unreadable ones skipped"
+            if m["unreadable_skipped"]
+            else ""
+        )
+        + ")"
     )
 
 

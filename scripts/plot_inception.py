@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scripts.collect_inception import BASELINE, PAPER_FIG3, VARIANT_ORDER, parameter_range
-from scripts.plot_mnist import plt, read_curves, save, series
+from experiments.inception import SPEC
+from experiments.inception_fig3 import BASELINE, PAPER_FIG3, parameter_range
+from scripts.plotting import has, plt, read_curves, save, series
 
 RESULTS = Path("results/inception")
 STYLE = {
@@ -28,19 +29,29 @@ STYLE = {
 
 
 def figure2(setting: Path) -> Path:
-    data = read_curves(setting / "runs.csv", key="variant")
+    data = read_curves(setting / "runs.csv")
     summary = json.loads((setting / "summary.json").read_text())
-    variants = [v for v in VARIANT_ORDER if any(k[0] == v for k in data)]
+    variants = [v for v in SPEC.order if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
-    ax = axes[0]
+    _accuracy_panel(axes[0], data, summary, variants)
+    _loss_panel(axes[1], data, variants)
+    _steps_panel(axes[2], summary, variants)
+    fig.suptitle(
+        f"BN-Inception variants, reduced setting: {summary['data']}, width {summary['width']}, "
+        f"{parameter_range(summary)} parameters, batch {summary['global_batch']}"
+    )
+    return save(fig, f"inception_fig2_{setting.name}.png")
+
+
+def _accuracy_panel(ax, data: dict, summary: dict, variants: list[str]) -> None:
     for v in variants:
         color, style, label = STYLE[v]
         steps, acc = series(data, v, "test/acc")
         ax.plot(steps, acc.mean(0), color=color, ls=style, label=label)
-        reached = summary["variants"][v].get("steps_to_baseline_max")
+        reached = summary["setups"][v].get("steps_to_baseline_max")
         if reached is not None:
-            ax.plot([reached], [summary["variants"][v]["baseline_max_acc"]], "o", color=color, ms=4)
-    target = summary["variants"].get(BASELINE, {}).get("baseline_max_acc")
+            ax.plot([reached], [summary["setups"][v]["baseline_max_acc"]], "o", color=color, ms=4)
+    target = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
     if target is not None:
         ax.axhline(target, color="k", lw=0.7, ls="--")
         ax.annotate(
@@ -58,7 +69,8 @@ def figure2(setting: Path) -> Path:
     )
     ax.legend(loc="lower right", fontsize=7)
 
-    ax = axes[1]
+
+def _loss_panel(ax, data: dict, variants: list[str]) -> None:
     for v in variants:
         color, style, label = STYLE[v]
         steps, loss = series(data, v, "train/loss")
@@ -70,15 +82,14 @@ def figure2(setting: Path) -> Path:
         yscale="log",
     )
 
-    ax = axes[2]
+
+def _steps_panel(ax, summary: dict, variants: list[str]) -> None:
     rows = [v for v in variants if v != "inception_sigmoid"]
-    base_paper = PAPER_FIG3["variants"][BASELINE]["steps_to_baseline_max"]
-    base_ours = summary["variants"].get(BASELINE, {}).get("steps_to_baseline_max")
+    base_paper = PAPER_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
+    base_ours = summary["setups"].get(BASELINE, {}).get("steps_to_baseline_max")
     y = range(len(rows))
-    ours = [_fraction(summary["variants"][v].get("steps_to_baseline_max"), base_ours) for v in rows]
-    paper = [
-        _fraction(PAPER_FIG3["variants"][v]["steps_to_baseline_max"], base_paper) for v in rows
-    ]
+    ours = [_fraction(summary["setups"][v].get("steps_to_baseline_max"), base_ours) for v in rows]
+    paper = [_fraction(PAPER_FIG3["setups"][v]["steps_to_baseline_max"], base_paper) for v in rows]
     ax.barh([i + 0.2 for i in y], ours, height=0.4, color="#dd8452", label="ours (reduced setting)")
     ax.barh([i - 0.2 for i in y], paper, height=0.4, color="#4c72b0", label="paper (ImageNet)")
     for i, (o, p) in enumerate(zip(ours, paper)):
@@ -94,11 +105,6 @@ def figure2(setting: Path) -> Path:
         title="(c) steps to the baseline's max (cf. Fig. 3)",
     )
     ax.legend(loc="lower right", fontsize=7)
-    fig.suptitle(
-        f"BN-Inception variants, reduced setting: {summary['data']}, width {summary['width']}, "
-        f"{parameter_range(summary)} parameters, batch {summary['global_batch']}"
-    )
-    return save(fig, f"inception_fig2_{setting.name}.png")
 
 
 def _fraction(steps: float | None, base: float | None) -> float:

@@ -8,53 +8,16 @@ Skips a figure whose CSV is not there yet.
 
 from __future__ import annotations
 
-import csv
-import multiprocessing
-import os
 import sys
-from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
+from scripts.plotting import TITLES, draw, has, plt, read_curves, read_rows, save, series
+
 RESULTS = Path("results/mnist")
-FIGURES = Path("results/figures")
 COLORS = {"baseline": "#4c72b0", "bn": "#dd8452"}
 LABELS = {"baseline": "Without BN", "bn": "With BN"}
-TITLES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
-plt.rcParams.update(
-    {
-        "figure.dpi": 110,
-        "font.size": 9,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "savefig.bbox": "tight",
-        "svg.hashsalt": "bn",
-    }
-)
-
-
-def read_curves(path: Path, key: str = "model") -> dict:
-    """{(run kind, seed): {metric: (steps, values)}}; the run kind is column ``key``."""
-    data: dict = defaultdict(lambda: defaultdict(lambda: ([], [])))
-    with path.open() as f:
-        for r in csv.DictReader(f):
-            steps, values = data[(r[key], int(r["seed"]))][r["metric"]]
-            steps.append(int(r["step"]))
-            values.append(float(r["value"]))
-    return data
-
-
-def series(data, model, metric):
-    """``(steps, values)`` of ``metric`` for every seed of ``model``: ``(n,)``, ``(seeds, n)``."""
-    runs = [v[metric] for (m, _), v in sorted(data.items()) if m == model and metric in v]
-    n = min(len(s) for s, _ in runs)
-    return np.array(runs[0][0][:n]), np.array([v[:n] for _, v in runs])
 
 
 def figure1(dataset: str) -> Path | None:
@@ -62,7 +25,7 @@ def figure1(dataset: str) -> Path | None:
     if not path.exists():
         return None
     data = read_curves(path)
-    models = [m for m in ("baseline", "bn") if any(k[0] == m for k in data)]
+    models = [m for m in ("baseline", "bn") if has(data, m)]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     ax = axes[0]
     for m in models:
@@ -112,7 +75,7 @@ def shift_figure(dataset: str) -> Path | None:
         for i, what in enumerate(("median", "spread")):
             ax = axes[i, j]
             for m in ("baseline", "bn"):
-                if not any(k[0] == m for k in data):
+                if not has(data, m):
                     continue
                 steps, v = series(data, m, f"shift/{layer}/{what}")
                 ax.plot(steps, v.mean(0), color=COLORS[m], label=LABELS[m])
@@ -129,19 +92,14 @@ def shift_figure(dataset: str) -> Path | None:
     return save(fig, f"{dataset}_covariate_shift.png")
 
 
-def _read_rows(path: Path) -> list[dict]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
 def lr_sweep() -> Path | None:
     path = RESULTS / "lr_sweep.csv"
     if not path.exists():
         return None
-    rows = _read_rows(path)
+    rows = read_rows(path)
     fig, ax = plt.subplots(figsize=(4.8, 3.4), layout="constrained")
     for m in ("baseline", "bn"):
-        rs = sorted((r for r in rows if r["model"] == m), key=lambda r: float(r["lr"]))
+        rs = sorted((r for r in rows if r["setup"] == m), key=lambda r: float(r["lr"]))
         lr = [float(r["lr"]) for r in rs]
         acc = [float(r["test_acc"]) if r["diverged"] == "False" else 0.0 for r in rs]
         ax.plot(lr, acc, "o-", color=COLORS[m], label=LABELS[m])
@@ -162,7 +120,7 @@ def init_scale_sweep() -> Path | None:
     path = RESULTS / "init_scale_sweep.csv"
     if not path.exists():
         return None
-    rows = _read_rows(path)
+    rows = read_rows(path)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     for key, ax, title in zip(
         ("train_acc", "test_acc", "final_train_loss"),
@@ -170,7 +128,7 @@ def init_scale_sweep() -> Path | None:
         ("training accuracy", "test accuracy", "training loss"),
     ):
         for m in ("baseline", "bn"):
-            rs = sorted((r for r in rows if r["model"] == m), key=lambda r: float(r["init_std"]))
+            rs = sorted((r for r in rows if r["setup"] == m), key=lambda r: float(r["init_std"]))
             x = [float(r["init_std"]) for r in rs]
             y = [float(r[key]) if r[key] not in ("", "None") else np.nan for r in rs]
             ax.plot(x, y, "o-", color=COLORS[m], label=LABELS[m])
@@ -179,24 +137,6 @@ def init_scale_sweep() -> Path | None:
     axes[0].legend()
     fig.suptitle(f"Weight-initialisation scale ({rows[0]['steps']} steps each)")
     return save(fig, "mnist_init_scale.png")
-
-
-def save(fig, name: str) -> Path:
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    path = FIGURES / name
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
-
-
-def draw(jobs: list[tuple]) -> list[Path | None]:
-    """Run each ``(figure function, *args)``; on Linux, side by side in forked processes (laying
-    out and drawing a figure takes 1-2 s, and ``make reproduce-mnist`` waits for them)."""
-    if sys.platform != "linux" or len(jobs) < 2:
-        return [f(*args) for f, *args in jobs]
-    workers = min(len(jobs), os.cpu_count() or 1)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return [job.result() for job in [pool.submit(f, *args) for f, *args in jobs]]
 
 
 def main(argv: list[str] | None = None) -> None:

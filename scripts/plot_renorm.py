@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.collect_renorm import PAPER, SETUP_ORDER
-from scripts.plot_mnist import TITLES, plt, read_curves, save, series
+from experiments.renorm import SPEC
+from scripts.plotting import TITLES, has, plt, read_curves, save, series
 
 RESULTS = Path("results/renorm")
 DATASETS = ("fashion_mnist", "mnist")
@@ -34,7 +34,7 @@ STYLE = {
 
 
 def _curve(ax, data, setup, metric="test/acc", label=None, **kw) -> None:
-    if not any(k[0] == setup for k in data):
+    if not has(data, setup):
         return
     color, style, name = STYLE[setup]
     steps, v = series(data, setup, metric)
@@ -44,9 +44,7 @@ def _curve(ax, data, setup, metric="test/acc", label=None, **kw) -> None:
 
 
 def _ylim(ax, data, setups, metric="test/acc") -> None:
-    finals = [
-        series(data, s, metric)[1][:, -1].min() for s in setups if any(k[0] == s for k in data)
-    ]
+    finals = [series(data, s, metric)[1][:, -1].min() for s in setups if has(data, s)]
     if finals:
         ax.set_ylim(max(0.0, min(finals) - 0.1), 1.0)
 
@@ -156,9 +154,9 @@ def final_bars() -> Path | None:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), layout="constrained")
     for ax, (name, summary) in zip(np.atleast_1d(axes), panels):
         rows = []
-        for setup in SETUP_ORDER:
+        for setup in SPEC.order:
             if summary is None:
-                p = PAPER["setups"].get(setup)
+                p = SPEC.paper["setups"].get(setup)
                 if p:
                     rows.append((setup, p["test_acc"], 0.0))
                     if "test_acc_train_mode" in p:
@@ -193,7 +191,7 @@ def main() -> None:
         path = RESULTS / dataset / "runs.csv"
         if not path.exists():
             continue
-        data = read_curves(path, key="setup")
+        data = read_curves(path)
         made += [small_minibatches(dataset, data), non_iid(dataset, data), clipping(dataset, data)]
     made.append(final_bars())
     for p in made:

@@ -3,11 +3,44 @@
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+# Importing a study registers its ``<study>_schema`` config node, which its root YAML extends.
+import experiments.inception
+import experiments.mnist
+import experiments.renorm  # noqa: F401
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def compose_config(name: str, overrides=()) -> DictConfig:
+    """The config of ``python -m experiments.<name> <overrides>``. Hydra's runtime config is set
+    (the run is named after Hydra's choice of ``setup``, as in a real run), then dropped from the
+    returned config."""
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(name, overrides=list(overrides))
+        cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def setup_studies() -> dict[str, list[str]]:
+    """Every ``configs/setup/*.yaml``, found on disk, and the studies it names in ``setup_of``,
+    read from the file or from the setup it extends (its ``defaults`` in the same group)."""
+    import yaml
+
+    def studies(name: str) -> list[str]:
+        node = yaml.safe_load((CONFIGS / "setup" / f"{name}.yaml").read_text()) or {}
+        if "setup_of" in node:
+            return list(node["setup_of"])
+        parents = [d for d in node.get("defaults", []) if isinstance(d, str) and d != "_self_"]
+        return [s for parent in parents for s in studies(parent)]
+
+    return {p.stem: studies(p.stem) for p in sorted((CONFIGS / "setup").glob("*.yaml"))}
+
+
+def setups_of(study: str) -> list[str]:
+    """The setups of ``study``, as found on disk."""
+    return [setup for setup, studies in setup_studies().items() if study in studies]

@@ -1,0 +1,8 @@
+"""The study kit: what every study shares.
+
+One training loop (:mod:`~experiments.kit.loop`), one ``norm`` config consumed one way
+(:mod:`~experiments.kit.norm`), typed config schemas and the study runner
+(:mod:`~experiments.kit.config`), data (:mod:`~experiments.kit.data`), samplers, run logs,
+the classification skeleton of the image studies (:mod:`~experiments.kit.classify`) and the
+results pipeline (:mod:`~experiments.kit.results`). A study adds a module, a config and a spec.
+"""

@@ -1,0 +1,161 @@
+"""The classification skeleton of the image studies (Batch Renorm, BN-Inception), written once:
+the process set-up, step-addressed batches, one SGD-style step, the accuracy evaluation, and the
+:class:`~experiments.kit.loop.TrainLoop` that runs them for one seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch import Tensor, nn
+
+from experiments.kit import distributed
+from experiments.kit.config import setup_name
+from experiments.kit.data import fixed_batches
+from experiments.kit.evaluation import accuracy, to_device
+from experiments.kit.loop import Run, TrainLoop
+from experiments.kit.runlog import run_command
+
+
+@dataclass
+class Process:
+    """Where this process trains: its rank among ``world`` processes, device and memory format."""
+
+    rank: int
+    world: int
+    device: torch.device
+    memory_format: torch.memory_format
+    autocast: Callable[[], contextlib.AbstractContextManager]
+
+
+def start_process(cfg: DictConfig, out_dir: Path, amp: bool = False) -> Process:
+    """Threads, the process group under ``torchrun``, the device, and the run directory."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    rank, world, device = distributed.setup(cfg.device)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    use_amp = amp and device.type == "cuda"
+
+    def autocast() -> contextlib.AbstractContextManager:
+        return torch.autocast("cuda", torch.bfloat16) if use_amp else contextlib.nullcontext()
+
+    fmt = torch.channels_last if cfg.train.channels_last else torch.contiguous_format
+    return Process(rank, world, device, fmt, autocast)
+
+
+def classifier_loop(
+    cfg: DictConfig,
+    proc: Process,
+    out_dir: Path,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    sampler,
+    splits: tuple,
+    study: str,
+    summary: dict,
+    transform: Callable[[int, Tensor], Tensor] | None = None,
+    step_extra: Callable[[int], dict[str, float]] | None = None,
+    eval_extra: Callable[[], dict[str, float]] | None = None,
+) -> TrainLoop:
+    """One seed's :class:`TrainLoop` for a classifier trained with cross-entropy.
+
+    ``sampler.indices(step)`` gives each step's examples; ``transform(step, x)`` augments a batch
+    on the device; ``step_extra(step)`` and ``eval_extra()`` add a study's own scalars to a step
+    and to an evaluation. The run is named ``<setup>-s<seed>``; its summary starts as ``summary``
+    plus the keys every study records."""
+    train_split = splits[0]
+    net = distributed.wrap(model, proc.device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    setup = setup_name(cfg)
+    run = Run(
+        name=f"{setup}-s{cfg.seed}",
+        out_dir=out_dir,
+        summary={
+            "name": f"{setup}-s{cfg.seed}",
+            "setup": setup,
+            "seed": cfg.seed,
+            "data": str(cfg.data.name),
+            "norm": str(cfg.norm.kind),
+            "steps": cfg.train.steps,
+            "world_size": proc.world,
+            "command": run_command(f"experiments.{study}"),
+            **summary,
+        },
+    )
+
+    def batches(start: int):
+        steps = (sampler.indices(s) for s in itertools.count(start))
+        return train_split.batches(steps, seed=cfg.seed * 64 + proc.rank, first_step=start)
+
+    def step_fn(step: int, batch) -> dict[str, float]:
+        x, y = to_device(batch, proc.device, proc.memory_format)
+        if transform is not None:
+            x = transform(step, x)
+        with proc.autocast():
+            logits = net(x)
+        loss = F.cross_entropy(logits.float(), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.train.grad_clip:
+            nn.utils.clip_grad_norm_(params, cfg.train.grad_clip)
+        optimizer.step()
+        out = {"loss": loss.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}
+        return out if step_extra is None else {**out, **step_extra(step)}
+
+    return TrainLoop(
+        model=model,
+        runs=[run],
+        batches=batches,
+        step_fn=step_fn,
+        evaluate=accuracy_evaluation(cfg, proc, model, optimizer, splits, eval_extra),
+        steps=cfg.train.steps,
+        eval_every=cfg.eval.every,
+        ckpt_dir=out_dir,
+        batch_size=cfg.train.batch_size * proc.world,
+        optimizer=optimizer,
+        scheduler=scheduler,
+    )
+
+
+def accuracy_evaluation(cfg, proc: Process, model, optimizer, splits, extra=None):
+    """``evaluate(step)``: ``test/acc`` on the test split, ``train/acc`` on the first
+    ``eval.train_subset`` training examples (inference mode), the study's ``extra`` metrics and
+    the learning rate. Only rank 0 evaluates."""
+    train_split, test_split = splits
+    e = cfg.eval
+    test_batches = fixed_batches(test_split, e.batch_size)
+    train_batches = (
+        fixed_batches(train_split, e.batch_size, e.train_subset) if e.train_subset else []
+    )
+
+    def evaluate(step: int) -> dict[str, float]:
+        if proc.rank != 0:
+            return {}
+        args = (proc.device, proc.memory_format)
+        with proc.autocast():
+            metrics = {"test/acc": accuracy(model, test_split.batches(test_batches), *args)}
+            if train_batches:
+                metrics["train/acc"] = accuracy(model, train_split.batches(train_batches), *args)
+        if extra is not None:
+            metrics.update(extra())
+        metrics["lr"] = optimizer.param_groups[0]["lr"]
+        return metrics
+
+    return evaluate
+
+
+def finish(loop: TrainLoop, result) -> dict:
+    """The run's summary (written to ``summary.json`` by rank 0), with its throughput."""
+    loop.runs[0].summary["examples_per_s"] = result.examples_per_s
+    [summary] = loop.finish(result)
+    distributed.cleanup()
+    return summary

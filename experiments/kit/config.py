@@ -1,0 +1,272 @@
+"""Typed configs shared by every study, their cross-field checks, and the study runner.
+
+The shared groups (``norm``, ``data``, ``logger``) and the keys every study has (``seed``,
+``train.steps``, ``eval.every``, ...) are dataclasses. A study's root schema extends
+:class:`StudyConf` and is registered in Hydra's ConfigStore (:func:`register`); its root YAML
+lists it first in ``defaults``, so a misspelled key or a value of the wrong type (``train.steps=abc``,
+``data.binarize=maybe``, ``norm.kind=batchnrom``) is rejected by Hydra before anything runs.
+What a type cannot say (a microbatch that divides the batch, ...) is checked by
+:func:`check_common` and the study's own short check, with a one-line :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, ListConfig
+
+
+class ConfigError(ValueError):
+    """An invalid setting, reported before any training."""
+
+
+class Choice(str, enum.Enum):
+    """A closed set of string values (a ``Literal`` that OmegaConf can check): compares equal
+    to its value and prints as it, so code and messages use it as the plain string."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+NormKind = Choice(
+    "NormKind",
+    {
+        k: k
+        for k in ("none", "batchnorm", "batchrenorm", "torch_batchnorm", "groupnorm", "layernorm")
+    },
+)
+Impl = Choice("Impl", {k: k for k in ("fast", "reference")})
+ScheduleKind = Choice("ScheduleKind", {k: k for k in ("paper", "fixed")})
+DataName = Choice("DataName", {k: k for k in ("mnist", "fashion_mnist", "image_folder")})
+LoggerMode = Choice("LoggerMode", {k: k for k in ("online", "offline", "disabled")})
+
+BATCH_NORMS = ("batchnorm", "batchrenorm", "torch_batchnorm")
+
+
+@dataclass
+class ScheduleConf:
+    """Batch Renorm's ``r_max``/``d_max`` (``kind: paper`` ramps or ``fixed`` values)."""
+
+    kind: ScheduleKind = ScheduleKind.paper
+    warmup: int = 5000
+    r_max: float = 3.0
+    r_max_step: int = 40_000
+    d_max: float = 5.0
+    d_max_step: int = 25_000
+    paper_steps: int | None = 160_000
+
+
+@dataclass
+class NormConf:
+    """``configs/norm/*.yaml``: the normalization layer every study builds the same way
+    (:func:`experiments.kit.norm.norm_factory`)."""
+
+    kind: NormKind = NormKind.batchnorm
+    momentum: float | None = 0.1
+    eps: float = 1e-5
+    impl: Impl = Impl.fast
+    microbatch: int | None = None
+    sync_stats: bool = False
+    fix_gamma: bool = False
+    groups: int = 32
+    schedule: ScheduleConf = field(default_factory=ScheduleConf)
+
+
+@dataclass
+class DataConf:
+    """``configs/data/*.yaml``."""
+
+    name: DataName = MISSING
+    root: str = "data"
+    download: bool = True
+    verify: bool = True
+    binarize: bool = False
+    image_size: int | None = None
+    channels: int = 1
+    num_workers: int = 8
+
+
+@dataclass
+class LoggerConf:
+    """``configs/logger/wandb.yaml``."""
+
+    mode: LoggerMode = LoggerMode.offline
+    project: str = "bn-reproduction"
+    group: str = "${data.name}"
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TrainConf:
+    steps: int = MISSING
+    batch_size: int = MISSING
+    lr: float = MISSING
+
+
+@dataclass
+class EvalConf:
+    every: int = MISSING
+    batch_size: int = 1000
+
+
+@dataclass
+class ClassifierTrainConf(TrainConf):
+    """``train`` of a study on :mod:`experiments.kit.classify`'s loop."""
+
+    momentum: float = 0.9
+    grad_clip: float | None = None
+    channels_last: bool = True
+
+
+@dataclass
+class ClassifierEvalConf(EvalConf):
+    train_subset: int = 5000  # training examples for train/acc (inference mode); 0 skips it
+
+
+@dataclass
+class StudyConf:
+    """The keys every study has; a study's schema extends it (and its ``train``/``eval``)."""
+
+    seed: Any = 0
+    threads: int | None = None
+    device: str = "auto"
+    resume: bool = False
+    overwrite: bool = False  # true: a run may replace the files of an earlier run in its directory
+    setup_of: list[str] = field(default_factory=list)  # set by the setup file: its studies
+    data: DataConf = field(default_factory=DataConf)
+    norm: NormConf = field(default_factory=NormConf)
+    logger: LoggerConf = field(default_factory=LoggerConf)
+    train: TrainConf = field(default_factory=TrainConf)
+    eval: EvalConf = field(default_factory=EvalConf)
+
+
+def register(study: str, schema: type) -> None:
+    """Make ``schema`` the ``<study>_schema`` that the study's root YAML extends."""
+    ConfigStore.instance().store(name=f"{study}_schema", node=schema)
+
+
+def require(checks: Iterable[tuple[bool, str]]) -> None:
+    """Raise :class:`ConfigError` with the message of the first failed ``(ok, message)``."""
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+
+
+def seed_list(seed) -> list[int]:
+    """``cfg.seed`` (an int or a list of ints) as a list."""
+    return list(seed) if isinstance(seed, (list, tuple, ListConfig)) else [seed]
+
+
+def setup_name(cfg: DictConfig) -> str:
+    """The run's setup: Hydra's choice of the ``setup`` group (its file name)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return HydraConfig.get().runtime.choices["setup"]
+    return cfg.get("setup_name") or "run"  # composed outside a Hydra app (tests)
+
+
+def check_common(cfg: DictConfig, study: str) -> None:
+    """The checks every study shares: the setup belongs to the study, the shared numbers are in
+    range, and the norm fits the batch."""
+    t, n = cfg.train, cfg.norm
+    seeds = seed_list(cfg.seed)
+    norm_checks = [
+        (
+            n.microbatch is None or n.kind in BATCH_NORMS[:2],
+            f"norm.microbatch={n.microbatch} only applies to batchnorm/batchrenorm; {n.kind} "
+            "normalizes each example on its own (set norm.microbatch=null)",
+        ),
+        (
+            n.microbatch is None or (n.microbatch >= 2 and t.batch_size % n.microbatch == 0),
+            f"norm.microbatch={n.microbatch} must be at least 2 and divide "
+            f"train.batch_size={t.batch_size}",
+        ),
+        (
+            n.kind not in BATCH_NORMS or t.batch_size >= 2,
+            f"train.batch_size={t.batch_size} gives {n.kind} one value per unit, so no batch "
+            "variance: use train.batch_size >= 2 or norm=none",
+        ),
+        (n.eps > 0, f"norm.eps={n.eps} must be positive"),
+        (
+            n.momentum is None or 0 <= n.momentum <= 1,
+            f"norm.momentum={n.momentum} must lie in [0, 1] (or be null: a cumulative average)",
+        ),
+        (n.groups >= 1, f"norm.groups={n.groups} must be at least 1"),
+        (
+            n.schedule.r_max >= 1,
+            f"norm.schedule.r_max={n.schedule.r_max} must be at least 1 (1 disables the r correction)",
+        ),
+        (
+            n.schedule.d_max >= 0,
+            f"norm.schedule.d_max={n.schedule.d_max} must be at least 0 (0 disables the d correction)",
+        ),
+    ]
+    require(
+        [
+            (
+                not cfg.setup_of or study in cfg.setup_of,
+                f"setup={setup_name(cfg)} is a setup of {', '.join(cfg.setup_of)}, not of {study}",
+            ),
+            (
+                len(seeds) >= 1 and all(isinstance(s, int) for s in seeds),
+                f"seed={cfg.seed} must be an integer or a list of integers, e.g. seed=[0,1,2]",
+            ),
+            (len(set(seeds)) == len(seeds), f"seed={seeds} has repeated seeds"),
+            (t.lr > 0, f"train.lr={t.lr} must be positive"),
+            (t.steps >= 1, f"train.steps={t.steps} must be at least 1"),
+            (t.batch_size >= 1, f"train.batch_size={t.batch_size} must be at least 1"),
+            (cfg.eval.every >= 1, f"eval.every={cfg.eval.every} must be at least 1"),
+            (
+                cfg.threads is None or cfg.threads >= 1,
+                f"threads={cfg.threads} must be at least 1 (or null: torch's default)",
+            ),
+            *norm_checks,
+        ]
+    )
+
+
+def preflight(argv: list[str] | None = None) -> None:
+    """Checks of the command line that must come before Hydra creates the run directory:
+    a ``hydra.run.dir`` that is an existing file ends with one line, the file untouched."""
+    for arg in sys.argv[1:] if argv is None else argv:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and Path(value).is_file():
+            sys.exit(f"error: {key}={value} is a file; give a folder for the run")
+
+
+def run_study(
+    train: Callable[[DictConfig, Path], dict | list[dict]], cfg: DictConfig
+) -> float | None:
+    """The body of every study's Hydra ``main``: train into the Hydra run directory. A bad
+    setting, missing or broken data, an unset mandatory value or a run directory that cannot be
+    written ends the process with a one-line message instead of a traceback; what the run wrote
+    before stays written. Returns the mean final test accuracy (what a sweeper optimizes)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf.errors import MissingMandatoryValue
+
+    from experiments.kit.data import DataUnavailable
+
+    try:
+        result = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except (ConfigError, DataUnavailable) as e:
+        sys.exit(f"error: {e}")
+    except MissingMandatoryValue as e:
+        sys.exit(
+            f"error: {e.full_key} has no value (???): set it on the command line, e.g. {e.full_key}=..."
+        )
+    except OSError as e:  # e.g. hydra.run.dir names a file, or the disk is full
+        sys.exit(f"error: {e.strerror or e}: {e.filename or ''} (choose another hydra.run.dir?)")
+    summaries = result if isinstance(result, list) else [result]
+    accs = [s["test_acc"] for s in summaries if s.get("test_acc") is not None]
+    return statistics.fmean(accs) if accs else None

@@ -1,0 +1,383 @@
+"""The one training loop of every study: steps, periodic evaluation, checkpoints, exact resume,
+per-network divergence, and a progress bar.
+
+A loop trains ``K >= 1`` networks in lockstep (the MNIST study stacks its seeds into one model):
+each has its own :class:`Run` (directory, ``metrics.csv``, ``summary.json``), its own loss and its
+own divergence. A study supplies what differs: the batch of step ``s`` (step-addressed, so a
+resumed run needs no sampler state), one optimization step, and what an evaluation measures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from experiments.kit.config import ConfigError
+from experiments.kit.runlog import (
+    RunDirLock,
+    RunLog,
+    git_commit,
+    load_checkpoint,
+    open_run_log,
+    read_metric,
+    save_checkpoint,
+    write_json,
+)
+
+Scalars = dict[str, "float | list[float] | None"]
+
+
+@dataclass
+class Run:
+    """One network's run: its name, directory, log and summary."""
+
+    name: str
+    out_dir: Path
+    summary: dict[str, Any] = field(default_factory=dict)
+    log: RunLog | None = None
+    diverged_at_step: int | None = None
+    last_eval: dict[str, float] = field(default_factory=dict)
+    sums: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    @property
+    def alive(self) -> bool:
+        return self.diverged_at_step is None
+
+    def add(self, name: str, value: float) -> None:
+        self.sums[name] += value
+        self.counts[name] += 1
+
+    def take_means(self) -> dict[str, float]:
+        """The ``train/...`` averages since the last evaluation, then a fresh start."""
+        means = {_train_key(k): self.sums[k] / self.counts[k] for k in self.sums}
+        self.sums.clear()
+        self.counts.clear()
+        return means
+
+
+@dataclass
+class LoopResult:
+    """How a loop ended: the last step done and the throughput (evaluations included)."""
+
+    step: int
+    steps_per_s: float | None = None
+    examples_per_s: float | None = None
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class TrainLoop:
+    """Runs ``step_fn`` for steps ``start..steps-1`` and ``evaluate`` every ``eval_every`` steps.
+
+    Args:
+        model: the network (checkpointed; pass the unwrapped module).
+        runs: one :class:`Run` per network trained in lockstep.
+        batches: ``batches(start)`` yields the batches of steps ``start, start + 1, ...``.
+        step_fn: ``step_fn(step, batch) -> dict`` does one optimization step and returns
+            scalars, each a number (one network) or a list with one number per run; ``"loss"`` is
+            required. Each is averaged over the steps since the last evaluation and logged as
+            ``train/<name>`` (or ``<name>`` if it has a ``/``); ``None`` is skipped.
+        evaluate: ``evaluate(step)`` returns a dict of metrics per run (a list), or one dict.
+        steps, eval_every: the run's length and evaluation interval.
+        ckpt_dir: holds ``checkpoint.pt`` (written after each evaluation by the logging process).
+        batch_size: examples per step per run (for examples/s).
+        optimizer, scheduler: checkpointed with the model when given.
+        state: ``(get, set)`` of the study's own state to checkpoint (e.g. a probe's history).
+        job_name: the progress bar's label.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        runs: list[Run],
+        batches: Callable[[int], Iterator[Any]],
+        step_fn: Callable[[int, Any], Scalars],
+        evaluate: Callable[[int], list[dict[str, float]] | dict[str, float]],
+        steps: int,
+        eval_every: int,
+        ckpt_dir: Path,
+        batch_size: int,
+        optimizer: torch.optim.Optimizer | None = None,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+        state: tuple[Callable[[], Any], Callable[[Any], None]] | None = None,
+        job_name: str | None = None,
+    ) -> None:
+        self.model, self.runs, self.optimizer, self.scheduler = model, runs, optimizer, scheduler
+        self.batches, self.step_fn, self.evaluate = batches, step_fn, evaluate
+        self.steps, self.eval_every, self.batch_size = steps, eval_every, batch_size
+        self.ckpt_path = ckpt_dir / "checkpoint.pt"
+        self.state = state
+        self.job_name = job_name or runs[0].name
+        self.writes_log = False
+        self.lock: RunDirLock | None = None
+        self.config: dict[str, Any] = {}
+        self.step = 0
+
+    # -- checkpoint and resume ----------------------------------------------------------------
+    def start(self, cfg, *, writes_log: bool = True) -> None:
+        """Resume from ``checkpoint.pt`` when ``cfg.resume`` is set, then open every run's log
+        (``metrics.csv``, W&B) on the process that ``writes_log`` (rank 0 of a distributed run).
+        That process holds the run directory's lock until :meth:`finish`."""
+        self.writes_log, self.config = writes_log, flat_config(cfg)
+        try:
+            if writes_log:
+                self.lock = RunDirLock(self.ckpt_path.parent)
+                if not (cfg.resume or cfg.overwrite):
+                    self._refuse_overwrite()
+            resumed = cfg.resume and self._resume()
+            if cfg.resume and not resumed and writes_log:
+                tqdm.write(
+                    f"{self.job_name}: resume=true but {self.ckpt_path} does not exist: starting at step 0"
+                )
+            for run in self.runs if writes_log else []:
+                run.log = open_run_log(
+                    cfg,
+                    run.out_dir,
+                    name=run.name,
+                    job_type=run.summary.get("setup", run.name),
+                    resume_step=self.step if resumed else None,
+                )
+        except BaseException:
+            self._release()
+            raise
+
+    def _refuse_overwrite(self) -> None:
+        written = [self.ckpt_path] + [
+            run.out_dir / name for run in self.runs for name in ("metrics.csv", "summary.json")
+        ]
+        found = [p for p in written if p.exists()]
+        if found:
+            raise ConfigError(
+                f"{found[0].parent} already holds a run ({found[0].name}); continue it with "
+                "resume=true, replace it with overwrite=true, or use another hydra.run.dir"
+            )
+
+    def _resume(self) -> bool:
+        if not self.ckpt_path.exists():
+            return False
+        ckpt = load_checkpoint(self.ckpt_path)
+        changed = check_same_run(self.ckpt_path, ckpt.get("config", {}), self.config)
+        if changed:
+            tqdm.write(
+                f"{self.job_name}: resumed with "
+                + ", ".join(f"{k}={v[1]} (was {v[0]})" for k, v in changed.items())
+            )
+            for run in self.runs:
+                run.summary["resumed_with"] = {**run.summary.get("resumed_with", {}), **changed}
+        self.model.load_state_dict(ckpt["model"])
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(ckpt["scheduler"])
+        set_rng_state(ckpt["rng"])
+        for run, diverged_at in zip(self.runs, ckpt["diverged_at_step"]):
+            run.diverged_at_step = diverged_at
+        if self.state is not None:
+            self.state[1](ckpt["study"])
+        self.step = ckpt["step"]
+        return True
+
+    def checkpoint(self) -> None:
+        if not self.writes_log:  # one process writes
+            return
+        save_checkpoint(
+            self.ckpt_path,
+            {
+                "model": self.model.state_dict(),
+                "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
+                "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
+                "rng": rng_state(),
+                "step": self.step,
+                "diverged_at_step": [run.diverged_at_step for run in self.runs],
+                "study": None if self.state is None else self.state[0](),
+                "config": self.config,
+            },
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> LoopResult:
+        if self.step == 0:  # the networks at initialisation: the start of every curve
+            self._evaluate_and_log(with_train=False)
+        t0, step0 = time.perf_counter(), self.step
+        bar = tqdm(
+            total=self.steps,
+            initial=self.step,
+            desc=self.job_name,
+            unit="step",
+            mininterval=2,
+            dynamic_ncols=True,
+            disable=None if self.writes_log else True,
+        )
+        batches = self.batches(self.step)
+        try:
+            while self.step < self.steps and any(run.alive for run in self.runs):
+                scalars = self.step_fn(self.step, next(batches))
+                if self.scheduler is not None:
+                    self.scheduler.step()
+                self.step += 1
+                self._record(scalars)
+                bar.update(1)
+                if self.step % self.eval_every == 0 or self.step == self.steps:
+                    self._evaluate_and_log(with_train=True)
+                    bar.set_postfix(self._postfix(t0, step0))
+                    self.checkpoint()
+        except BaseException:
+            self._release()  # a killed run leaves its directory free for the resume
+            raise
+        finally:
+            bar.close()
+        return self._result(time.perf_counter() - t0, step0)
+
+    def _record(self, scalars: Scalars) -> None:
+        """Each live run's scalars of this step; a non-finite loss marks its run diverged."""
+        per_run = {
+            k: v if isinstance(v, list) else [v] * len(self.runs) for k, v in scalars.items()
+        }
+        for k, run in enumerate(self.runs):
+            if not run.alive:
+                continue  # its network trains on, isolated from the others, and is ignored
+            loss = per_run["loss"][k]
+            if not math.isfinite(loss):
+                run.diverged_at_step = self.step
+                if run.log is not None:
+                    run.log.log(self.step, {"train/loss": loss})
+                    tqdm.write(
+                        f"{run.name}: loss is {loss} at step {self.step}: the run diverged (lower "
+                        "the learning rate or the initial weights); stopping it, earlier results are kept"
+                    )
+                continue
+            for name, values in per_run.items():
+                if values[k] is not None:
+                    run.add(name, values[k])
+
+    def _evaluate_and_log(self, with_train: bool) -> None:
+        evals = self.evaluate(self.step)
+        evals = evals if isinstance(evals, list) else [evals] * len(self.runs)
+        for run, metrics in zip(self.runs, evals):
+            if not run.alive:
+                continue
+            run.last_eval = metrics
+            if run.log is not None:
+                run.log.log(self.step, {**metrics, **(run.take_means() if with_train else {})})
+
+    def _postfix(self, t0: float, step0: int) -> dict[str, str]:
+        live = [run for run in self.runs if run.alive]
+        keys = [k for k in (live[0].last_eval if live else {}) if "acc" in k]
+        postfix = {k: "/".join(f"{run.last_eval[k]:.4f}" for run in live) for k in keys}
+        rate = (self.step - step0) * self.batch_size / (time.perf_counter() - t0)
+        postfix["ex/s"] = f"{rate:.0f}"
+        return postfix
+
+    def _result(self, elapsed: float, step0: int) -> LoopResult:
+        result = LoopResult(step=self.step)
+        if elapsed > 0 and self.step > step0:
+            result.steps_per_s = round((self.step - step0) / elapsed, 2)
+            result.examples_per_s = round(result.steps_per_s * self.batch_size, 1)
+        return result
+
+    # -- the end ------------------------------------------------------------------------------
+    def finish(
+        self, result: LoopResult, finals: list[dict[str, float]] | None = None
+    ) -> list[dict]:
+        """Complete every run's summary (how it ended, the commit, its last evaluation as
+        ``test_acc``, ..., and ``finals``: the study's end-of-run numbers per run, also logged at
+        the last step), close the logs and write each ``summary.json``. Returns the summaries."""
+        commit = git_commit()
+        for k, run in enumerate(self.runs):
+            s = run.summary
+            s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
+            s.update(git_commit=commit, steps_per_s=result.steps_per_s)
+            if not run.alive:
+                s["diverged_at_step"] = run.diverged_at_step
+            else:
+                s.update({key.replace("/", "_"): v for key, v in run.last_eval.items()})
+                if finals:
+                    s.update({key.replace("/", "_"): v for key, v in finals[k].items()})
+            if run.log is None:
+                continue
+            if run.alive and finals and finals[k]:
+                run.log.log(result.step, finals[k])
+            accs = read_metric(run.log.path, "test/acc")
+            s["max_test_acc"] = max(accs, default=None)
+            s["final_train_loss"] = (read_metric(run.log.path, "train/loss") or [None])[-1]
+            run.log.close()
+            write_json(run.out_dir / "summary.json", s)
+        self._release()
+        return [run.summary for run in self.runs]
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+
+# Settings a resumed run may change: they do not alter the training trajectory.
+RESUMABLE_CHANGES = (
+    "train.steps", "threads", "resume", "overwrite", "device", "logger.", "eval.", "population.", "probe.",
+    "data.root", "data.download", "data.verify", "data.num_workers",
+)  # fmt: skip
+
+
+def flat_config(cfg) -> dict[str, Any]:
+    """The resolved config (without Hydra's own node) as flat ``{dotted.key: value}``."""
+    from omegaconf import OmegaConf
+
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, key: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        else:
+            flat[key] = node
+
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    walk({k: v for k, v in container.items() if k != "hydra"}, "")
+    return flat
+
+
+def _resumable(key: str) -> bool:
+    return any(key == p or key.startswith(p.rstrip(".") + ".") for p in RESUMABLE_CHANGES)
+
+
+def check_same_run(path: Path, saved: dict[str, Any], now: dict[str, Any]) -> dict[str, list]:
+    """Refuse to resume ``path`` with a setting that would change the run; returns the harmless
+    changes (``RESUMABLE_CHANGES``) as ``{key: [old, new]}``."""
+    changed = {}
+    for key in sorted(saved.keys() | now.keys()):
+        if saved.get(key) == now.get(key):
+            continue
+        if not _resumable(key):
+            raise ConfigError(
+                f"{path} holds the run of {key}={saved.get(key)}, not {key}={now.get(key)}; "
+                "resume with the same settings (only train.steps, eval.*, logger.*, threads may "
+                "change) or use another hydra.run.dir"
+            )
+        changed[key] = [saved.get(key), now.get(key)]
+    return changed
+
+
+def _train_key(name: str) -> str:
+    return name if "/" in name else f"train/{name}"

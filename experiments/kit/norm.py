@@ -1,0 +1,83 @@
+"""The ``norm`` config group, consumed the same way by every study.
+
+``configs/norm/<kind>.yaml`` (schema :class:`~experiments.kit.config.NormConf`) becomes a
+factory ``num_features -> layer`` through :func:`bn.get_norm_layer`, so ``norm.momentum=0.05``
+(or any other norm key) reaches the layer by one path in every study.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+import bn
+
+# Keys of cfg.norm that each kind's layer takes.
+_LAYER_KEYS = {
+    "batchnorm": ("momentum", "eps", "impl", "microbatch"),
+    "batchrenorm": ("momentum", "eps", "impl", "microbatch"),
+    "torch_batchnorm": ("momentum", "eps"),
+    "groupnorm": ("groups", "eps"),
+    "layernorm": ("eps",),
+    "none": (),
+}
+
+
+def norm_kwargs(norm: DictConfig, total_steps: int) -> dict:
+    """The constructor arguments of ``norm.kind``'s layer; Batch Renorm's schedule is scaled
+    to a run of ``total_steps`` (see :func:`renorm_bounds`)."""
+    kind = str(norm.kind)
+    kw = {key: _plain(norm[key]) for key in _LAYER_KEYS[kind]}
+    if kind in ("batchnorm", "batchrenorm") and norm.sync_stats:
+        kw["sync_stats"] = True
+    if kind == "batchrenorm":
+        kw["r_max"], kw["d_max"] = renorm_bounds(norm.schedule, total_steps)
+    return kw
+
+
+def norm_factory(norm: DictConfig, dims: int, total_steps: int) -> Callable[[int], nn.Module]:
+    """``num_features -> layer`` for ``cfg.norm`` and ``dims`` (1: ``(N, C[, L])``, 2: images)."""
+    return bn.get_norm_layer(str(norm.kind), dims=dims, **norm_kwargs(norm, total_steps))
+
+
+def renorm_bounds(s: DictConfig, total_steps: int):
+    """``(r_max, d_max)``: the paper's ramps, their breakpoints scaled by
+    ``total_steps / s.paper_steps`` so a short run keeps the paper's proportions (``paper``), or
+    constants from step 0 (``fixed``: no plain-BN warm-up, no ramp)."""
+    if s.kind == "fixed":
+        return float(s.r_max), float(s.d_max)
+    r_max = bn.paper_r_max(s.warmup, s.r_max_step, s.r_max)
+    d_max = bn.paper_d_max(s.warmup, s.d_max_step, s.d_max)
+    if s.paper_steps:
+        factor = total_steps / s.paper_steps
+        r_max, d_max = r_max.scaled(factor), d_max.scaled(factor)
+    return r_max, d_max
+
+
+def apply_norm_options(model: nn.Module, norm: DictConfig) -> nn.Module:
+    """What ``cfg.norm`` sets on a built model rather than on each layer: ``fix_gamma``."""
+    if norm.fix_gamma:
+        freeze_norm_scale(model)
+    return model
+
+
+def norm_layers(model: nn.Module) -> list[nn.Module]:
+    """Every normalization layer of ``model`` (batch, group or layer norm), in order."""
+    kinds = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+    return [m for m in model.modules() if isinstance(m, kinds)]
+
+
+def freeze_norm_scale(model: nn.Module) -> None:
+    """Fix every norm layer's γ at 1 (no gradient, so no optimizer or weight-decay update)."""
+    for m in norm_layers(model):
+        if getattr(m, "weight", None) is not None:
+            with torch.no_grad():
+                m.weight.fill_(1.0)
+            m.weight.requires_grad_(False)
+
+
+def _plain(value):
+    return str(value) if isinstance(value, str) else value

@@ -1,0 +1,127 @@
+"""Record the distribution of each sigmoid's input (BN paper Fig. 1(b, c))."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+
+def order_statistics(
+    values: np.ndarray, ranks: Sequence[int], overwrite: bool = False
+) -> dict[int, np.ndarray]:
+    """``{k: the k-th smallest value of each row of values}`` (``(..., n)``; ``k`` from 0).
+
+    One partition at the middle rank splits the rows, then each side is searched for the ranks
+    that fall in it, on half the values; a rank at either end of its part is a min or a max. The
+    partitions work in place on a copy of ``values``, or on ``values`` itself if ``overwrite``.
+    """
+    out: dict[int, np.ndarray] = {}
+
+    def select(part: np.ndarray, first: int, ranks: list[int]) -> None:
+        # part holds the order statistics first .. first + n - 1 of every row, in any order
+        if not ranks:
+            return
+        n = part.shape[-1]
+        if ranks == [first]:
+            out[first] = part.min(axis=-1)
+            return
+        if ranks == [first + n - 1]:
+            out[first + n - 1] = part.max(axis=-1)
+            return
+        mid = ranks[len(ranks) // 2]
+        k = mid - first
+        part.partition(k, axis=-1)
+        out[mid] = part[..., k].copy()
+        select(part[..., :k], first, [r for r in ranks if r < mid])
+        select(part[..., k + 1 :], mid + 1, [r for r in ranks if r > mid])
+
+    select(values if overwrite else values.copy(), 0, sorted(set(ranks)))
+    return out
+
+
+def percentiles(values: np.ndarray, qs: Sequence[float], overwrite: bool = False) -> np.ndarray:
+    """The ``qs`` percentiles of each row of ``values`` (``(..., n)``), ``(..., len(qs))``.
+
+    The same numbers as ``numpy.percentile(values, qs, axis=-1)`` (linear interpolation between
+    the order statistics around ``q / 100 * (n - 1)``), computed from only those order statistics
+    (:func:`order_statistics`). For the study's 15/50/85 of 900 units x 10,000 values: ~14 ms,
+    against 17-90 ms for a partition per percentile (erratic: each copies all the values) and
+    ~190 ms for numpy's multi-``kth`` partition. ``overwrite`` lets it reorder ``values``.
+    """
+    n = values.shape[-1]
+    positions = [q / 100 * (n - 1) for q in qs]
+    lows = [math.floor(pos) for pos in positions]
+    highs = [lo + 1 for lo, pos in zip(lows, positions) if pos > lo]
+    stats = order_statistics(values, lows + highs, overwrite)
+    out = []
+    for lo, pos in zip(lows, positions):
+        low = stats[lo].astype(np.float64)
+        out.append(low if pos == lo else low + (pos - lo) * (stats[lo + 1] - low))
+    return np.stack(out, axis=-1)
+
+
+class SigmoidInputs:
+    """Collects the input of each given module (e.g. every ``nn.Sigmoid``) while active.
+
+    The input of a hidden sigmoid is ``Wu + b`` in the baseline and the BN output ``γx̂ + β`` in
+    the BN network: exactly the distribution the paper plots. Inputs are feature-major,
+    ``(copies, units, batch)``, as in :class:`experiments.nets.mlp.SigmoidMLP`; a forward pass in
+    several chunks is recorded as one batch.
+
+    One recorder serves a whole run: each ``with`` block starts a new recording, and the buffer
+    the percentiles are computed in is kept from one recording to the next (allocating it anew
+    each time costs more than the percentiles: fresh memory is page-faulted in).
+
+    Example::
+
+        >>> rec = SigmoidInputs(model.sigmoids)
+        >>> with rec:
+        ...     model(x_test)
+        >>> rec.percentiles((15, 50, 85))  # (copies, layers, 3, units)
+    """
+
+    def __init__(self, modules: Sequence[nn.Module]) -> None:
+        self.modules = list(modules)
+        self.inputs: list[list[Tensor]] = [[] for _ in self.modules]
+        self._hooks: list = []
+        self._scratch: dict[tuple, Tensor] = {}  # by shape and dtype
+
+    def __enter__(self) -> SigmoidInputs:
+        self.inputs = [[] for _ in self.modules]
+        for i, m in enumerate(self.modules):
+            self._hooks.append(m.register_forward_pre_hook(self._recorder(i)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
+
+    def _recorder(self, i: int):
+        def hook(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
+            self.inputs[i].append(args[0].detach())
+
+        return hook
+
+    def layer(self, i: int, unit: int | None = None) -> Tensor:
+        """Every recorded input of module ``i``: ``(copies, units, examples)``; of one unit
+        only, ``(copies, examples)``, if ``unit`` is given."""
+        inputs = self.inputs[i] if unit is None else [x[:, unit] for x in self.inputs[i]]
+        return inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
+
+    def percentiles(self, qs: Sequence[float]) -> Tensor:
+        """``(copies, layers, len(qs), units)``: the ``qs`` percentiles (linear interpolation,
+        as ``numpy.percentile``) of every unit's recorded input, per copy."""
+        per_layer = []
+        for inputs in self.inputs:
+            shape = (*inputs[0].shape[:-1], sum(x.shape[-1] for x in inputs))
+            key = (shape, inputs[0].dtype)
+            if key not in self._scratch:
+                self._scratch[key] = inputs[0].new_empty(shape)
+            values = torch.cat(inputs, dim=-1, out=self._scratch[key]).numpy()
+            per_layer.append(percentiles(values, qs, overwrite=True))
+        return torch.from_numpy(np.stack(per_layer, axis=1)).float().transpose(2, 3)

@@ -1,0 +1,141 @@
+"""The results pipeline of every study: a sweep's run directories into ``results/<study>/``.
+
+A study describes its results with a :class:`StudySpec` (its setups' order, which summary keys
+to keep and to average over seeds, the paper's numbers, and an optional hook for a study's own
+table); :func:`collect` writes the long-format ``runs.csv`` (``setup,seed,step,metric,value``)
+and ``summary.json``. ``python -m scripts.collect <study> SWEEP_DIR --out DIR`` runs it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUN_KEY = "setup"  # the run-key column of every runs.csv
+
+
+@dataclass
+class StudySpec:
+    """How a study's runs become its results.
+
+    Args:
+        name: the study (``experiments.<name>``).
+        order: setups in the order tables and figures list them (others follow, sorted).
+        split_by: a summary key whose values get one output folder each (``data``), or None.
+        setup_keys: summary keys that describe a setup (copied from its first run).
+        stat_keys: summary keys averaged over seeds (mean, spread, per seed).
+        summary_keys: summary keys of the whole sweep (copied from the first run).
+        paper: the paper's numbers, stored beside ours.
+        extend: ``extend(summary, runs, out)`` adds a study's own numbers and files.
+    """
+
+    name: str
+    order: list[str] = field(default_factory=list)
+    split_by: str | None = None
+    setup_keys: tuple[str, ...] = ()
+    stat_keys: tuple[str, ...] = ("test_acc", "max_test_acc", "train_acc")
+    summary_keys: tuple[str, ...] = ("data", "steps", "git_commit")
+    paper: dict[str, Any] = field(default_factory=dict)
+    extend: Callable[[dict, list[tuple[Path, dict]], Path], None] | None = None
+
+    def rank(self, setup: str) -> tuple[int, str]:
+        return (self.order.index(setup) if setup in self.order else len(self.order), setup)
+
+
+def find_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
+    """Every run under ``sweep_dir`` (a folder with a ``summary.json``) and its summary."""
+    found = sorted(p.parent for p in sweep_dir.rglob("summary.json"))
+    if not found:
+        raise SystemExit(f"error: no run with a summary.json under {sweep_dir}")
+    return [(run, json.loads((run / "summary.json").read_text())) for run in found]
+
+
+def seed_stats(values: list[float]) -> dict:
+    """Mean, spread (population std) and per-seed values, rounded to 5 digits."""
+    return {
+        "mean": round(statistics.fmean(values), 5),
+        "std": round(statistics.pstdev(values), 5),
+        "per_seed": [round(v, 5) for v in values],
+    }
+
+
+def format_stat(entry: dict, key: str) -> str:
+    """``mean±std`` of ``entry[key]`` for a table, or ``-`` when it is missing."""
+    return f"{entry[key]['mean']:.4f}±{entry[key]['std']:.4f}" if key in entry else "-"
+
+
+def write_runs_csv(path: Path, runs: list[tuple[Path, dict]]) -> None:
+    """Every run's ``metrics.csv`` in one long CSV, keyed by setup and seed."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([RUN_KEY, "seed", "step", "metric", "value"])
+        for run, s in runs:
+            with (run / "metrics.csv").open() as m:
+                w.writerows(
+                    [s[RUN_KEY], s["seed"], r["step"], r["metric"], r["value"]]
+                    for r in csv.DictReader(m)
+                )
+
+
+def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]:
+    """One entry per setup: its description, seeds, divergence and seed statistics."""
+    setups: dict[str, dict] = {}
+    for setup in sorted({s[RUN_KEY] for _, s in runs}, key=spec.rank):
+        ss = [s for _, s in runs if s[RUN_KEY] == setup]
+        entry = {key: ss[0].get(key) for key in spec.setup_keys}
+        entry.update(seeds=[s["seed"] for s in ss], diverged=[s["diverged"] for s in ss])
+        for key in spec.stat_keys:
+            values = [s[key] for s in ss if s.get(key) is not None]
+            if values:
+                entry[key] = seed_stats(values)
+        setups[setup] = entry
+    return setups
+
+
+def collect(
+    spec: StudySpec, sweep_dir: Path, out: Path, command: str = "", wall_time: float | None = None
+) -> list[dict]:
+    """``runs.csv`` and ``summary.json`` of a sweep, in ``out`` (or ``out/<split_by value>``)."""
+    found = sorted(find_runs(sweep_dir), key=lambda rs: (spec.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
+    groups = sorted({s.get(spec.split_by) for _, s in found}) if spec.split_by else [None]
+    written = []
+    for group in groups:
+        runs = [(r, s) for r, s in found if group is None or s.get(spec.split_by) == group]
+        folder = out if group is None else out / str(group)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_runs_csv(folder / "runs.csv", runs)
+        summary = {key: runs[0][1].get(key) for key in spec.summary_keys}
+        summary.update(command=command, wall_time_s=wall_time, setups=per_setup(spec, runs))
+        if spec.extend is not None:
+            spec.extend(summary, runs, folder)
+        summary["paper"] = spec.paper
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print_table(spec, summary, folder)
+        written.append(summary)
+    return written
+
+
+def collect_sweep(spec: StudySpec, sweep_dir: Path, out: Path, keys: list[str]) -> None:
+    """One CSV row per run of a hyperparameter sweep: ``keys`` of its summary."""
+    rows = [s for _, s in find_runs(sweep_dir)]
+    rows.sort(key=lambda s: tuple((spec.rank(s[k]) if k == RUN_KEY else s.get(k)) for k in keys))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {out} ({len(rows)} runs)")
+
+
+def print_table(spec: StudySpec, summary: dict, folder: Path) -> None:
+    keys = [k for k in spec.stat_keys if any(k in e for e in summary["setups"].values())]
+    print(f"\n{folder}: mean ± spread over seeds")
+    print(f"{RUN_KEY:18} " + " ".join(f"{k:>22}" for k in keys))
+    for setup, e in summary["setups"].items():
+        print(f"{setup:18} " + " ".join(f"{format_stat(e, k):>22}" for k in keys))
+    print(f"wrote {folder / 'runs.csv'} and {folder / 'summary.json'}")

@@ -1,0 +1,1 @@
+"""The studies' networks; every normalization layer in them comes from :mod:`bn`."""

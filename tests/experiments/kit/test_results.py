@@ -1,0 +1,153 @@
+"""experiments.kit.results on hand-written run directories: runs.csv, the per-setup seed
+statistics of summary.json, the sweep table, and ``python -m scripts.collect``."""
+
+import csv
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from experiments.kit.results import RUN_KEY, StudySpec, collect, collect_sweep, find_runs
+
+SPEC = StudySpec(
+    name="fake",
+    order=["zeta", "alpha"],  # not alphabetical: the spec's order must win
+    setup_keys=("norm",),
+    stat_keys=("test_acc", "train_acc"),
+    summary_keys=("data", "steps"),
+    paper={"source": "a paper", "zeta": 0.5},
+)
+# (directory, setup, seed, test_acc, train_acc): directories in neither the spec's nor seed order.
+RUNS = [
+    ("0", "alpha", 2, 0.7, 0.75),
+    ("1", "zeta", 2, 0.9, None),  # a key a run lacks is left out of its setup's statistics
+    ("2", "alpha", 1, 0.5, 0.55),
+    ("3", "zeta", 0, 0.1, 0.15),
+    ("4", "zeta", 1, 0.2, 0.25),
+]
+
+
+def _write_run(folder: Path, setup: str, seed: int, test_acc: float, train_acc, data="mnist"):
+    folder.mkdir(parents=True)
+    with (folder / "metrics.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "metric", "value"])
+        w.writerows([[0, "test/acc", 0.1], [10, "train/loss", seed], [10, "test/acc", test_acc]])
+    summary = {
+        RUN_KEY: setup, "seed": seed, "data": data, "steps": 10, "norm": f"norm-of-{setup}",
+        "diverged": False, "test_acc": test_acc, "train_acc": train_acc, "lr": 0.1 * (seed + 1),
+    }  # fmt: skip
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    for name, *run in RUNS:
+        _write_run(tmp_path / "sweep" / name, *run)
+    return tmp_path / "sweep"
+
+
+def _csv(path: Path) -> list[list[str]]:
+    with path.open() as f:
+        return list(csv.reader(f))
+
+
+def test_runs_csv_is_keyed_by_setup_and_ordered_by_the_spec_then_seed(sweep, tmp_path):
+    collect(SPEC, sweep, tmp_path / "out", command="make it")
+    header, *rows = _csv(tmp_path / "out" / "runs.csv")
+    assert header == ["setup", "seed", "step", "metric", "value"]
+    runs = [(setup, seed) for setup, seed, *_ in rows]
+    order = [("zeta", "0"), ("zeta", "1"), ("zeta", "2"), ("alpha", "1"), ("alpha", "2")]
+    assert list(dict.fromkeys(runs)) == order  # each run's rows together, in this order
+    assert len(rows) == 3 * len(RUNS)
+    assert rows[:3] == [
+        ["zeta", "0", "0", "test/acc", "0.1"],
+        ["zeta", "0", "10", "train/loss", "0"],
+        ["zeta", "0", "10", "test/acc", "0.1"],
+    ]
+
+
+def test_statistics_are_the_mean_of_each_setups_own_seeds(sweep, tmp_path):
+    [summary] = collect(SPEC, sweep, tmp_path / "out", command="make it", wall_time=12.5)
+    assert summary == json.loads((tmp_path / "out" / "summary.json").read_text())
+    setups = summary["setups"]
+    assert list(setups) == ["zeta", "alpha"]
+    zeta, alpha = setups["zeta"], setups["alpha"]
+    assert zeta["seeds"] == [0, 1, 2] and alpha["seeds"] == [1, 2]
+    assert zeta["diverged"] == [False, False, False]
+    # The mean, not the median (0.2), and over zeta's seeds only, not all five runs (0.48).
+    assert zeta["test_acc"]["mean"] == pytest.approx(0.4)
+    assert zeta["test_acc"]["std"] == pytest.approx(statistics.pstdev([0.1, 0.2, 0.9]), abs=1e-5)
+    assert zeta["test_acc"]["per_seed"] == [0.1, 0.2, 0.9]
+    assert alpha["test_acc"]["mean"] == pytest.approx(0.6)
+    assert alpha["test_acc"]["per_seed"] == [0.5, 0.7]
+    assert zeta["train_acc"]["per_seed"] == [0.15, 0.25]  # seed 2 has none
+    assert zeta["train_acc"]["mean"] == pytest.approx(0.2)
+    assert zeta["norm"] == "norm-of-zeta" and alpha["norm"] == "norm-of-alpha"
+    assert (summary["data"], summary["steps"]) == ("mnist", 10)
+    assert summary["command"] == "make it" and summary["wall_time_s"] == 12.5
+    assert summary["paper"] == SPEC.paper
+
+
+def test_split_by_writes_one_folder_per_value(tmp_path):
+    spec = StudySpec(name="fake", order=["zeta", "alpha"], split_by="data")
+    _write_run(tmp_path / "sweep" / "a", "alpha", 0, 0.3, 0.3, data="mnist")
+    _write_run(tmp_path / "sweep" / "b", "alpha", 0, 0.8, 0.8, data="fashion_mnist")
+    _write_run(tmp_path / "sweep" / "c", "zeta", 0, 0.6, 0.6, data="fashion_mnist")
+    written = collect(spec, tmp_path / "sweep", tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["fashion_mnist", "mnist"]
+    by_data = {s["setups"]["alpha"]["test_acc"]["mean"]: s for s in written}
+    assert set(by_data) == {0.3, 0.8}
+    assert list(by_data[0.8]["setups"]) == ["zeta", "alpha"]
+    mnist_rows = _csv(tmp_path / "out" / "mnist" / "runs.csv")[1:]
+    assert {r[0] for r in mnist_rows} == {"alpha"}
+
+
+def test_a_studys_extend_hook_adds_its_own_numbers(sweep, tmp_path):
+    seen = {}
+
+    def extend(summary, runs, out):
+        seen["runs"] = [s["seed"] for _, s in runs]
+        summary["extra"] = len(runs)
+        (out / "extra.md").write_text("hello\n")
+
+    spec = StudySpec(name="fake", order=SPEC.order, extend=extend)
+    [summary] = collect(spec, sweep, tmp_path / "out")
+    assert seen["runs"] == [0, 1, 2, 1, 2] and summary["extra"] == 5
+    assert (tmp_path / "out" / "extra.md").exists()
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["extra"] == 5
+
+
+def test_collect_sweep_writes_one_row_per_run(sweep, tmp_path):
+    out = tmp_path / "tables" / "sweep.csv"
+    collect_sweep(SPEC, sweep, out, ["setup", "seed", "lr", "test_acc"])
+    header, *rows = _csv(out)
+    assert header == ["setup", "seed", "lr", "test_acc"]
+    assert len(rows) == len(RUNS)
+    assert [(r[0], r[1]) for r in rows] == [
+        ("zeta", "0"), ("zeta", "1"), ("zeta", "2"), ("alpha", "1"), ("alpha", "2"),
+    ]  # fmt: skip
+    assert rows[0][2:] == ["0.1", "0.1"]
+
+
+def test_a_folder_without_runs_is_a_one_line_error(tmp_path):
+    with pytest.raises(SystemExit, match="no run with a summary.json under"):
+        find_runs(tmp_path)
+
+
+def test_collect_command_line(tmp_path, capsys):
+    from scripts import collect as collect_script
+
+    for seed, acc in ((0, 0.2), (1, 0.4)):
+        _write_run(tmp_path / "sweep" / str(seed), "bn", seed, acc, acc)
+    collect_script.main(["mnist", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["setups"]["bn"]["test_acc"]["mean"] == pytest.approx(0.3)
+    assert "wrote" in capsys.readouterr().out
+    collect_script.main(
+        ["mnist", str(tmp_path / "sweep"), "--sweep", "--out", str(tmp_path / "sweep.csv")]
+    )
+    assert len(_csv(tmp_path / "sweep.csv")) == 3
+    with pytest.raises(SystemExit, match="there is no study experiments.nosuch"):
+        collect_script.main(["nosuch", str(tmp_path / "sweep"), "--out", str(tmp_path / "x")])

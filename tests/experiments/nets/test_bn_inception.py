@@ -1,0 +1,88 @@
+"""BN-Inception's architecture (BN paper Figure 5): shapes, widths and parameter count."""
+
+import pytest
+import torch
+
+import bn
+from experiments.nets.bn_inception import TABLE, BNInception, count_parameters
+
+# Per-branch widths of Figure 5, summed: the table's output column says 576/576/1024 for 4c/4d/4e.
+EXPECTED_CHANNELS = {
+    "3a": 256, "3b": 320, "3c": 576, "4a": 576, "4b": 576,
+    "4c": 608, "4d": 608, "4e": 1056, "5a": 1024, "5b": 1024,
+}  # fmt: skip
+EXPECTED_SIZE = {"3a": 28, "3b": 28, "3c": 14, "4a": 14, "4d": 14, "4e": 7, "5b": 7}
+
+
+def test_module_outputs_follow_the_table_at_224_px():
+    model = BNInception(1000).eval()
+    with torch.no_grad():
+        h = model.stem(torch.randn(1, 3, 224, 224))
+        assert h.shape == (1, 192, 28, 28)
+        for name, module in model.inception.items():
+            h = module(h)
+            assert h.shape[1] == EXPECTED_CHANNELS[name] == module.out_channels, name
+            if name in EXPECTED_SIZE:
+                assert h.shape[2:] == (EXPECTED_SIZE[name],) * 2, name
+        assert model.fc(torch.flatten(model.pool(h), 1)).shape == (1, 1000)
+
+
+def test_parameter_count_matches_the_tables_widths():
+    # ../shared/reference/papers.md Sec. 1.5 computes ~11.3M from the table (conv weights, BN
+    # γ/β, no conv biases, a 1024->1000 classifier); the paper states 13.6M without saying why.
+    n = count_parameters(BNInception(1000))
+    assert abs(n - 11.3e6) / 11.3e6 < 0.005
+    separable = count_parameters(BNInception(1000, separable_stem=True))
+    assert 0 < n - separable < 10_000  # "changes it by only about 6k"
+
+
+@pytest.mark.parametrize("norm", ["none", "batchnorm", "batchrenorm", "torch_batchnorm"])
+@pytest.mark.parametrize("activation", ["relu", "sigmoid"])
+def test_every_variant_is_the_same_class(norm, activation):
+    model = BNInception(10, norm=norm, activation=activation, width=0.125, stem_stride=1)
+    out = model(torch.randn(4, 3, 32, 32))
+    assert out.shape == (4, 10) and torch.isfinite(out).all()
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert all((m.bias is None) == (norm != "none") for m in convs if m.groups == 1)
+
+
+def test_our_bn_equals_torch_bn_inside_the_network():
+    ours = BNInception(10, norm="batchnorm", width=0.125, stem_stride=1)
+    ref = BNInception(10, norm="torch_batchnorm", width=0.125, stem_stride=1)
+    ref.load_state_dict(ours.state_dict(), strict=True)
+    x = torch.randn(4, 3, 32, 32)
+    torch.testing.assert_close(ours(x), ref(x))
+    # Stem: 3 convs. Modules: 7 convs (1x1, reduce + 3x3, reduce + 3x3 + 3x3, projection),
+    # 5 in the two stride-2 modules (no 1x1 branch, pass-through pool).
+    assert sum(isinstance(m, bn.BatchNorm2d) for m in ours.modules()) == 3 + 8 * 7 + 2 * 5
+
+
+def test_width_multiplier_and_small_inputs():
+    small = BNInception(10, width=0.25, stem_stride=1)
+    assert count_parameters(small) < count_parameters(BNInception(10)) / 10
+    assert small(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    assert set(TABLE) == set(EXPECTED_CHANNELS)
+    with pytest.raises(ValueError, match="activation"):
+        BNInception(10, activation="tanh")
+
+
+@pytest.mark.parametrize("norm", ["batchnorm", "batchrenorm"])
+def test_our_norms_train_under_bfloat16_autocast(norm):
+    """The GPU recipe's mixed precision, checked with CPU autocast: bfloat16 activations, float32
+    statistics and gradients, outputs close to the float32 network's."""
+    torch.manual_seed(0)
+    model = BNInception(10, norm=norm, width=0.125, stem_stride=2).to(
+        memory_format=torch.channels_last
+    )
+    x = torch.randn(8, 3, 32, 32).to(memory_format=torch.channels_last)
+    reference = model(x).detach()
+    with torch.autocast("cpu", torch.bfloat16):
+        y = model(x)
+    assert y.dtype == torch.bfloat16
+    torch.nn.functional.cross_entropy(y.float(), torch.arange(8)).backward()
+    first = model.stem[0]
+    assert (
+        first[1].running_mean.dtype == torch.float32 and first[0].weight.grad.dtype == torch.float32
+    )
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    torch.testing.assert_close(y.float(), reference, atol=0.15, rtol=0.05)

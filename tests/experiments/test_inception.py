@@ -1,0 +1,446 @@
+"""The BN-Inception study: the variants (``setup=``) as config diffs, the recipe and its scaling rule, the shard
+sampler, every variant end to end on a synthetic image folder, resume, DDP, the ImageNet subset
+builder and the Figure 3 collector. All offline on generated data, W&B disabled."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from PIL import Image
+
+from experiments import inception, inception_fig3
+from experiments.kit.config import ConfigError
+from experiments.kit.results import collect
+from experiments.kit.sampling import ShardBatches
+from experiments.nets.bn_inception import count_parameters
+from scripts.make_imagenet_subset import SubsetError, build_subset
+from scripts.make_synthetic_images import make_image_folder
+from tests.configs import CONFIGS, compose_config, setups_of
+from tests.interrupt import killed_after_checkpoint
+from tests.runs import metric_rows
+
+ROOT = CONFIGS.parent
+VARIANTS = ["inception", "bn_baseline", "bn_x5", "bn_x30", "bn_x5_sigmoid", "inception_sigmoid"]
+
+
+def _cfg(overrides=()):
+    return compose_config("inception", overrides)
+
+
+def _small(*extra):
+    return _cfg(
+        [
+            "logger.mode=disabled",
+            "train.steps=4",
+            "train.batch_size=8",
+            "train.lr_decay_every=2",
+            "sampler.shard_size=16",
+            "eval.every=2",
+            "eval.batch_size=16",
+            "eval.train_subset=16",
+            *extra,
+        ]
+    )
+
+
+@pytest.fixture
+def idx_root(tiny_data):
+    return tiny_data
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return make_image_folder(tmp_path_factory.mktemp("images"), 3, 8, 4, size=40)
+
+
+def _idx(root: Path) -> tuple[str, ...]:
+    """The tiny generated Fashion-MNIST at ``root`` (no md5 to match)."""
+    return (f"data.root={root}", "data.download=false", "data.verify=false")
+
+
+def _on_folder(folder: Path, *extra):
+    return _small("data=image_folder", f"data.root={folder}", "data.num_workers=0", *extra)
+
+
+def _flat(cfg) -> dict:
+    def walk(node, prefix=""):
+        for k, v in node.items():
+            if isinstance(v, dict):
+                yield from walk(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}", v
+
+    return dict(walk(OmegaConf.to_container(cfg, resolve=False)))
+
+
+def _diff(a: str, b: str) -> set[str]:
+    fa, fb = _flat(_cfg([f"setup={a}"])), _flat(_cfg([f"setup={b}"]))
+    return {k for k in fa | fb if fa.get(k) != fb.get(k)}
+
+
+# --- the variants -------------------------------------------------------------------------------
+
+
+def test_variant_files_are_the_six_of_the_paper():
+    assert sorted(setups_of("inception")) == sorted(VARIANTS)
+
+
+@pytest.mark.parametrize(
+    "a,b,changed",
+    [
+        ("inception", "bn_baseline", {"norm.kind"}),
+        ("bn_x5", "bn_x30", {"train.lr_mult"}),
+        ("bn_x5", "bn_x5_sigmoid", {"model.activation"}),
+        ("inception", "inception_sigmoid", {"model.activation"}),
+        (
+            "bn_baseline",
+            "bn_x5",
+            {
+                "train.lr_mult",
+                "model.dropout",
+                "train.wd_mult",
+                "train.decay_speedup",
+                "model.lrn",
+                "sampler.within_shard",
+                "augment.photometric_mult",
+            },
+        ),
+    ],
+)
+def test_variants_read_as_diffs_of_each_other(a, b, changed):
+    assert _diff(a, b) == changed
+
+
+def test_recipe_follows_the_paper_multipliers():
+    base = inception.recipe(_cfg(["setup=inception"]), world=1)
+    x5 = inception.recipe(_cfg(["setup=bn_x5"]), world=1)
+    x30 = inception.recipe(_cfg(["setup=bn_x30"]), world=1)
+    assert base["lr"] == pytest.approx(0.0015)
+    assert x5["lr"] == pytest.approx(0.0075) and x30["lr"] == pytest.approx(0.045)
+    assert x5["weight_decay"] == pytest.approx(base["weight_decay"] / 5)
+    assert x5["lr_decay_every"] == round(base["lr_decay_every"] / 6)
+    assert x5["photometric"] == pytest.approx(base["photometric"] / 2)
+
+
+def test_scaling_rule_for_a_larger_global_batch():
+    one = inception.recipe(_cfg(["setup=bn_x5"]), world=1)
+    big = inception.recipe(_cfg(["setup=bn_x5", "train.batch_size=64"]), world=2)
+    assert big["global_batch"] == 128
+    assert big["lr"] == pytest.approx(one["lr"] * 4)
+    assert big["lr_decay_every"] == round(160 / 6 / 4)
+
+
+def test_gpu_scale_builds_the_full_width_network():
+    cfg = _cfg(["inception_scale=gpu", "setup=bn_x30", "data.root=/nowhere"])
+    assert cfg.data.name == "image_folder" and cfg.data.image_size == 224
+    model = inception.build_model(cfg, 3, 1000)
+    assert count_parameters(model) == pytest.approx(11.28e6, rel=0.01)
+    assert model(torch.randn(2, 3, 224, 224)).shape == (2, 1000)
+
+
+# --- the shard sampler --------------------------------------------------------------------------
+
+
+def _epochs(sampler, epochs):
+    per = sampler.per_epoch
+    return [[sampler.indices(e * per + k) for k in range(per)] for e in range(epochs)]
+
+
+def test_shards_without_shuffling_repeat_the_same_minibatches():
+    s = ShardBatches(100, 4, seed=0, shard_size=12, within_shard=False)
+    e0, e1 = _epochs(s, 2)
+    assert sorted(map(tuple, e0)) == sorted(map(tuple, e1))  # the same groups every epoch ...
+    assert [b.tolist() for b in e0] != [b.tolist() for b in e1]  # ... met in a new order
+    assert sorted(torch.cat(e0).tolist()) == sorted(torch.cat(e1).tolist())
+    assert len(torch.cat(e0).unique()) == 96  # 8 whole shards of 12, each example once
+
+
+def test_within_shard_shuffling_mixes_the_minibatches():
+    s = ShardBatches(100, 4, seed=0, shard_size=12, within_shard=True)
+    e0, e1 = _epochs(s, 2)
+    groups = [{frozenset(b.tolist()) for b in e} for e in (e0, e1)]
+    assert len(groups[0] & groups[1]) < 3  # of 24 minibatches, almost none repeats
+    assert sorted(torch.cat(e0).tolist()) == sorted(torch.cat(e1).tolist())  # same shards used
+    fresh = ShardBatches(100, 4, seed=0, shard_size=12, within_shard=True)
+    assert torch.equal(fresh.indices(37), s.indices(37))  # addressed by step: no state
+
+
+def test_distributed_ranks_read_disjoint_shards():
+    ranks = [ShardBatches(100, 4, 0, 12, True, rank=r, world=3) for r in range(3)]
+    seen = [set(torch.cat(_epochs(s, 1)[0]).tolist()) for s in ranks]
+    assert all(a.isdisjoint(b) for i, a in enumerate(seen) for b in seen[i + 1 :])
+    assert all(len(s) == 24 for s in seen)  # 8 shards dealt 2 each, the remainder unused
+
+
+def test_shard_size_must_hold_whole_minibatches():
+    with pytest.raises(ValueError, match="must divide shard_size"):
+        ShardBatches(100, 8, 0, shard_size=12, within_shard=False)
+
+
+def test_photometric_distortion_is_reproducible_and_off_at_zero():
+    x = torch.randn(5, 3, 8, 8)
+    assert inception.photometric(x, 0.0, torch.Generator()) is x
+    a = inception.photometric(x, 0.4, torch.Generator().manual_seed(3))
+    b = inception.photometric(x, 0.4, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b) and not torch.allclose(a, x)
+    shift = (a.mean((1, 2, 3)) - x.mean((1, 2, 3))).abs()
+    assert (shift <= 0.4 + 1e-6).all()
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_runs_two_steps_on_an_image_folder(folder, tmp_path, variant):
+    cfg = _on_folder(folder, f"setup={variant}", "train.steps=2")
+    summary = inception.train(cfg, tmp_path)
+    assert summary["setup"] == variant and summary["steps_done"] == 2 and not summary["diverged"]
+    assert 0.0 <= summary["test_acc"] <= 1.0
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    metrics = {r["metric"] for r in metric_rows(tmp_path)}
+    assert {"test/acc", "train/acc", "train/loss", "lr"} <= metrics
+    assert (tmp_path / "checkpoint.pt").exists()
+
+
+def test_tensor_data_becomes_32px_rgb(idx_root, tmp_path):
+    cfg = _small(*_idx(idx_root), "setup=bn_x5_sigmoid")
+    summary = inception.train(cfg, tmp_path)
+    assert summary["steps_done"] == 4
+    from experiments.kit.data import load_splits
+
+    train, _, channels, classes = load_splits(cfg.data, size=32, channels=3)
+    assert train.x[:2].shape == (2, 3, 32, 32) and channels == 3 and classes == 10
+    assert train.x[:, :, :2].unique().numel() == 1  # the padding is one background value
+
+
+def test_resume_after_kill_matches_uninterrupted(idx_root, tmp_path, monkeypatch):
+    overrides = (*_idx(idx_root), "setup=inception", "seed=1")
+    full = inception.train(_small(*overrides, "train.steps=6"), tmp_path / "full")
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
+        inception.train(_small(*overrides, "train.steps=6"), tmp_path / "killed")
+    resumed = inception.train(
+        _small(*overrides, "train.steps=6", "resume=true"), tmp_path / "killed"
+    )
+    assert (
+        resumed["test_acc"] == full["test_acc"] and resumed["max_test_acc"] == full["max_test_acc"]
+    )
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)
+    for k in a["model"]:
+        torch.testing.assert_close(a["model"][k], b["model"][k], rtol=0, atol=0)
+
+
+def test_diverged_run_stops_cleanly(idx_root, tmp_path):
+    cfg = _small(*_idx(idx_root), "setup=inception", "train.lr=1e6")
+    summary = inception.train(cfg, tmp_path)
+    assert summary["diverged"] and json.loads((tmp_path / "summary.json").read_text())["diverged"]
+
+
+@pytest.mark.parametrize(
+    "override,setting",
+    [
+        ("train.lr=-1", "train.lr=-1"),
+        ("model.activation=tanh", "model.activation='tanh'"),
+        ("sampler.shard_size=12", "sampler.shard_size=12"),
+        ("model.stem_stride=3", "model.stem_stride=3"),
+        ("train.batch_size=1", "train.batch_size=1"),
+    ],
+)
+def test_invalid_settings_fail_before_training(idx_root, tmp_path, override, setting):
+    with pytest.raises(ConfigError, match=setting):
+        inception.train(_small(f"data.root={idx_root}", override), tmp_path)
+    assert not (tmp_path / "metrics.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "override,why",
+    [
+        ("norm.kind=instancenorm", "Invalid value 'instancenorm', expected one of"),
+        ("model.dropout=lots", "Value 'lots' of type 'str' could not be converted to Float"),
+        ("variant=bn_x5", "Could not override 'variant'"),
+    ],
+)
+def test_invalid_types_fail_when_composing(override, why):
+    with pytest.raises(ConfigCompositionException) as e:
+        _small(override)
+    assert why in f"{e.value} {e.value.__cause__}"
+
+
+def test_two_process_torchrun_run(idx_root, tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_port=29533",
+            "-m",
+            "experiments.inception",
+            "setup=bn_x5",
+            f"data.root={idx_root}",
+            "data.download=false",
+            "data.verify=false",
+            "logger.mode=disabled",
+            "train.steps=4",
+            "train.batch_size=8",
+            "sampler.shard_size=16",
+            "eval.every=2",
+            "eval.train_subset=16",
+            "threads=1",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_batch"] == 16
+    assert summary["initial_lr"] == pytest.approx(0.0075 * 16 / 32)  # the scaling rule
+
+
+# --- the ImageNet subset builder -----------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_imagenet(tmp_path):
+    return make_image_folder(
+        tmp_path / "imagenet", classes=5, train_per_class=6, val_per_class=3, size=60
+    )
+
+
+def test_subset_builder_takes_k_images_of_the_first_n_classes(fake_imagenet, tmp_path):
+    dst = tmp_path / "subset"
+    m = build_subset(fake_imagenet, dst, classes=3, train_per_class=4, resize=30, workers=2)
+    assert m["classes"] == 3 and m["train_images"] == 12 and m["val_images"] == 9
+    assert (dst / "classes.txt").read_text().split() == ["class_000", "class_001", "class_002"]
+    train = sorted((dst / "train").rglob("*.JPEG"))
+    assert len(train) == 12 and {p.parent.name for p in train} == {
+        "class_000",
+        "class_001",
+        "class_002",
+    }
+    with Image.open(train[0]) as img:
+        assert min(img.size) == 30
+    again = build_subset(fake_imagenet, dst, classes=3, train_per_class=4, resize=30, workers=2)
+    assert again["written_now"] == 0  # an interrupted build resumes; the sample is seeded
+    from experiments.kit.data import image_folder_splits
+
+    tr, val, n = image_folder_splits(dst, 24, num_workers=0)
+    assert n == 3 and len(tr) == 12 and len(val) == 9
+
+
+def test_subset_builder_reads_a_class_list(fake_imagenet, tmp_path):
+    listing = tmp_path / "classes.txt"
+    listing.write_text("# two of them\nclass_004\nclass_001\n")
+    m = build_subset(fake_imagenet, tmp_path / "s", class_list=listing, link=True, workers=1)
+    assert m["classes"] == 2 and m["train_images"] == 12
+    assert sorted(p.name for p in (tmp_path / "s" / "train").iterdir()) == [
+        "class_001",
+        "class_004",
+    ]
+    assert next((tmp_path / "s" / "train" / "class_004").iterdir()).is_symlink()
+
+
+def test_subset_builder_rejects_malformed_trees(fake_imagenet, tmp_path):
+    with pytest.raises(SubsetError, match="does not exist"):
+        build_subset(tmp_path / "missing", tmp_path / "s")
+    listing = tmp_path / "classes.txt"
+    listing.write_text("n01440764\n")
+    with pytest.raises(SubsetError, match="not in the source"):
+        build_subset(fake_imagenet, tmp_path / "s", class_list=listing)
+    flat = tmp_path / "flat"
+    (flat / "train" / "a").mkdir(parents=True)
+    (flat / "val").mkdir()
+    Image.new("RGB", (8, 8)).save(flat / "val" / "ILSVRC2012_val_00000001.JPEG")
+    with pytest.raises(SubsetError, match="holds images directly"):
+        build_subset(flat, tmp_path / "s")
+
+
+def test_subset_builder_command_line_error_is_one_line(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.make_imagenet_subset",
+            str(tmp_path / "nope"),
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert (
+        out.returncode == 1
+        and out.stderr.strip().startswith("error:")
+        and "Traceback" not in out.stderr
+    )
+
+
+# --- Figure 3 ------------------------------------------------------------------------------------
+
+
+def test_steps_to_the_baselines_maximum():
+    curves = {
+        "inception": [(0, 0.1), (200, 0.5), (400, 0.7), (600, 0.68)],
+        "bn_x5": [(0, 0.1), (200, 0.72), (400, 0.8), (600, 0.81)],
+        "inception_sigmoid": [(0, 0.1), (200, 0.1), (400, 0.1), (600, 0.1)],
+    }
+    t = inception_fig3.summarize(curves, images_per_step=32)
+    assert t["inception"]["steps_to_baseline_max"] == 400 and t["inception"]["max_acc"] == 0.7
+    assert t["bn_x5"]["steps_to_baseline_max"] == 200 and t["bn_x5"]["speedup_vs_baseline"] == 2.0
+    assert t["bn_x5"]["images_to_baseline_max"] == 6400 and t["bn_x5"]["step_of_max"] == 600
+    assert t["inception_sigmoid"]["steps_to_baseline_max"] is None
+
+
+def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
+    for i, variant in enumerate(("bn_x5", "inception")):  # the spec's order, not the sweep's
+        inception.train(_on_folder(folder, f"setup={variant}"), tmp_path / "sweep" / str(i))
+    out = tmp_path / "results" / "synthetic"
+    [summary] = collect(inception.SPEC, tmp_path / "sweep", out, "test", None)
+    assert list(summary["setups"]) == ["inception", "bn_x5"]
+    assert summary["paper"]["setups"]["bn_x5"]["steps_to_baseline_max"] == 2.1e6
+    assert "| bn_x5 |" in (out / "fig3_table.md").read_text()
+    from scripts import plot_inception, plotting
+
+    monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
+    assert plot_inception.figure2(out).exists()
+
+
+def test_image_folder_augmentation_is_addressed_by_step(folder):
+    from experiments.kit.data import image_folder_splits
+
+    train, _, _ = image_folder_splits(folder, 24, num_workers=0)
+    idx = [torch.arange(4), torch.arange(4, 8), torch.arange(4)]
+    rng = torch.get_rng_state()
+    a = [x for x, _ in train.batches(idx, seed=5)]
+    assert torch.equal(torch.get_rng_state(), rng)  # the training process's RNG is untouched
+    b = [x for x, _ in train.batches(idx[1:], seed=5, first_step=1)]  # a resume at step 1
+    assert torch.equal(a[1], b[0]) and torch.equal(a[2], b[1])
+    assert not torch.equal(a[0], a[2])  # the same images at another step: other crops
+
+
+def test_resume_on_an_image_folder_matches_uninterrupted(folder, tmp_path, monkeypatch):
+    overrides = ("setup=inception", "train.steps=4", "eval.every=1")
+    full = inception.train(_on_folder(folder, *overrides), tmp_path / "full")
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
+        inception.train(_on_folder(folder, *overrides), tmp_path / "killed")
+    inception.train(_on_folder(folder, *overrides, "resume=true"), tmp_path / "killed")
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
+    assert full["steps_done"] == 4
+
+
+def test_cuda_on_a_machine_without_one_is_a_config_error(idx_root, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError, match="device='cuda'"):
+        inception.train(_small(f"data.root={idx_root}", "device=cuda"), tmp_path)

@@ -1,0 +1,302 @@
+"""The Batch Renorm study: samplers, schedule scaling, microbatch wiring, and every setup end to end
+on tiny generated data with W&B disabled."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+from omegaconf import open_dict
+
+import bn
+from experiments import renorm
+from experiments.kit.config import ConfigError
+from experiments.kit.data import DataUnavailable
+from experiments.kit.norm import norm_layers, renorm_bounds
+from experiments.kit.sampling import IIDBatches, PairBatches
+from scripts.make_synthetic_images import make_image_folder
+from tests.configs import CONFIGS, compose_config, setups_of
+from tests.interrupt import killed_after_checkpoint
+from tests.runs import metric_rows
+
+ROOT = CONFIGS.parent
+SETUPS = setups_of("renorm")
+
+
+def _cfg(overrides=()):
+    return compose_config("renorm", overrides)
+
+
+def _small(root: Path, *extra):
+    return _cfg(
+        [
+            f"data.root={root}",
+            "data.download=false",
+            "data.verify=false",
+            "logger.mode=disabled",
+            "train.steps=6",
+            "train.lr_decay_every=2",
+            "eval.every=3",
+            "eval.batch_size=25",
+            "eval.train_subset=60",
+            "eval.clip_every=1",
+            *extra,
+        ]
+    )
+
+
+# --- samplers --------------------------------------------------------------------------------
+
+
+def test_pair_batches_have_the_pair_structure():
+    labels = torch.randint(0, 10, (500,))
+    sampler = PairBatches(labels, 32, seed=0)
+    for step in range(50):
+        idx = sampler.indices(step)
+        first, second = idx[:16], idx[16:]
+        assert len(idx) == 32
+        assert torch.equal(labels[first], labels[second])  # one of each pair in each half
+        assert (first != second).all()  # two different examples of the label
+
+
+def test_pair_batches_draw_labels_with_replacement():
+    # 100 labels, 16 draws: with replacement about 70% of minibatches repeat a label, without 0%.
+    labels = torch.arange(100).repeat_interleave(5)
+    sampler = PairBatches(labels, 32, seed=1)
+    repeats = [len(set(labels[sampler.indices(s)[:16]].tolist())) < 16 for s in range(300)]
+    assert 0.55 < sum(repeats) / len(repeats) < 0.85
+    # Each drawn label's members are picked uniformly.
+    tiny = PairBatches(torch.zeros(3, dtype=torch.long), 2, seed=0)
+    counts = torch.zeros(3)
+    for s in range(3000):
+        counts[tiny.indices(s)] += 1
+    assert (counts / counts.sum() - 1 / 3).abs().max() < 0.03
+
+
+def test_pair_batches_groups_of_more_than_two():
+    labels = torch.randint(0, 10, (400,))
+    idx = PairBatches(labels, 32, seed=0, per_label=8).indices(7).view(8, 4)
+    assert (labels[idx] == labels[idx[0]]).all()  # slice j holds the j-th member of every group
+    assert len(set(idx.flatten().tolist())) == 32
+
+
+def test_samplers_are_addressed_by_step():
+    labels = torch.randint(0, 10, (300,))
+    a, b = PairBatches(labels, 32, seed=4), PairBatches(labels, 32, seed=4)
+    assert torch.equal(a.indices(9), b.indices(9))
+    assert not torch.equal(a.indices(9), PairBatches(labels, 32, seed=5).indices(9))
+    iid = IIDBatches(100, 10, seed=0)
+    epoch = torch.cat([iid.indices(s) for s in range(10)])
+    assert sorted(epoch.tolist()) == list(range(100))  # an epoch is a permutation
+    assert not torch.equal(iid.indices(0), iid.indices(10))  # a fresh one each epoch
+    assert torch.equal(iid.indices(13), IIDBatches(100, 10, seed=0).indices(13))
+
+
+@pytest.mark.parametrize("batch,per_label", [(31, 2), (32, 3), (32, 1)])
+def test_pair_batches_reject_sizes_that_do_not_split(batch, per_label):
+    with pytest.raises(ValueError, match=f"per_label={per_label}"):
+        PairBatches(torch.zeros(10, dtype=torch.long), batch, seed=0, per_label=per_label)
+
+
+# --- schedule and model wiring ---------------------------------------------------------------
+
+
+def test_schedule_scales_with_the_run_length():
+    cfg = _cfg(["setup=brn32"])
+    r_max, d_max = renorm_bounds(cfg.norm.schedule, total_steps=16_000)
+    # The paper's breakpoints (5k, 25k, 40k of 160k) at a tenth.
+    assert (r_max(500), d_max(500)) == (1.0, 0.0)
+    assert r_max(4000) == 3.0 and d_max(2500) == 5.0
+    assert r_max(2250) == pytest.approx(2.0) and d_max(1500) == pytest.approx(2.5)
+    with open_dict(cfg):
+        cfg.norm.schedule.paper_steps = None
+    r_max, _ = renorm_bounds(cfg.norm.schedule, total_steps=16_000)
+    assert r_max(4000) < 1.1 and r_max(40_000) == 3.0  # as given
+    jump = _cfg(["setup=brn_micro4_jump"])
+    assert renorm_bounds(jump.norm.schedule, 16_000) == (3.0, 5.0)
+
+
+@pytest.mark.parametrize("setup", ["bn_micro4", "brn_micro4"])
+def test_microbatch_setups_normalize_each_group_of_four(setup):
+    cfg = _cfg([f"setup={setup}"])
+    model = renorm.build_model(cfg, 1, 10).train()
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase)]
+    assert len(layers) == 4 and all(m.microbatch == 4 for m in layers)
+    x = torch.randn(8, 1, 28, 28)
+    whole = copy.deepcopy(model)(x)
+    parts = torch.cat([copy.deepcopy(model)(x[:4]), copy.deepcopy(model)(x[4:])])
+    torch.testing.assert_close(whole, parts)  # statistics never mix the two microbatches
+    full_batch = renorm.build_model(_cfg(["setup=bn32"]), 1, 10).train()
+    full_batch.load_state_dict(model.state_dict())
+    assert not torch.allclose(full_batch(x), whole)
+
+
+def test_halves_setup_normalizes_one_example_of_each_pair_per_half():
+    cfg = _cfg(["setup=noniid_bn_halves"])
+    assert cfg.norm.microbatch == cfg.train.batch_size // cfg.sampler.per_label == 16
+    assert cfg.sampler.kind == "pairs"
+
+
+def test_gamma_is_fixed_at_one_and_not_trained():
+    model = renorm.build_model(_cfg(["setup=brn32"]), 1, 10)
+    norms = norm_layers(model)
+    assert norms and all(not m.weight.requires_grad and (m.weight == 1).all() for m in norms)
+    assert all(m.bias.requires_grad for m in norms)
+
+
+def test_every_setup_composes_and_builds():
+    assert len(SETUPS) >= 12
+    for setup in SETUPS:
+        cfg = _cfg([f"setup={setup}"])
+        renorm.check(cfg)
+        assert renorm.build_model(cfg, 1, 10)(torch.randn(32, 1, 28, 28)).shape == (32, 10)
+
+
+# --- end to end --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_each_setup_runs_end_to_end(root, tmp_path, setup):
+    summary = renorm.train(_small(root, f"setup={setup}"), tmp_path)
+    rows = metric_rows(tmp_path)
+    metrics = {r["metric"] for r in rows}
+    assert {"test/acc", "train/acc", "train/loss", "train/acc_minibatch", "lr"} <= metrics
+    assert sorted({int(r["step"]) for r in rows if r["metric"] == "test/acc"}) == [0, 3, 6]
+    cfg = _cfg([f"setup={setup}"])
+    assert ("test/acc_train_mode" in metrics) == cfg.eval.train_mode
+    if cfg.norm.kind == "batchrenorm":
+        assert {"renorm/r_max", "renorm/d_max", "renorm/layer4/r_clipped"} <= metrics
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved == summary and saved["setup"] == setup and not saved["diverged"]
+    assert 0.0 <= saved["test_acc"] <= 1.0 and saved["steps_done"] == 6
+    assert (tmp_path / "checkpoint.pt").exists()
+
+
+def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
+    overrides = ("setup=brn_micro4", "seed=2", "train.steps=9")
+    full = renorm.train(_small(root, *overrides), tmp_path / "full")
+
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
+        renorm.train(_small(root, *overrides), tmp_path / "killed")
+    resumed = renorm.train(_small(root, *overrides, "resume=true"), tmp_path / "killed")
+
+    for key in ("test_acc", "train_acc", "max_test_acc"):
+        assert resumed[key] == full[key], key
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)
+    b = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=False)
+    for k in a["model"]:
+        torch.testing.assert_close(a["model"][k], b["model"][k], rtol=0, atol=0)
+    assert a["step"] == b["step"] == 9
+
+
+def test_diverged_run_stops_cleanly(root, tmp_path):
+    summary = renorm.train(_small(root, "setup=bn32", "norm.kind=none", "train.lr=1e9"), tmp_path)
+    assert summary["diverged"] and summary["diverged_at_step"] <= 6
+    assert json.loads((tmp_path / "summary.json").read_text())["diverged"]
+    assert any(r["metric"] == "test/acc" for r in metric_rows(tmp_path))  # step-0 row kept
+
+
+@pytest.mark.parametrize(
+    "overrides,setting",
+    [
+        (["setup=bn_micro4", "norm.microbatch=5"], "norm.microbatch=5"),
+        (["setup=groupnorm", "norm.microbatch=4"], "norm.microbatch=4"),
+        (["setup=noniid_bn", "sampler.per_label=3"], "sampler.per_label=3"),
+        (["setup=brn32", "norm.schedule.r_max=0.5"], "norm.schedule.r_max=0.5"),
+        (["train.lr=-1"], "train.lr=-1"),
+        (["sampler.kind=balanced"], "sampler.kind='balanced'"),
+    ],
+)
+def test_invalid_settings_fail_before_training(root, tmp_path, overrides, setting):
+    with pytest.raises(ConfigError, match=setting):
+        renorm.train(_small(root, *overrides), tmp_path)
+    assert not (tmp_path / "metrics.csv").exists()
+
+
+def test_unknown_key_is_rejected():
+    with pytest.raises(ConfigCompositionException, match="norm.kinds"):
+        _cfg(["norm.kinds=batchnorm"])
+
+
+# --- paper scale and distributed ---------------------------------------------------------------
+
+
+def test_paper_scale_runs_on_a_synthetic_image_folder(tmp_path):
+    folder = make_image_folder(tmp_path / "images", classes=3, train_per_class=6, val_per_class=2)
+    cfg = _cfg(
+        [
+            "scale=paper",
+            "setup=brn_micro4",
+            f"data.root={folder}",
+            "data.image_size=75",
+            "data.num_workers=0",
+            "logger.mode=disabled",
+            "train.batch_size=8",
+            "train.steps=2",
+            "eval.every=2",
+            "eval.batch_size=6",
+            "eval.train_subset=6",
+        ]
+    )
+    summary = renorm.train(cfg, tmp_path / "run")
+    assert summary["model"] == "inception_v3" and summary["steps_done"] == 2
+    assert not summary["diverged"] and 0.0 <= summary["test_acc"] <= 1.0
+    model = renorm.build_model(cfg, 3, 3)
+    assert any(isinstance(m, bn.BatchRenorm2d) and m.microbatch == 4 for m in model.modules())
+    assert not any(type(m) is torch.nn.BatchNorm2d for m in model.modules())
+
+
+def test_missing_image_folder_is_a_clear_error(tmp_path):
+    cfg = _cfg(["scale=paper", f"data.root={tmp_path}", "logger.mode=disabled"])
+    with pytest.raises(DataUnavailable, match="train"):
+        renorm.train(cfg, tmp_path / "run")
+
+
+def test_two_process_torchrun_run(root, tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_port=29531",
+            "-m",
+            "experiments.renorm",
+            "setup=brn_micro4",
+            f"data.root={root}",
+            "data.download=false",
+            "data.verify=false",
+            "logger.mode=disabled",
+            "train.steps=4",
+            "eval.every=2",
+            "eval.train_subset=60",
+            "threads=1",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["steps_done"] == 4
+
+
+def test_training_subset_of_an_image_folder_spans_the_classes(tmp_path):
+    from experiments.kit.data import TensorSplit, fixed_batches, image_folder_splits
+
+    folder = make_image_folder(tmp_path / "images", classes=4, train_per_class=5, val_per_class=1)
+    train, _, _ = image_folder_splits(folder, 32, num_workers=0)
+    picked = torch.cat(fixed_batches(train, 3, limit=8))
+    assert len(picked) == 8 and len(set(train.labels[picked].tolist())) > 2  # not class 0, 1 only
+    assert torch.equal(picked, torch.cat(fixed_batches(train, 3, limit=8)))  # the same every run
+    tensors = TensorSplit(torch.zeros(20, 1), torch.zeros(20, dtype=torch.long))
+    assert torch.cat(fixed_batches(tensors, 3, limit=8)).tolist() == list(range(8))

@@ -1,0 +1,52 @@
+"""scripts/claims.py: the committed results/CLAIMS.md is what the committed results give, and
+its intervals and verdict rules compute what they say."""
+
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from scripts import claims
+from scripts.claims import Estimate
+
+
+def test_the_committed_claims_table_is_regenerated_byte_for_byte(monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the paths are relative to the repo
+    assert claims.OUT.read_text() == claims.render()
+
+
+def test_t_interval_of_three_values():
+    e = Estimate.of([1.0, 2.0, 3.0])
+    half = 4.303 * statistics.stdev([1.0, 2.0, 3.0]) / math.sqrt(3)
+    assert (e.mean, e.low, e.high, e.n) == (
+        2.0,
+        pytest.approx(2.0 - half),
+        pytest.approx(2.0 + half),
+        3,
+    )
+    assert Estimate.of([0.5]).low is None
+
+
+@pytest.mark.parametrize(
+    ("values", "verdict"),
+    [
+        ([0.01, 0.02, 0.015], "reproduced"),
+        ([-0.01, 0.02, 0.005], "within noise"),
+        ([-0.02, -0.021, -0.019], "not reproduced"),
+    ],
+)
+def test_positive_rule(values, verdict):
+    assert claims._positive(Estimate.of(values)) == verdict
+
+
+@pytest.mark.parametrize(
+    ("values", "verdict"),
+    [
+        ([0.001, -0.001, 0.0], "reproduced"),
+        ([0.02, 0.021, 0.019], "not reproduced"),
+        ([0.0, 0.01, -0.01], "within noise"),
+    ],
+)
+def test_within_rule(values, verdict):
+    assert claims._within(Estimate.of(values), 0.003) == verdict

@@ -1,0 +1,43 @@
+"""scripts/make_imagenet_subset.py copies only what the source tree holds and survives bad images."""
+
+import os
+
+import pytest
+from PIL import Image
+
+from scripts.make_imagenet_subset import build_subset
+
+
+def _tree(root, classes=("n01", "n02"), per_class=3):
+    for split in ("train", "val"):
+        for c in classes:
+            folder = root / split / c
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                Image.new("RGB", (40, 30), (i * 40, 0, 0)).save(folder / f"{c}_{i}.JPEG")
+    return root
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_links_leading_outside_the_source_are_skipped(tmp_path, capsys, link):
+    src = _tree(tmp_path / "src")
+    secret = tmp_path / "secret.jpg"
+    secret.write_bytes(b"not yours")
+    os.symlink(secret, src / "train" / "n01" / "evil.JPEG")
+    m = build_subset(src, tmp_path / "dst", link=link, workers=1)
+    assert not (tmp_path / "dst" / "train" / "n01" / "evil.JPEG").exists()
+    assert m["train_images"] == 6
+    assert "skipping" in capsys.readouterr().err
+
+
+def test_an_unreadable_image_is_skipped_and_reported(tmp_path, capsys):
+    src = _tree(tmp_path / "src")
+    (src / "train" / "n02" / "broken.JPEG").write_bytes(b"\xff\xd8 truncated")
+    (src / "val" / "n01" / "folder.JPEG").mkdir()  # a directory with an image's name
+    m = build_subset(src, tmp_path / "dst", resize=16, workers=1)
+    dst = tmp_path / "dst"
+    assert len(m["unreadable_skipped"]) == 1 and "broken.JPEG" in m["unreadable_skipped"][0]
+    assert not (dst / "train" / "n02" / "broken.JPEG").exists()
+    assert not list(dst.rglob("*.tmp"))  # nothing half-written
+    assert len(list((dst / "train").rglob("*.JPEG"))) == 6
+    assert "broken.JPEG" in capsys.readouterr().err
