@@ -257,7 +257,7 @@ def population_accuracies(
 
 
 def make_runs(cfg: DictConfig, out_dir: Path, seeds: list[int]) -> list[Run]:
-    setup = setup_name(cfg)
+    setup = setup_name()
     dirs = [out_dir] if isinstance(cfg.seed, int) else [out_dir / f"seed{s}" for s in seeds]
     runs = []
     for seed, run_dir in zip(seeds, dirs):
@@ -299,7 +299,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         ckpt_dir=out_dir,
         batch_size=batch_size,
         state=(probe.state, probe.load_state),
-        job_name=f"{setup_name(cfg)}-s{','.join(map(str, seeds))}",
+        job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
     )
     loop.start(cfg)
     result = loop.run()

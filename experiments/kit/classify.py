@@ -75,7 +75,7 @@ def classifier_loop(
     train_split = splits[0]
     net = distributed.wrap(model, proc.device)
     params = [p for p in model.parameters() if p.requires_grad]
-    setup = setup_name(cfg)
+    setup = setup_name()
     run = Run(
         name=f"{setup}-s{cfg.seed}",
         out_dir=out_dir,

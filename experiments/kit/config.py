@@ -167,13 +167,13 @@ def seed_list(seed) -> list[int]:
     return list(seed) if isinstance(seed, (list, tuple, ListConfig)) else [seed]
 
 
-def setup_name(cfg: DictConfig) -> str:
+def setup_name() -> str:
     """The run's setup: Hydra's choice of the ``setup`` group (its file name)."""
     from hydra.core.hydra_config import HydraConfig
 
     if HydraConfig.initialized():
         return HydraConfig.get().runtime.choices["setup"]
-    return cfg.get("setup_name") or "run"  # composed outside a Hydra app (tests)
+    return "run"  # a config composed outside a Hydra app, without its runtime choices
 
 
 def check_common(cfg: DictConfig, study: str) -> None:
@@ -216,7 +216,7 @@ def check_common(cfg: DictConfig, study: str) -> None:
         [
             (
                 not cfg.setup_of or study in cfg.setup_of,
-                f"setup={setup_name(cfg)} is a setup of {', '.join(cfg.setup_of)}, not of {study}",
+                f"setup={setup_name()} is a setup of {', '.join(cfg.setup_of)}, not of {study}",
             ),
             (
                 len(seeds) >= 1 and all(isinstance(s, int) for s in seeds),

@@ -36,7 +36,7 @@ def test_every_setup_file_is_found_and_names_a_study():
 def test_every_setup_composes_with_its_study_and_passes_its_check(setup, study):
     cfg = compose_config(study, [f"setup={setup}"])
     assert study in cfg.setup_of
-    assert setup_name(cfg) == setup  # runs are named after Hydra's choice of setup
+    assert setup_name() == setup  # runs are named after Hydra's choice of setup
     _check(study)(cfg)
 
 
