@@ -50,3 +50,11 @@ def test_positive_rule(values, verdict):
 )
 def test_within_rule(values, verdict):
     assert claims._within(Estimate.of(values), 0.003) == verdict
+
+
+def test_ratio_bootstrap_is_the_ratio_of_means_with_a_fixed_interval():
+    gain, gap = [0.5, 0.7, 0.9, 0.4, 0.6], [1.0, 1.2, 0.8, 1.1, 0.9]
+    share, low, high = claims.ratio_bootstrap(gain, gap)
+    assert share == pytest.approx(statistics.fmean(gain) / statistics.fmean(gap))
+    assert low < share < high
+    assert (share, low, high) == claims.ratio_bootstrap(gain, gap)  # seeded: the same every run
