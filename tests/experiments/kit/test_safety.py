@@ -122,7 +122,7 @@ def test_a_second_process_in_the_same_run_directory_fails_at_once(tmp_path):
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=120,
+        timeout=600,  # starting Python and torch under load
     )
     lock.release()
     assert out.returncode != 0 and "is in use by process" in out.stderr
