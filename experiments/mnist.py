@@ -114,7 +114,7 @@ class Data:
     binarize: bool
 
     def inputs(self, pixels: torch.Tensor) -> torch.Tensor:
-        return pixels if self.binarize else to_inputs(pixels, self.binarize)
+        return network_inputs(pixels, self.binarize)
 
     @property
     def x_train(self) -> torch.Tensor:
@@ -125,9 +125,14 @@ def load_data(data: DictConfig) -> Data:
     raw = ensure_dataset(str(data.name), data.root, data.download, data.verify)
     train, test = load_split(raw, "train"), load_split(raw, "test")
     binarize = data.binarize
-    test_pixels = compact_inputs(test.images, binarize)
-    x_test = test_pixels if binarize else to_inputs(test_pixels, binarize)
+    x_test = network_inputs(compact_inputs(test.images, binarize), binarize)
     return Data(compact_inputs(train.images, binarize), train.labels, x_test, test.labels, binarize)
+
+
+def network_inputs(pixels: torch.Tensor, binarize: bool) -> torch.Tensor:
+    """What :class:`SigmoidMLP` reads of ``compact_inputs``: the 0/1 bytes themselves, or
+    grayscale floats in [0, 1]."""
+    return pixels if binarize else to_inputs(pixels, binarize)
 
 
 def accuracies(
