@@ -114,6 +114,7 @@ SPEC = StudySpec(
 
 def check(cfg: DictConfig) -> None:
     config.check_common(cfg, STUDY)
+    config.check_classifier(cfg)
     n, s = cfg.norm, cfg.sampler
     require(
         [

@@ -22,6 +22,7 @@ from experiments.kit.data import fixed_batches
 from experiments.kit.evaluation import accuracy, to_device
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.runlog import run_command
+from experiments.kit.stopping import StopRule
 
 
 @dataclass
@@ -71,7 +72,7 @@ def classifier_loop(
     ``sampler.indices(step)`` gives each step's examples; ``transform(step, x)`` augments a batch
     on the device; ``step_extra(step)`` and ``eval_extra()`` add a study's own scalars to a step
     and to an evaluation. The run is named ``<setup>-s<seed>``; its summary starts as ``summary``
-    plus the keys every study records."""
+    plus the keys every study records. ``train.stop`` may end it before ``train.steps``."""
     train_split = splits[0]
     net = distributed.wrap(model, proc.device)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -111,12 +112,24 @@ def classifier_loop(
         out = {"loss": loss.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}
         return out if step_extra is None else {**out, **step_extra(step)}
 
+    evaluate, final_evaluate = accuracy_evaluation(cfg, proc, model, optimizer, splits, eval_extra)
+    s = cfg.train.stop
+    rule = StopRule(
+        "test/acc_subset" if cfg.eval.test_subset else "test/acc", s.target, s.plateau, s.min_steps
+    )
+
+    def stop(step: int, evals: list[dict[str, float]]) -> str | None:
+        return distributed.from_rank0(rule.update(step, evals[0]) if proc.rank == 0 else None)
+
     return TrainLoop(
         model=model,
         runs=[run],
         batches=batches,
         step_fn=step_fn,
-        evaluate=accuracy_evaluation(cfg, proc, model, optimizer, splits, eval_extra),
+        evaluate=evaluate,
+        final_evaluate=final_evaluate,
+        stop=stop if rule.active else None,
+        state=(rule.state, rule.load) if rule.active else None,
         steps=cfg.train.steps,
         eval_every=cfg.eval.every,
         ckpt_dir=out_dir,
@@ -127,12 +140,17 @@ def classifier_loop(
 
 
 def accuracy_evaluation(cfg, proc: Process, model, optimizer, splits, extra=None):
-    """``evaluate(step)``: ``test/acc`` on the test split, ``train/acc`` on the first
-    ``eval.train_subset`` training examples (inference mode), the study's ``extra`` metrics and
-    the learning rate. Only rank 0 evaluates."""
+    """``(evaluate, final_evaluate)``. ``evaluate(step)``: ``test/acc`` on the test split (or,
+    with ``eval.test_subset``, ``test/acc_subset`` on that many fixed test examples),
+    ``train/acc`` on the first ``eval.train_subset`` training examples (inference mode), the
+    study's ``extra`` metrics and the learning rate. ``final_evaluate()``: ``test/acc`` on the
+    whole test split when the evaluations measured a subset, else ``None``. Only rank 0
+    evaluates."""
     train_split, test_split = splits
     e = cfg.eval
-    test_batches = fixed_batches(test_split, e.batch_size)
+    args = (proc.device, proc.memory_format)
+    test_key = "test/acc_subset" if e.test_subset else "test/acc"
+    test_batches = fixed_batches(test_split, e.batch_size, e.test_subset or None)
     train_batches = (
         fixed_batches(train_split, e.batch_size, e.train_subset) if e.train_subset else []
     )
@@ -140,9 +158,8 @@ def accuracy_evaluation(cfg, proc: Process, model, optimizer, splits, extra=None
     def evaluate(step: int) -> dict[str, float]:
         if proc.rank != 0:
             return {}
-        args = (proc.device, proc.memory_format)
         with proc.autocast():
-            metrics = {"test/acc": accuracy(model, test_split.batches(test_batches), *args)}
+            metrics = {test_key: accuracy(model, test_split.batches(test_batches), *args)}
             if train_batches:
                 metrics["train/acc"] = accuracy(model, train_split.batches(train_batches), *args)
         if extra is not None:
@@ -150,7 +167,14 @@ def accuracy_evaluation(cfg, proc: Process, model, optimizer, splits, extra=None
         metrics["lr"] = optimizer.param_groups[0]["lr"]
         return metrics
 
-    return evaluate
+    def final_evaluate() -> dict[str, float]:
+        if proc.rank != 0:
+            return {}
+        batches = test_split.batches(fixed_batches(test_split, e.batch_size))
+        with proc.autocast():
+            return {"test/acc": accuracy(model, batches, *args)}
+
+    return evaluate, (final_evaluate if e.test_subset else None)
 
 
 def finish(loop: TrainLoop, result) -> dict:

@@ -120,17 +120,31 @@ class EvalConf:
 
 
 @dataclass
+class StopConf:
+    """``train.stop``: end a run before ``train.steps`` (the cap) on its test-accuracy curve
+    (:class:`experiments.kit.stopping.StopRule`); ``null`` switches a rule off."""
+
+    target: float | None = None  # at the first evaluation that reaches this accuracy
+    plateau: float | None = None  # when the last third of the run gained less than this
+    min_steps: int = 0  # the plateau rule waits until this step
+
+
+@dataclass
 class ClassifierTrainConf(TrainConf):
     """``train`` of a study on :mod:`experiments.kit.classify`'s loop."""
 
     momentum: float = 0.9
     grad_clip: float | None = None
     channels_last: bool = True
+    stop: StopConf = field(default_factory=StopConf)
 
 
 @dataclass
 class ClassifierEvalConf(EvalConf):
     train_subset: int = 5000  # training examples for train/acc (inference mode); 0 skips it
+    # > 0: every evaluation measures test/acc_subset on this many test examples (the same ones
+    # each time) and the full test set (test/acc) is measured once, at the end; 0: test/acc always
+    test_subset: int = 0
 
 
 @dataclass
@@ -234,6 +248,26 @@ def check_common(cfg: DictConfig, study: str) -> None:
             *norm_checks,
         ]
     )
+
+
+def check_classifier(cfg: DictConfig) -> None:
+    """The checks of a study on :mod:`experiments.kit.classify`'s loop: its stopping rules."""
+    stop, e = cfg.train.stop, cfg.eval
+    require(
+        [
+            (e.test_subset >= 0, f"eval.test_subset={e.test_subset} must be >= 0 (0: the full test set)"),
+            (e.train_subset >= 0, f"eval.train_subset={e.train_subset} must be >= 0 (0 skips it)"),
+            (
+                stop.target is None or 0 < stop.target <= 1,
+                f"train.stop.target={stop.target} is an accuracy: it must lie in (0, 1]",
+            ),
+            (
+                stop.plateau is None or stop.plateau > 0,
+                f"train.stop.plateau={stop.plateau} must be positive (or null: no plateau rule)",
+            ),
+            (stop.min_steps >= 0, f"train.stop.min_steps={stop.min_steps} must be >= 0"),
+        ]
+    )  # fmt: skip
 
 
 def preflight(argv: list[str] | None = None) -> None:

@@ -40,6 +40,15 @@ def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     return nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
 
+def from_rank0(obj):
+    """``obj`` as rank 0 has it, on every process (itself when not distributed)."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def cleanup() -> None:
     if dist.is_initialized():
         dist.barrier()

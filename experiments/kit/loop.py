@@ -104,6 +104,11 @@ class TrainLoop:
         batch_size: examples per step per run (for examples/s).
         optimizer, scheduler: checkpointed with the model when given.
         state: ``(get, set)`` of the study's own state to checkpoint (e.g. a probe's history).
+        stop: ``stop(step, evals) -> reason | None`` after every evaluation (``evals``: one
+            dict per run); a reason ends the loop before ``steps`` and is kept in each summary
+            as ``stopped``. Its own state goes in ``state``.
+        final_evaluate: ``final_evaluate()`` at the end of the run: the end-of-run numbers
+            (e.g. the full test set) that :meth:`finish` adds when it is given none.
         job_name: the progress bar's label.
     """
 
@@ -122,18 +127,22 @@ class TrainLoop:
         optimizer: torch.optim.Optimizer | None = None,
         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
         state: tuple[Callable[[], Any], Callable[[Any], None]] | None = None,
+        stop: Callable[[int, list[dict[str, float]]], str | None] | None = None,
+        final_evaluate: Callable[[], list[dict[str, float]] | dict[str, float]] | None = None,
         job_name: str | None = None,
     ) -> None:
         self.model, self.runs, self.optimizer, self.scheduler = model, runs, optimizer, scheduler
         self.batches, self.step_fn, self.evaluate = batches, step_fn, evaluate
         self.steps, self.eval_every, self.batch_size = steps, eval_every, batch_size
         self.ckpt_path = ckpt_dir / "checkpoint.pt"
-        self.state = state
+        self.state, self.stop, self.final_evaluate = state, stop, final_evaluate
+        self.stopped: str | None = None
         self.job_name = job_name or runs[0].name
         self.writes_log = False
         self.lock: RunDirLock | None = None
         self.config: dict[str, Any] = {}
         self.step = 0
+        self.commit: str | None = None
 
     # -- checkpoint and resume ----------------------------------------------------------------
     def start(self, cfg, *, writes_log: bool = True) -> None:
@@ -141,6 +150,7 @@ class TrainLoop:
         (``metrics.csv``, W&B) on the process that ``writes_log`` (rank 0 of a distributed run).
         That process holds the run directory's lock until :meth:`finish`."""
         self.writes_log, self.config = writes_log, flat_config(cfg)
+        self.commit = git_commit()  # the code that runs (HEAD may move before the run ends)
         try:
             if writes_log:
                 self.lock = RunDirLock(self.ckpt_path.parent)
@@ -197,6 +207,8 @@ class TrainLoop:
         if self.state is not None:
             self.state[1](ckpt["study"])
         self.step = ckpt["step"]
+        if not any(key.startswith("train.stop.") for key in changed):  # a new rule may go on
+            self.stopped = ckpt.get("stopped")
         return True
 
     def checkpoint(self) -> None:
@@ -212,6 +224,7 @@ class TrainLoop:
                 "step": self.step,
                 "diverged_at_step": [run.diverged_at_step for run in self.runs],
                 "study": None if self.state is None else self.state[0](),
+                "stopped": self.stopped,
                 "config": self.config,
             },
         )
@@ -232,7 +245,7 @@ class TrainLoop:
         )
         batches = self.batches(self.step)
         try:
-            while self.step < self.steps and any(run.alive for run in self.runs):
+            while self.step < self.steps and any(run.alive for run in self.runs) and not self.stopped:
                 scalars = self.step_fn(self.step, next(batches))
                 if self.scheduler is not None:
                     self.scheduler.step()
@@ -240,9 +253,12 @@ class TrainLoop:
                 self._record(scalars)
                 bar.update(1)
                 if self.step % self.eval_every == 0 or self.step == self.steps:
-                    self._evaluate_and_log(with_train=True)
+                    evals = self._evaluate_and_log(with_train=True)
                     bar.set_postfix(self._postfix(t0, step0))
+                    self.stopped = self.stop(self.step, evals) if self.stop else None
                     self.checkpoint()
+                    if self.stopped:
+                        break
         except BaseException:
             self._release()  # a killed run leaves its directory free for the resume
             raise
@@ -272,7 +288,7 @@ class TrainLoop:
                 if values[k] is not None:
                     run.add(name, values[k])
 
-    def _evaluate_and_log(self, with_train: bool) -> None:
+    def _evaluate_and_log(self, with_train: bool) -> list[dict[str, float]]:
         evals = self.evaluate(self.step)
         evals = evals if isinstance(evals, list) else [evals] * len(self.runs)
         for run, metrics in zip(self.runs, evals):
@@ -281,6 +297,7 @@ class TrainLoop:
             run.last_eval = metrics
             if run.log is not None:
                 run.log.log(self.step, {**metrics, **(run.take_means() if with_train else {})})
+        return evals
 
     def _postfix(self, t0: float, step0: int) -> dict[str, str]:
         live = [run for run in self.runs if run.alive]
@@ -304,11 +321,16 @@ class TrainLoop:
         """Complete every run's summary (how it ended, the commit, its last evaluation as
         ``test_acc``, ..., and ``finals``: the study's end-of-run numbers per run, also logged at
         the last step), close the logs and write each ``summary.json``. Returns the summaries."""
-        commit = git_commit()
+        commit = self.commit or git_commit()
+        if finals is None and self.final_evaluate is not None:
+            finals = self.final_evaluate()
+            finals = finals if isinstance(finals, list) else [finals] * len(self.runs)
         for k, run in enumerate(self.runs):
             s = run.summary
             s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
             s.update(git_commit=commit, steps_per_s=result.steps_per_s)
+            if self.stopped:
+                s["stopped"] = self.stopped
             if not run.alive:
                 s["diverged_at_step"] = run.diverged_at_step
             else:
@@ -335,7 +357,7 @@ class TrainLoop:
 
 # Settings a resumed run may change: they do not alter the training trajectory.
 RESUMABLE_CHANGES = (
-    "train.steps", "threads", "resume", "overwrite", "device", "logger.", "eval.", "population.", "probe.",
+    "train.steps", "train.stop.", "threads", "resume", "overwrite", "device", "logger.", "eval.", "population.", "probe.",
     "data.root", "data.download", "data.verify", "data.num_workers",
 )  # fmt: skip
 
