@@ -1,6 +1,15 @@
 """The BN paper's Figure 3 from the BN-Inception study's runs: per setup, the validation curve's
 maximum and the steps it takes to reach the ``inception`` setup's maximum (the paper's "steps to
 72.2%"), next to the paper's numbers. The results pipeline calls :func:`extend` for this study.
+
+Two protocols. *Fixed budget*: every setup runs ``train.steps`` and the target is the maximum of
+Inception's seed-mean curve. *Converged* (``make reproduce-inception-converged``, the paper's):
+Inception trains until its curve plateaus (``train.stop.plateau``), the target is the lowest of
+its seeds' maxima (so every seed reaches it), and each variant trains until it reaches the
+target (``train.stop.target``), plateaus below it, or hits the cap. The curves are a fixed
+test subset evaluated often (``eval.test_subset``); the full test set is measured at the end.
+
+    python -m experiments.inception_fig3 target RUN_DIR   # the converged protocol's target
 """
 
 from __future__ import annotations
@@ -9,7 +18,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from experiments.kit.results import RUN_KEY
+import yaml
+
+from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
 
 # BN paper Figure 3 (ImageNet, single crop, batch 32 per step).
@@ -26,6 +37,7 @@ PAPER_FIG3 = {
     },
 }
 BASELINE = "inception"
+SUBSET = "test/acc_subset"  # the converged protocol's curve
 
 
 def steps_to(curve: list[tuple[int, float]], target: float) -> int | None:
@@ -69,6 +81,8 @@ def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) 
 def extend(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> None:
     """Add Figure 3's columns to every setup of ``summary``, the parameter counts and the
     initial learning rates, and write ``fig3_table.md``."""
+    if any(s.get("test_acc_subset") is not None for _, s in runs):
+        return extend_converged(summary, runs, out)
     by_setup: dict[str, list[Path]] = defaultdict(list)
     for run, s in runs:
         by_setup[s[RUN_KEY]].append(run)
@@ -120,3 +134,146 @@ def parameter_range(summary: dict) -> str:
     """The parameter count, or its range over the setups (BN swaps conv biases for γ, β)."""
     counts = sorted(set(summary["parameters"].values()))
     return f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}-{counts[-1]:,}"
+
+
+# -- the converged protocol ------------------------------------------------------------------
+def target_of(curves: list[list[tuple[int, float]]]) -> float:
+    """The converged protocol's target: the lowest of the Inception seeds' maxima."""
+    return min(max(acc for _, acc in curve) for curve in curves)
+
+
+def seed_row(run: Path, s: dict, target: float) -> dict:
+    """One run of the converged protocol: when it reached ``target``, its best, how it ended."""
+    curve = read_curve(run / "metrics.csv", SUBSET)
+    best_step, best = max(curve, key=lambda sa: (sa[1], -sa[0]))
+    stopped = s.get("stopped", "")
+    return {
+        "seed": s["seed"],
+        "steps_to_target": steps_to(curve, target),
+        "max_acc_subset": best,
+        "step_of_max": best_step,
+        "steps_done": s["steps_done"],
+        "ended_by": stopped.split(":")[0] if stopped else ("diverged" if s["diverged"] else "cap"),
+        "test_acc": s.get("test_acc"),  # the full test set, at the end
+    }
+
+
+def converged_entry(rows: list[dict], base_steps: list[int] | None) -> dict:
+    """A setup's seeds: mean steps to the target (when every seed reached it), its speed-up
+    over Inception's mean and the range of the speed-up over all (Inception, variant) seed
+    pairs."""
+    reached = [r["steps_to_target"] for r in rows if r["steps_to_target"] is not None]
+    entry = {
+        "seeds": rows,
+        "reached": f"{len(reached)}/{len(rows)}",
+        "max_acc_subset": seed_stats([r["max_acc_subset"] for r in rows]),
+        "test_acc_end": _stats([r["test_acc"] for r in rows if r["test_acc"] is not None]),
+        "steps_to_target": None,
+        "speedup": None,
+    }
+    if reached and len(reached) == len(rows):
+        entry["steps_to_target"] = seed_stats(reached)
+        if base_steps and all(reached):
+            entry["speedup"] = round(statistics.fmean(base_steps) / statistics.fmean(reached), 2)
+            pairs = [b / r for b in base_steps for r in reached]
+            entry["speedup_range"] = [round(min(pairs), 2), round(max(pairs), 2)]
+    return entry
+
+
+def extend_converged(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> None:
+    """The converged protocol's Figure 3 (``summary["converged"]``) and ``fig3_table.md``."""
+    by_setup: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
+    for run, s in runs:
+        by_setup[s[RUN_KEY]].append((run, s))
+    if BASELINE not in by_setup:
+        raise SystemExit(f"error: the converged protocol needs the {BASELINE!r} runs (its target)")
+    target = target_of([read_curve(r / "metrics.csv", SUBSET) for r, _ in by_setup[BASELINE]])
+    rows = {k: [seed_row(r, s, target) for r, s in rs] for k, rs in by_setup.items()}
+    base = [r["steps_to_target"] for r in rows[BASELINE]]
+    summary["converged"] = {
+        "target": target,
+        "target_rule": "the lowest of the Inception seeds' maxima on the test subset",
+        **eval_settings(runs),
+        "cap": max(s["steps"] for _, s in runs),
+        "setups": {k: converged_entry(v, base) for k, v in rows.items()},
+    }
+    summary["parameters"] = {s[RUN_KEY]: s["parameters"] for _, s in runs}
+    (out / "fig3_table.md").write_text(converged_table(summary))
+    print(converged_table(summary))
+
+
+def eval_settings(runs: list[tuple[Path, dict]]) -> dict:
+    """``test_subset`` and ``eval_every`` from a run's summary, or from the config Hydra saved
+    beside it (runs made before the summary recorded them)."""
+    for _, s in runs:
+        if "test_subset" in s:
+            return {"test_subset": s["test_subset"], "eval_every": s["eval_every"]}
+    saved = yaml.safe_load((runs[0][0] / ".hydra" / "config.yaml").read_text())["eval"]
+    return {"test_subset": saved["test_subset"], "eval_every": saved["every"]}
+
+
+def converged_table(summary: dict) -> str:
+    """The converged protocol's Figure 3 as markdown, the paper's numbers beside ours."""
+    c, paper = summary["converged"], PAPER_FIG3["setups"]
+    lines = [
+        f"BN paper Figure 3, converged protocol at CPU scale: {summary['data']}, width "
+        f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}, "
+        f"cap {c['cap']} steps; curves on {c['test_subset']} fixed test images every "
+        f"{c['eval_every']} steps. Target: {c['target']:.2%} ({c['target_rule']}).",
+        "",
+        f"| variant | ours: steps to {c['target']:.2%} (per seed) | ours: speed-up (range over seed pairs) "
+        "| ours: max on the subset | ours: full test at the end | how the runs ended "
+        "| paper: steps to 72.2% | paper: max accuracy |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v, e in c["setups"].items():
+        per_seed = ", ".join(
+            "never" if r["steps_to_target"] is None else str(r["steps_to_target"])
+            for r in e["seeds"]
+        )
+        steps = "never" if e["steps_to_target"] is None else f"{e['steps_to_target']['mean']:.0f}"
+        speed = (
+            ""
+            if e["speedup"] is None or v == BASELINE
+            else f"{e['speedup']}× [{e['speedup_range'][0]}, {e['speedup_range'][1]}]"
+        )
+        p_steps = paper.get(v, {}).get("steps_to_baseline_max")
+        p_text = "never" if p_steps is None else f"{p_steps / 1e6:.1f}M"
+        if p_steps and v != BASELINE:
+            p_text += f" ({paper[BASELINE]['steps_to_baseline_max'] / p_steps:.1f}× fewer)"
+        p_acc = paper.get(v, {}).get("max_acc")
+        ended = ", ".join(f"{r['ended_by']} at {r['steps_done']}" for r in e["seeds"])
+        lines.append(
+            f"| {v} | {steps} ({per_seed}) | {speed} | {e['max_acc_subset']['mean']:.2%} "
+            f"| {_mean(e['test_acc_end'])} | {ended} | {p_text} | {'chance' if p_acc is None else f'{p_acc:.1%}'} |"
+        )  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _stats(values: list[float]) -> dict | None:
+    return seed_stats(values) if values else None
+
+
+def _mean(stat: dict | None) -> str:
+    return "-" if stat is None else f"{stat['mean']:.2%}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description="The converged protocol's target accuracy.")
+    p.add_argument("command", choices=["target"])
+    p.add_argument("run_dir", type=Path, help="a folder holding the inception runs")
+    args = p.parse_args(argv)
+    curves = [
+        read_curve(run / "metrics.csv", SUBSET)
+        for run, s in find_runs(args.run_dir)
+        if s[RUN_KEY] == BASELINE
+    ]
+    if not curves or not all(curves):
+        raise SystemExit(f"error: no {BASELINE} run with a {SUBSET} curve under {args.run_dir}")
+    print(repr(target_of(curves)))
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,8 @@ One figure per setting (a folder of ``results/inception/`` with ``runs.csv`` and
 ``summary.json``): (a) validation accuracy against steps, like the paper's Figure 2, with the
 ``inception`` variant's maximum and the step where each variant reaches it marked; (b) the
 training loss; (c) the paper's Figure 3 numbers next to ours as steps-to-baseline-maximum bars.
+A fixed-budget setting draws the seed-mean curves; a converged-protocol setting (runs that stop
+at the target or on a plateau, so the seeds' curves end at different steps) draws every seed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 from experiments.inception import SPEC
 from experiments.inception_fig3 import BASELINE, PAPER_FIG3, parameter_range
 from scripts.plotting import has, plt, read_curves, save, series
+
+SUBSET = "test/acc_subset"
 
 RESULTS = Path("results/inception")
 STYLE = {
@@ -33,12 +37,19 @@ def figure2(setting: Path) -> Path:
     summary = json.loads((setting / "summary.json").read_text())
     variants = [v for v in SPEC.order if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
-    _accuracy_panel(axes[0], data, summary, variants)
-    _loss_panel(axes[1], data, variants)
-    _steps_panel(axes[2], summary, variants)
+    if "converged" in summary:
+        _converged_accuracy_panel(axes[0], data, summary["converged"], variants)
+        _loss_panel(axes[1], data, variants, per_seed=True)
+        _converged_steps_panel(axes[2], summary["converged"], variants)
+        protocol = "converged protocol (Inception to a plateau, the others to its maximum)"
+    else:
+        _accuracy_panel(axes[0], data, summary, variants)
+        _loss_panel(axes[1], data, variants)
+        _steps_panel(axes[2], summary, variants)
+        protocol = f"fixed budget of {summary['steps']} steps"
     fig.suptitle(
-        f"BN-Inception variants, reduced setting: {summary['data']}, width {summary['width']}, "
-        f"{parameter_range(summary)} parameters, batch {summary['global_batch']}"
+        f"BN-Inception variants, reduced setting, {protocol}: {summary['data']}, width "
+        f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}"
     )
     return save(fig, f"inception_fig2_{setting.name}.png")
 
@@ -70,9 +81,13 @@ def _accuracy_panel(ax, data: dict, summary: dict, variants: list[str]) -> None:
     ax.legend(loc="lower right", fontsize=7)
 
 
-def _loss_panel(ax, data: dict, variants: list[str]) -> None:
+def _loss_panel(ax, data: dict, variants: list[str], per_seed: bool = False) -> None:
     for v in variants:
         color, style, label = STYLE[v]
+        if per_seed:
+            for i, (steps, loss) in enumerate(_seed_curves(data, v, "train/loss")):
+                ax.plot(steps, loss, color=color, ls=style, lw=1, label=label if i == 0 else None)
+            continue
         steps, loss = series(data, v, "train/loss")
         ax.plot(steps, loss.mean(0), color=color, ls=style, label=label)
     ax.set(
@@ -103,6 +118,76 @@ def _steps_panel(ax, summary: dict, variants: list[str]) -> None:
         xlabel="steps to Inception's max / Inception's steps",
         xlim=(0, 1.05),
         title="(c) steps to the baseline's max (cf. Fig. 3)",
+    )
+    ax.legend(loc="lower right", fontsize=7)
+
+
+def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]:
+    return [v[metric] for (s, _), v in sorted(data.items()) if s == setup and metric in v]
+
+
+def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str]) -> None:
+    for v in variants:
+        color, style, label = STYLE[v]
+        for i, (steps, acc) in enumerate(_seed_curves(data, v, SUBSET)):
+            ax.plot(steps, acc, color=color, ls=style, lw=1, label=label if i == 0 else None)
+        for row in c["setups"][v]["seeds"]:
+            if row["steps_to_target"] is not None:
+                ax.plot([row["steps_to_target"]], [c["target"]], "o", color=color, ms=4)
+    ax.axhline(c["target"], color="k", lw=0.7, ls="--")
+    ax.annotate(
+        f"target {c['target']:.2%}: the lowest Inception seed's max",
+        (0, c["target"]),
+        xytext=(4, 3),
+        textcoords="offset points",
+        fontsize=7,
+    )
+    ax.set(
+        xlabel="training step",
+        ylabel=f"accuracy on {c['test_subset']} fixed test images",
+        title="(a) validation accuracy, every seed (cf. paper Fig. 2)",
+        ylim=(0, 1),
+    )
+    ax.legend(loc="lower right", fontsize=7)
+
+
+def _converged_steps_panel(ax, c: dict, variants: list[str]) -> None:
+    rows = [v for v in variants if v != "inception_sigmoid"]
+    base_paper = PAPER_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
+    base = c["setups"][BASELINE]["steps_to_target"]["mean"]
+    for i, v in enumerate(rows):
+        e = c["setups"][v]
+        seeds = [_fraction(r["steps_to_target"], base) for r in e["seeds"]]
+        mean = _fraction(e["steps_to_target"] and e["steps_to_target"]["mean"], base)
+        ax.barh(
+            i + 0.2, mean, height=0.4, color="#dd8452", label="ours (seed mean)" if i == 0 else None
+        )
+        ax.plot(
+            [s for s in seeds if s],
+            [i + 0.2] * sum(bool(s) for s in seeds),
+            "k.",
+            ms=4,
+        )
+        paper = _fraction(PAPER_FIG3["setups"][v]["steps_to_baseline_max"], base_paper)
+        ax.barh(
+            i - 0.2,
+            paper,
+            height=0.4,
+            color="#4c72b0",
+            label="paper (ImageNet)" if i == 0 else None,
+        )
+        if mean == 0:
+            ax.text(
+                0.01, i + 0.2, f"never ({e['reached']} seeds reached it)", va="center", fontsize=7
+            )
+        if paper == 0:
+            ax.text(0.01, i - 0.2, "never", va="center", fontsize=7)
+    ax.set_yticks(range(len(rows)), [STYLE[v][2] for v in rows])
+    ax.invert_yaxis()
+    ax.set(
+        xlabel="steps to the target / Inception's mean steps (dots: seeds)",
+        xlim=(0, max(1.05, *(b.get_width() * 1.1 for b in ax.patches))),
+        title="(c) steps to Inception's max (cf. Fig. 3)",
     )
     ax.legend(loc="lower right", fontsize=7)
 

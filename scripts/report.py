@@ -25,11 +25,17 @@ SECTIONS = [
     ("Batch Renorm paper Figs. 1-2 (Fashion-MNIST)", "renorm/fashion_mnist", ("renorm_",)),
     ("Batch Renorm paper Figs. 1-2 (MNIST)", "renorm/mnist", ()),
     (
-        "BN paper Figs. 2-3: BN-Inception (reduced setting)",
+        "BN paper Figs. 2-3: BN-Inception, reduced setting, the paper's converged protocol",
+        "inception/fashion_mnist_converged",
+        ("inception_fig2_fashion_mnist_converged",),
+    ),
+    (
+        "BN paper Figs. 2-3: BN-Inception, reduced setting, a fixed budget of 3,000 steps",
         "inception/fashion_mnist_cpu",
         ("inception_",),
     ),
 ]
+STUDY_TABLES = ("fig3_table.md",)  # a study's own Markdown table, shown when its folder has one
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 12px; }
@@ -97,6 +103,11 @@ def section(title: str, folder: str, figures: list[Path]) -> str:
             f'{s.get("wall_time_s") or "–"} s. Files: <a href="{folder}/runs.csv">runs.csv</a>, '
             f'<a href="{folder}/summary.json">summary.json</a>.</p>'
         )
+        for name in STUDY_TABLES:
+            if (RESULTS / folder / name).exists():
+                text = (RESULTS / folder / name).read_text()
+                parts.append(f"<p>{html.escape(text.split(chr(10))[0])}</p>")
+                parts.append(markdown_table(text))
         parts.append(setups_table(s))
         if s.get("paper"):
             parts.append(

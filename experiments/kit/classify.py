@@ -88,6 +88,8 @@ def classifier_loop(
             "norm": str(cfg.norm.kind),
             "steps": cfg.train.steps,
             "world_size": proc.world,
+            "eval_every": cfg.eval.every,
+            "test_subset": cfg.eval.test_subset,
             "command": run_command(f"experiments.{study}"),
             **summary,
         },

@@ -245,7 +245,9 @@ class TrainLoop:
         )
         batches = self.batches(self.step)
         try:
-            while self.step < self.steps and any(run.alive for run in self.runs) and not self.stopped:
+            while (
+                self.step < self.steps and any(run.alive for run in self.runs) and not self.stopped
+            ):
                 scalars = self.step_fn(self.step, next(batches))
                 if self.scheduler is not None:
                     self.scheduler.step()

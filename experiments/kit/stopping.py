@@ -46,7 +46,11 @@ class StopRule:
         self.curve.append((step, value))
         if self.target is not None and value >= self.target:
             return f"target: {self.metric}={value:.4f} reached {self.target:.4f} at step {step}"
-        if self.plateau is not None and step >= self.min_steps and plateaued(self.curve, self.plateau):
+        if (
+            self.plateau is not None
+            and step >= self.min_steps
+            and plateaued(self.curve, self.plateau)
+        ):
             best = max(v for _, v in self.curve)
             return (
                 f"plateau: {self.metric} gained less than {self.plateau} over the last third "

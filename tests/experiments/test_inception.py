@@ -416,6 +416,84 @@ def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
     assert plot_inception.figure2(out).exists()
 
 
+# --- the converged protocol -----------------------------------------------------------------------
+
+
+def test_a_test_subset_every_evaluation_and_the_full_test_set_at_the_end(idx_root, tmp_path):
+    summary = inception.train(_small(*_idx(idx_root), "eval.test_subset=16"), tmp_path)
+    rows = metric_rows(tmp_path)
+    steps = lambda metric: [int(r["step"]) for r in rows if r["metric"] == metric]  # noqa: E731
+    assert steps("test/acc_subset") == [0, 2, 4] and steps("test/acc") == [4]
+    assert summary["test_subset"] == 16 and summary["eval_every"] == 2
+    full = [float(r["value"]) for r in rows if r["metric"] == "test/acc"]
+    assert summary["test_acc"] == summary["max_test_acc"] == full[0]
+    assert 0 <= summary["test_acc_subset"] <= 1
+
+
+def test_a_plateau_stops_the_run_and_a_resume_stops_at_the_same_step(
+    idx_root, tmp_path, monkeypatch
+):
+    overrides = (*_idx(idx_root), "setup=inception", "train.steps=12", "eval.test_subset=16")
+    stop = ("train.stop.plateau=0.5", "train.stop.min_steps=6")  # no network gains 50 pp here
+    full = inception.train(_small(*overrides, *stop), tmp_path / "full")
+    assert full["steps_done"] == 6 and full["stopped"].startswith("plateau: test/acc_subset")
+    assert max(int(r["step"]) for r in metric_rows(tmp_path / "full")) == 6
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
+        inception.train(_small(*overrides, *stop), tmp_path / "killed")  # killed at step 4
+    resumed = inception.train(_small(*overrides, *stop, "resume=true"), tmp_path / "killed")
+    assert resumed["stopped"] == full["stopped"] and resumed["steps_done"] == 6
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
+
+
+def test_a_reached_target_stops_the_run(idx_root, tmp_path):
+    summary = inception.train(
+        _small(*_idx(idx_root), "eval.test_subset=16", "train.steps=8", "train.stop.target=0.01"),
+        tmp_path,
+    )
+    assert summary["steps_done"] == 2 and summary["stopped"].startswith("target: test/acc_subset")
+
+
+def test_converged_speedups_and_their_range_over_seed_pairs():
+    rows = [{"steps_to_target": s, "max_acc_subset": 0.8, "test_acc": 0.8} for s in (400, 600)]
+    entry = inception_fig3.converged_entry(rows, base_steps=[3000, 2000])
+    assert entry["steps_to_target"]["mean"] == 500 and entry["reached"] == "2/2"
+    assert entry["speedup"] == 5.0 and entry["speedup_range"] == [3.33, 7.5]
+    never = inception_fig3.converged_entry([rows[0], {**rows[1], "steps_to_target": None}], [3000])
+    assert (
+        never["steps_to_target"] is None and never["speedup"] is None and never["reached"] == "1/2"
+    )
+    assert (
+        inception_fig3.target_of([[(0, 0.1), (100, 0.8)], [(0, 0.1), (100, 0.75), (200, 0.7)]])
+        == 0.75
+    )
+
+
+def test_converged_collector_from_real_runs(idx_root, tmp_path, capsys, monkeypatch):
+    common = (*_idx(idx_root), "eval.test_subset=16", "train.steps=6", "train.stop.plateau=0.5")
+    for seed in (0, 1):
+        inception.train(
+            _small(*common, "setup=inception", f"seed={seed}"), tmp_path / "sweep" / f"i{seed}"
+        )
+    inception_fig3.main(["target", str(tmp_path / "sweep")])
+    target = float(capsys.readouterr().out)
+    inception.train(
+        _small(*common, "setup=bn_x5", f"train.stop.target={target}"), tmp_path / "sweep" / "b0"
+    )
+    out = tmp_path / "results"
+    [summary] = collect(inception.SPEC, tmp_path / "sweep", out, "test", None)
+    c = summary["converged"]
+    assert c["target"] == target and c["test_subset"] == 16 and c["eval_every"] == 2
+    assert [r["seed"] for r in c["setups"]["inception"]["seeds"]] == [0, 1]
+    assert all(r["steps_to_target"] is not None for r in c["setups"]["inception"]["seeds"])
+    assert c["setups"]["bn_x5"]["seeds"][0]["ended_by"] in ("target", "plateau", "cap")
+    table = (out / "fig3_table.md").read_text()
+    assert "converged protocol" in table and "| bn_x5 |" in table and "2.1M (14.8× fewer)" in table
+    from scripts import plot_inception, plotting
+
+    monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
+    assert plot_inception.figure2(out).with_suffix(".svg").exists()
+
+
 def test_image_folder_augmentation_is_addressed_by_step(folder):
     from experiments.kit.data import image_folder_splits
 

@@ -297,3 +297,39 @@ def test_resume_without_a_checkpoint_says_so_and_starts_at_step_0(tmp_path, caps
     assert int(metric_rows(tmp_path / "run" / "seed0")[0]["step"]) == 0
     assert summary["steps_done"] == 12 and math.isfinite(summary["test_loss"])
     _assert_same_weights(model, fresh)
+
+
+# --- (g) a stop rule ends the run early ----------------------------------------------------------
+
+
+def _enough_at(step_to_stop: int):
+    return lambda step, evals: f"enough at {step}" if step >= step_to_stop else None
+
+
+def test_a_stop_rule_ends_the_run_at_an_evaluation(tmp_path, monkeypatch):
+    _stop_after(monkeypatch, 8)
+    [summary], _, _ = _train(_cfg(), tmp_path)
+    assert summary["steps_done"] == 8 and summary["stopped"] == "enough at 8"
+    rows = metric_rows(tmp_path / "seed0")
+    assert max(int(r["step"]) for r in rows) == 8
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert ckpt["step"] == 8 and ckpt["stopped"] == "enough at 8"
+
+
+def test_a_stopped_run_stays_stopped_when_resumed(tmp_path, monkeypatch):
+    _stop_after(monkeypatch, 8)
+    _train(_cfg(), tmp_path)
+    before = metric_rows(tmp_path / "seed0")
+    [summary], _, _ = _train(_cfg("resume=true"), tmp_path)
+    assert summary["steps_done"] == 8 and summary["stopped"] == "enough at 8"
+    assert metric_rows(tmp_path / "seed0") == before
+
+
+def _stop_after(monkeypatch, step: int) -> None:
+    """Every TrainLoop built in the test gets a stop rule that fires at ``step``."""
+    original = TrainLoop.__init__
+
+    def init(self, **kwargs):
+        original(self, **kwargs, stop=_enough_at(step))
+
+    monkeypatch.setattr(TrainLoop, "__init__", init)
