@@ -111,6 +111,20 @@ reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 s
 	$(PY) -m scripts.plot_renorm; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
+# --- The seed notes' open questions ----------------------------------------------------------
+QUESTION_SEEDS ?= 0,1,2,3,4
+
+# Note 000: is Batch Renorm's gain at microbatch 4 its gradient scaling (r) or its forward correction?
+# BN, BRN, BN's output with BRN's gradient (bn_micro4_rgrad), BRN's output with BN's gradient
+# (brn_micro4_bngrad); the renorm study's Fashion-MNIST CPU scale, 5 seeds each.
+question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 4 arms x 5 seeds (Fashion-MNIST, ~15 min); results/questions/brn_gradient/
+	$(PY) -m experiments.kit.data fashion_mnist
+	@start=$$(date +%s); set -e; runs=multirun/question-brn-gradient/$(STAMP); \
+	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
+	  setup=bn_micro4,brn_micro4,bn_micro4_rgrad,brn_micro4_bngrad seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect renorm $$runs --out results/questions/brn_gradient \
+	  --command "make question-brn-gradient" --wall-time $$(( $$(date +%s) - start ))
+
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
 IMAGENET_SUBSET ?=
@@ -165,5 +179,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

@@ -10,9 +10,12 @@ from torch import Tensor
 
 from . import compiled
 from ._base import BatchNormBase, _average
+from .functional import BatchRenormFunction, ScaleGrad, batch_stats, values_per_channel
 from .schedules import LinearRamp, Schedule, paper_d_max, paper_r_max
 
 PAPER_MOMENTUM = 0.01  # the paper's moving-average rate α
+# Batch Renorm's gradient ablations (the class docstring; seed note 000's hypothesis).
+ABLATIONS = (None, "bn_forward_r_grad", "renorm_forward_bn_grad")
 
 _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm paper, Algorithm 1).
 
@@ -48,6 +51,14 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
         track_running_stats: must be ``True``: Batch Renorm needs the moving statistics.
         r_max: bound on ``r`` (``>= 1``), a number or a schedule. Default: the paper's schedule.
         d_max: bound on ``|d|`` (``>= 0``), a number or a schedule. Default: the paper's schedule.
+        ablation: ``None`` (default): Algorithm 1. Two ablations that separate Batch Renorm's
+            forward correction from its gradient (with ``r``, ``d`` held constant, BRN's
+            ``∂ℓ/∂x`` is ``r`` times BN's for the same upstream gradient):
+            ``"bn_forward_r_grad"``: BN's output ``γ·x̂ + β``, with ``∂ℓ/∂x`` multiplied by this
+            batch's ``r`` (``∂ℓ/∂γ``, ``∂ℓ/∂β`` are BN's); ``"renorm_forward_bn_grad"``:
+            BRN's output, with ``∂ℓ/∂x`` divided by ``r``, i.e. BN's (``∂ℓ/∂γ``, ``∂ℓ/∂β`` are
+            BRN's). Both keep BRN's moving statistics, so inference is the same as BRN's. They use
+            the PyTorch path (not :mod:`bn.compiled`, not ``sync_stats``).
         impl, microbatch, sync_stats, process_group: as in :class:`bn.BatchNorm2d`; with
             microbatches, ``r`` and ``d`` are computed per microbatch, and ``μ``, ``σ`` get one update
             per step with the average of the microbatches' ``μ_B`` and ``σ_B``. ``impl="fast"``
@@ -116,8 +127,16 @@ class BatchRenormBase(BatchNormBase):
         microbatch: int | None = None,
         sync_stats: bool = False,
         process_group: dist.ProcessGroup | None = None,
+        ablation: str | None = None,
     ) -> None:
         name = type(self).__name__
+        if ablation not in ABLATIONS:
+            raise ValueError(f"{name}: ablation={ablation!r} is not one of {ABLATIONS}")
+        if ablation is not None and (sync_stats or impl != "fast"):
+            raise ValueError(
+                f"{name}: ablation={ablation!r} runs on one process with impl='fast'; "
+                "set sync_stats=False and impl='fast'"
+            )
         if not track_running_stats:
             raise ValueError(
                 f"{name}: track_running_stats=False is impossible: Batch Renorm normalizes "
@@ -141,6 +160,7 @@ class BatchRenormBase(BatchNormBase):
         )
         self.r_max = r_max
         self.d_max = d_max
+        self.ablation = ablation
         self._last: tuple | None = None  # r, d (unclipped) and the bounds of the last batch
 
     # The bounds are checked whenever they are set (plain numbers and LinearRamps once; other
@@ -170,6 +190,7 @@ class BatchRenormBase(BatchNormBase):
         for name in ("r_max", "d_max"):
             if name in state:
                 state["_" + name] = state.pop(name)
+        state.setdefault("ablation", None)
         super().__setstate__(state)
 
     def _at(self, name: str, bound: float | Schedule, step: int | Tensor, minimum: float):
@@ -222,6 +243,8 @@ class BatchRenormBase(BatchNormBase):
         return (d.abs() > d_max).float().mean()
 
     def _forward_batch_stats(self, x: Tensor, groups: int) -> Tensor:
+        if self.ablation is not None:
+            return self._forward_ablation(x, groups)
         op = compiled.renorm_op() if self._compiled_applies(x) else None
         if op is None:
             return super()._forward_batch_stats(x, groups)
@@ -242,6 +265,21 @@ class BatchRenormBase(BatchNormBase):
             self._average_factor(),
         )
         self._last = (r, d, r_max, d_max)
+        return y
+
+    def _forward_ablation(self, x: Tensor, groups: int) -> Tensor:
+        """A training step of ``ablation`` (see the class): Algorithm 1's statistics, ``r``,
+        ``d`` and moving averages, with the output or the input gradient of BN."""
+        mean, var = batch_stats(x, groups)
+        count = values_per_channel(x, groups)
+        r, d = self._correction(mean, var)
+        if self.ablation == "bn_forward_r_grad":
+            xs, r_out, d_out = ScaleGrad.apply(x, r, groups), None, None
+        else:  # renorm_forward_bn_grad
+            xs, r_out, d_out = ScaleGrad.apply(x, r.reciprocal(), groups), r, d
+        args = (self.eps, groups, None, count)
+        y = BatchRenormFunction.apply(xs, self.weight, self.bias, mean, var, r_out, d_out, *args)
+        self._update_running_stats(mean, var, count)
         return y
 
     def _compiled_applies(self, x: Tensor) -> bool:
@@ -283,7 +321,8 @@ class BatchRenormBase(BatchNormBase):
         torch.sub(sigma.square_(), self.eps, out=self.running_var)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", r_max={self.r_max!r}, d_max={self.d_max!r}"
+        s = super().extra_repr() + f", r_max={self.r_max!r}, d_max={self.d_max!r}"
+        return s + (f", ablation={self.ablation!r}" if self.ablation is not None else "")
 
 
 # The old private name, kept so code written against it keeps working; use BatchRenormBase.

@@ -165,6 +165,26 @@ def _per_channel(t: Tensor, ndim: int) -> Tensor:
     return t.view(1, -1, *[1] * (ndim - 2))
 
 
+class ScaleGrad(torch.autograd.Function):
+    """Identity forward; backward multiplies ``∂ℓ/∂x`` by ``scale`` per microbatch and channel.
+
+    Args (of ``apply``): ``x`` ``(N, C, *)``; ``scale`` ``(G, C)`` (no gradient); ``groups``.
+    The Batch Renorm gradient ablations use it (:class:`bn.BatchRenorm2d`'s ``ablation``).
+    """
+
+    @staticmethod
+    def forward(ctx, x, scale, groups):  # type: ignore[override]
+        ctx.save_for_backward(scale)
+        ctx.groups = groups
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        (scale,) = ctx.saved_tensors
+        dx = group_view(dy, ctx.groups) * scale.to(dy.dtype)[:, None, :, None]
+        return dx.view_as(dy), None, None
+
+
 class BatchRenormFunction(torch.autograd.Function):
     """Batch Renorm's training step with ``r``, ``d`` held constant, as a BN step with weight
     ``γ·r`` and bias ``γ·d + β``; with ``r = d = None``, plain BN (the ``fast`` implementation).

@@ -95,6 +95,8 @@ SPEC = StudySpec(
         "brn32",
         "bn_micro4",
         "brn_micro4",
+        "bn_micro4_rgrad",
+        "brn_micro4_bngrad",
         "noniid_bn",
         "noniid_bn_halves",
         "noniid_brn",

@@ -46,6 +46,9 @@ NormKind = Choice(
     },
 )
 Impl = Choice("Impl", {k: k for k in ("fast", "reference")})
+RenormAblation = Choice(
+    "RenormAblation", {k: k for k in ("bn_forward_r_grad", "renorm_forward_bn_grad")}
+)
 ScheduleKind = Choice("ScheduleKind", {k: k for k in ("paper", "fixed")})
 DataName = Choice("DataName", {k: k for k in ("mnist", "fashion_mnist", "image_folder")})
 LoggerMode = Choice("LoggerMode", {k: k for k in ("online", "offline", "disabled")})
@@ -80,6 +83,7 @@ class NormConf:
     fix_gamma: bool = False
     groups: int = 32
     schedule: ScheduleConf = field(default_factory=ScheduleConf)
+    ablation: RenormAblation | None = None  # batchrenorm: bn.BatchRenorm2d's gradient ablations
 
 
 @dataclass
@@ -217,6 +221,10 @@ def check_common(cfg: DictConfig, study: str) -> None:
             f"norm.momentum={n.momentum} must lie in [0, 1] (or be null: a cumulative average)",
         ),
         (n.groups >= 1, f"norm.groups={n.groups} must be at least 1"),
+        (
+            n.ablation is None or n.kind == "batchrenorm",
+            f"norm.ablation={n.ablation} is an ablation of batchrenorm, not of {n.kind}",
+        ),
         (
             n.schedule.r_max >= 1,
             f"norm.schedule.r_max={n.schedule.r_max} must be at least 1 (1 disables the r correction)",

@@ -35,6 +35,8 @@ def norm_kwargs(norm: DictConfig, total_steps: int) -> dict:
         kw["sync_stats"] = True
     if kind == "batchrenorm":
         kw["r_max"], kw["d_max"] = renorm_bounds(norm.schedule, total_steps)
+        if norm.get("ablation") is not None:
+            kw["ablation"] = str(norm.ablation)
     return kw
 
 

@@ -121,7 +121,9 @@ def test_schedule_scales_with_the_run_length():
     assert renorm_bounds(jump.norm.schedule, 16_000) == (3.0, 5.0)
 
 
-@pytest.mark.parametrize("setup", ["bn_micro4", "brn_micro4"])
+@pytest.mark.parametrize(
+    "setup", ["bn_micro4", "brn_micro4", "bn_micro4_rgrad", "brn_micro4_bngrad"]
+)
 def test_microbatch_setups_normalize_each_group_of_four(setup):
     cfg = _cfg([f"setup={setup}"])
     model = renorm.build_model(cfg, 1, 10).train()
@@ -134,6 +136,17 @@ def test_microbatch_setups_normalize_each_group_of_four(setup):
     full_batch = renorm.build_model(_cfg(["setup=bn32"]), 1, 10).train()
     full_batch.load_state_dict(model.state_dict())
     assert not torch.allclose(full_batch(x), whole)
+
+
+@pytest.mark.parametrize(
+    "setup,ablation",
+    [("bn_micro4_rgrad", "bn_forward_r_grad"), ("brn_micro4_bngrad", "renorm_forward_bn_grad")],
+)
+def test_gradient_ablation_setups_reach_every_layer(setup, ablation):
+    layers = norm_layers(renorm.build_model(_cfg([f"setup={setup}"]), 1, 10))
+    assert layers and all(bn.is_batch_renorm(m) and m.ablation == ablation for m in layers)
+    plain = norm_layers(renorm.build_model(_cfg(["setup=brn_micro4"]), 1, 10))
+    assert all(m.ablation is None for m in plain)
 
 
 def test_halves_setup_normalizes_one_example_of_each_pair_per_half():
@@ -209,6 +222,10 @@ def test_diverged_run_stops_cleanly(root, tmp_path):
         (["setup=groupnorm", "norm.microbatch=4"], "norm.microbatch=4"),
         (["setup=noniid_bn", "sampler.per_label=3"], "sampler.per_label=3"),
         (["setup=brn32", "norm.schedule.r_max=0.5"], "norm.schedule.r_max=0.5"),
+        (
+            ["setup=bn32", "norm.ablation=bn_forward_r_grad"],
+            "norm.ablation=bn_forward_r_grad is an ablation of batchrenorm",
+        ),
         (["train.lr=-1"], "train.lr=-1"),
         (["sampler.kind=balanced"], "sampler.kind='balanced'"),
     ],
