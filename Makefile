@@ -125,6 +125,20 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 4 ar
 	$(PY) -m scripts.collect renorm $$runs --out results/questions/brn_gradient \
 	  --command "make question-brn-gradient" --wall-time $$(( $$(date +%s) - start ))
 
+# Note 000: BN before the nonlinearity (the paper), after it (the authors' released model), or none:
+# the renorm study's conv net on Fashion-MNIST (5 seeds) and the Figure 1 sigmoid MLP on MNIST (3 seeds).
+question-norm-position: $(ENV) fashion-data ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds, MLP 3 arms x 3 seeds (~25 min); results/questions/norm_position/
+	$(PY) -m experiments.kit.data fashion_mnist
+	$(PY) -m experiments.kit.data mnist
+	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
+	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
+	  setup=bn32,bn32_after,nonorm seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs/convnet; \
+	$(MNIST) setup=baseline,bn,bn_after 'seed=[0,1,2]' hydra.sweep.dir=$$runs/mlp; \
+	$(PY) -m scripts.collect renorm $$runs/convnet --out results/questions/norm_position/convnet \
+	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start )); \
+	$(PY) -m scripts.collect mnist $$runs/mlp --out results/questions/norm_position/mlp \
+	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start ))
+
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
 IMAGENET_SUBSET ?=
@@ -179,5 +193,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

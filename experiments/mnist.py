@@ -44,6 +44,7 @@ STUDY = "mnist"
 class Model:
     hidden: list[int] = field(default_factory=lambda: [100, 100, 100])
     init_std: float = 0.1
+    norm_position: config.NormPosition = config.NormPosition.before  # of the sigmoid
 
 
 @dataclass
@@ -68,7 +69,7 @@ config.register(STUDY, MnistConf)
 
 SPEC = StudySpec(
     name=STUDY,
-    order=["baseline", "bn"],
+    order=["baseline", "bn", "bn_after"],
     stat_keys=(
         "test_acc",
         "train_acc",
@@ -288,7 +289,8 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     model = SigmoidMLP(
         str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std,
         in_features=data.train_pixels.shape[1], copies=len(seeds), seeds=seeds,
-        binary_input=data.binarize, **norm_kwargs(cfg.norm, cfg.train.steps),
+        binary_input=data.binarize, norm_position=str(cfg.model.norm_position),
+        **norm_kwargs(cfg.norm, cfg.train.steps),
     )  # fmt: skip
     runs = make_runs(cfg, out_dir, seeds)
     probe = Figure1Probe(model, data, cfg.probe, runs)

@@ -62,6 +62,7 @@ class Model:
     widths: list[int] = field(default_factory=lambda: [16, 32, 64])
     first_stride: int = 2
     hidden: int = 128
+    norm_position: config.NormPosition = config.NormPosition.before  # of the ReLU (small_convnet)
 
 
 @dataclass
@@ -105,6 +106,8 @@ SPEC = StudySpec(
         "groupnorm",
         "layernorm",
         "brn_micro4_jump",
+        "bn32_after",
+        "nonorm",
     ],
     split_by="data",
     setup_keys=("norm", "microbatch", "sampler"),
@@ -140,9 +143,12 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Modul
     if cfg.model.name == "small_convnet":
         m = cfg.model
         model = SmallConvNet(
-            kind, in_channels, num_classes, m.widths, m.first_stride, m.hidden, **kw
-        )
+            kind, in_channels, num_classes, m.widths, m.first_stride, m.hidden,
+            norm_position=str(m.norm_position), **kw,
+        )  # fmt: skip
     elif cfg.model.name == "inception_v3":
+        if cfg.model.norm_position != "before":
+            raise ConfigError("model.norm_position=after is built for small_convnet only")
         from torchvision.models import inception_v3
 
         model = inception_v3(

@@ -46,6 +46,7 @@ NormKind = Choice(
     },
 )
 Impl = Choice("Impl", {k: k for k in ("fast", "reference")})
+NormPosition = Choice("NormPosition", {k: k for k in ("before", "after")})  # of the nonlinearity
 RenormAblation = Choice(
     "RenormAblation", {k: k for k in ("bn_forward_r_grad", "renorm_forward_bn_grad")}
 )

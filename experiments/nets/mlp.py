@@ -10,6 +10,7 @@ from torch import nn
 
 import bn
 from experiments.nets.binary_linear import BinaryInputLinear
+from experiments.nets.convnet import NORM_POSITIONS
 
 
 class StackedLinear(nn.Module):
@@ -40,7 +41,8 @@ class SigmoidMLP(nn.Module):
     independent networks side by side (one per seed), trained in lockstep.
 
     With a norm, each hidden layer is ``Wu → norm → sigmoid`` (no bias: the norm's β takes its
-    role, paper Sec. 3.1); the 10-way output layer has no norm. Weights are drawn from
+    role, paper Sec. 3.1), or with ``norm_position="after"`` ``Wu + b → sigmoid → norm``; the
+    10-way output layer has no norm. Weights are drawn from
     ``N(0, init_std²)`` ("small random Gaussian values"), biases start at zero.
 
     Activations are feature-major, ``(copies, units, batch)``: a column per example, as the
@@ -62,6 +64,7 @@ class SigmoidMLP(nn.Module):
         binary_input: the input is 0/1 (the paper's binarized images): the first layer is a
             :class:`~experiments.nets.binary_linear.BinaryInputLinear`, which sums the weights of the
             set pixels instead of multiplying by every pixel (same numbers, faster).
+        norm_position: ``"before"`` the sigmoid (the paper) or ``"after"`` it.
         **norm_kwargs: passed to the norm layer (``momentum``, ``eps``, ``impl``, ...).
 
     Shape:
@@ -81,15 +84,21 @@ class SigmoidMLP(nn.Module):
         copies: int = 1,
         seeds: Sequence[int] | None = None,
         binary_input: bool = False,
+        norm_position: str = "before",
         **norm_kwargs,
     ) -> None:
         super().__init__()
+        if norm_position not in NORM_POSITIONS:
+            raise ValueError(f"norm_position={norm_position!r} must be one of {NORM_POSITIONS}")
         has_norm = norm not in (None, "none")
+        self.norm_after = norm_position == "after"
         make_norm = bn.get_norm_layer(norm, dims=1, **norm_kwargs)
         widths = [in_features, *hidden]
         first = BinaryInputLinear if binary_input else StackedLinear
         self.hidden = nn.ModuleList(
-            (first if i == 0 else StackedLinear)(copies, w_in, w_out, bias=not has_norm)
+            (first if i == 0 else StackedLinear)(
+                copies, w_in, w_out, bias=not has_norm or self.norm_after
+            )
             for i, (w_in, w_out) in enumerate(itertools.pairwise(widths))
         )
         self.norms = nn.ModuleList(make_norm(copies * h) for h in hidden) if has_norm else None
@@ -125,7 +134,9 @@ class SigmoidMLP(nn.Module):
         norms = self.norms if self.norms is not None else [None] * len(self.hidden)
         for linear, norm, sigmoid in zip(self.hidden, norms, self.sigmoids):
             z = linear(x if isinstance(linear, BinaryInputLinear) else u)  # it reads batch-major
-            if norm is not None:
+            if norm is not None and not self.norm_after:
                 z = norm(z.view(1, -1, z.shape[-1])).view(z.shape)
             u = sigmoid(z)
+            if norm is not None and self.norm_after:
+                u = norm(u.reshape(1, -1, u.shape[-1])).view(u.shape)
         return self.output(u).transpose(1, 2)

@@ -43,13 +43,16 @@ def _small(root: Path, *extra):
     )
 
 
-@pytest.mark.parametrize("setup", ["baseline", "bn"])
+@pytest.mark.parametrize("setup", ["baseline", "bn", "bn_after"])
 @pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])
 def test_every_config_composes(setup, dataset):
     cfg = _cfg([f"setup={setup}", f"data={dataset}"])
     mnist.check(cfg)
     kw = norm_kwargs(cfg.norm, cfg.train.steps)
-    net = SigmoidMLP(str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std, **kw)
+    position = str(cfg.model.norm_position)
+    net = SigmoidMLP(
+        str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std, norm_position=position, **kw
+    )
     assert net(torch.randn(4, 784)).shape == (1, 4, 10)
     assert (cfg.train.steps, cfg.train.batch_size, cfg.logger.mode) == (50000, 60, "offline")
 
@@ -59,7 +62,7 @@ def test_grayscale_inputs_train(root, tmp_path):
     assert not summary["diverged"] and math.isfinite(summary["final_train_loss"])
 
 
-@pytest.mark.parametrize("setup", ["baseline", "bn"])
+@pytest.mark.parametrize("setup", ["baseline", "bn", "bn_after"])
 def test_short_run_writes_metrics_and_summary(root, tmp_path, setup):
     [summary] = mnist.train(_small(root, f"setup={setup}"), tmp_path)
     rows = metric_rows(tmp_path)
@@ -134,7 +137,7 @@ def _closemetric_rows(a: list[dict], b: list[dict]) -> None:
     )
 
 
-@pytest.mark.parametrize("setup", ["baseline", "bn"])
+@pytest.mark.parametrize("setup", ["baseline", "bn", "bn_after"])
 def test_stacked_seeds_equal_separate_runs(root, tmp_path, setup):
     stacked = mnist.train(_small(root, f"setup={setup}", "seed=[3,4]"), tmp_path / "stacked")
     for seed, together in zip((3, 4), stacked):
