@@ -139,6 +139,15 @@ question-norm-position: $(ENV) fashion-data ## BN before or after the nonlineari
 	$(PY) -m scripts.collect mnist $$runs/mlp --out results/questions/norm_position/mlp \
 	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start ))
 
+# Note 000: how does BN change each unit's kurtosis and negentropy? The Figure 1 networks with the
+# non-Gaussianity probe (every evaluation, every unit, on the test set; a standard-normal control).
+question-nongaussianity: $(ENV) ## non-Gaussianity of the sigmoid inputs, baseline vs BN, 3 seeds (~6 min); results/questions/nongaussianity/
+	$(PY) -m experiments.kit.data mnist
+	@start=$$(date +%s); set -e; runs=multirun/question-nongaussianity/$(STAMP); \
+	$(MNIST) setup=baseline,bn 'seed=[0,1,2]' probe.nongaussian=true hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect mnist $$runs --out results/questions/nongaussianity \
+	  --command "make question-nongaussianity" --wall-time $$(( $$(date +%s) - start ))
+
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
 IMAGENET_SUBSET ?=
@@ -193,5 +202,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

@@ -31,7 +31,7 @@ from experiments.kit.config import require, seed_list, setup_name
 from experiments.kit.data import compact_inputs, ensure_dataset, load_split, to_inputs
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.norm import norm_kwargs
-from experiments.kit.probes import SigmoidInputs
+from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
 from experiments.kit.results import StudySpec
 from experiments.kit.runlog import run_command
 from experiments.kit.sampling import IIDBatches
@@ -51,6 +51,9 @@ class Model:
 class Probe:
     unit: int = 0
     percentiles: list[float] = field(default_factory=lambda: [15.0, 50.0, 85.0])
+    # every evaluation: each unit's excess kurtosis and negentropy (quartiles over units logged,
+    # every unit's in unit_nongaussianity.pt), and the same on a standard-normal control
+    nongaussian: bool = False
 
 
 @dataclass
@@ -164,10 +167,14 @@ class Figure1Probe:
         self.unit, self.qs = probe.unit, list(probe.percentiles)
         self.recorder = SigmoidInputs(model.sigmoids)
         self.history: list[list] = [[] for _ in runs]  # per run: (step, (layers, qs, units))
+        self.nongaussian = probe.nongaussian
+        self.nongauss: list[list] = [[] for _ in runs]  # per run: (step, (2, layers, units))
+        self._control: dict[str, float] | None = None
 
     def evaluate(self, step: int) -> list[dict[str, float]]:
         with self.recorder:
             accs = accuracies(self.model, self.data.x_test, self.data.y_test)
+        shape = self.nongaussian and self.recorder.non_gaussianity()
         pct = self.recorder.percentiles(self.qs)
         out = []
         for k, run in enumerate(self.runs):
@@ -176,7 +183,35 @@ class Figure1Probe:
                 if self.history[k]:
                     metrics.update(self._shift(self.history[k][-1][1], pct[k]))
                 self.history[k].append((step, pct[k]))
+                if shape:
+                    both = torch.stack([shape[0][k], shape[1][k]]).float()
+                    metrics.update(self._shape_metrics(both))
+                    self.nongauss[k].append((step, both))
             out.append(metrics)
+        return out
+
+    def _shape_metrics(self, both: torch.Tensor) -> dict[str, float]:
+        """Per layer, the quartiles over units of the excess kurtosis and the negentropy, and
+        the same numbers of a standard-normal sample the size of the test set (the control)."""
+        if self._control is None:
+            g = torch.Generator().manual_seed(0)
+            normal = torch.randn(both.shape[-1], len(self.data.y_test), generator=g)
+            control = torch.stack([excess_kurtosis(normal), negentropy(normal)]).float()
+            self._control = self._quartiles(control[:, None], "nongauss/control")
+        out = dict(self._control)
+        for layer in range(both.shape[1]):
+            out.update(self._quartiles(both[:, layer : layer + 1], f"nongauss/layer{layer + 1}"))
+        return out
+
+    @staticmethod
+    def _quartiles(both: torch.Tensor, prefix: str) -> dict[str, float]:
+        qs = torch.tensor([0.25, 0.5, 0.75])
+        out = {}
+        for name, values in zip(("kurtosis", "negentropy"), both):
+            q = torch.nanquantile(values.flatten(), qs)
+            out.update(
+                {f"{prefix}/{name}_{s}": v.item() for s, v in zip(("q25", "median", "q75"), q)}
+            )
         return out
 
     def _typical(self, pct: torch.Tensor) -> dict[str, float]:
@@ -198,11 +233,13 @@ class Figure1Probe:
             )
         return out
 
-    def state(self) -> list:
-        return self.history
+    def state(self) -> dict:
+        return {"history": self.history, "nongauss": self.nongauss}
 
-    def load_state(self, history: list) -> None:
-        self.history = history
+    def load_state(self, state: dict | list) -> None:
+        if isinstance(state, list):  # a checkpoint from before the non-Gaussianity probe
+            state = {"history": state, "nongauss": [[] for _ in self.runs]}
+        self.history, self.nongauss = state["history"], state["nongauss"]
 
     def save(self) -> None:
         """Every unit's percentiles at every evaluation, to each run's ``unit_percentiles.pt``."""
@@ -211,6 +248,15 @@ class Figure1Probe:
             torch.save(
                 {"steps": [s for s, _ in history], "percentiles": self.qs, "values": values},
                 run.out_dir / "unit_percentiles.pt",
+            )
+        for run, shape in zip(self.runs, self.nongauss) if self.nongaussian else ():
+            torch.save(
+                {
+                    "steps": [s for s, _ in shape],
+                    "measures": ["excess_kurtosis", "negentropy"],
+                    "values": torch.stack([v for _, v in shape]) if shape else None,
+                },
+                run.out_dir / "unit_nongaussianity.pt",
             )
 
 

@@ -1,4 +1,5 @@
-"""Record the distribution of each sigmoid's input (BN paper Fig. 1(b, c))."""
+"""Record the distribution of each sigmoid's input (BN paper Fig. 1(b, c)) and measure how far
+from Gaussian it is (seed note 000's question: excess kurtosis and negentropy)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,32 @@ def percentiles(values: np.ndarray, qs: Sequence[float], overwrite: bool = False
     return np.stack(out, axis=-1)
 
 
+# E[log cosh ν] for ν ~ N(0, 1), by quadrature: the Gaussian reference of the negentropy estimate.
+LOGCOSH_NORMAL = 0.374567207491438
+
+
+def standardized(values: Tensor) -> Tensor:
+    """Each row of ``values`` (``(..., n)``) minus its mean, over its standard deviation
+    (the population one), in float64; a constant row gives NaN."""
+    v = values.double()
+    centered = v - v.mean(-1, keepdim=True)
+    return centered / centered.square().mean(-1, keepdim=True).sqrt()
+
+
+def excess_kurtosis(values: Tensor) -> Tensor:
+    """``E[z⁴] − 3`` of each row, ``z`` the standardized row: 0 for a Gaussian, −1.2 for a
+    uniform, 3 for a Laplace distribution."""
+    return standardized(values).pow(4).mean(-1) - 3
+
+
+def negentropy(values: Tensor) -> Tensor:
+    """Hyvärinen's approximation of each row's negentropy, ``(E[log cosh z] − E[log cosh ν])²``
+    with ``z`` the standardized row and ``ν ~ N(0, 1)``: 0 for a Gaussian, > 0 otherwise."""
+    z = standardized(values)
+    log_cosh = torch.logaddexp(z, -z) - math.log(2)  # log cosh without overflow
+    return (log_cosh.mean(-1) - LOGCOSH_NORMAL).square()
+
+
 class SigmoidInputs:
     """Collects the input of each given module (e.g. every ``nn.Sigmoid``) while active.
 
@@ -112,6 +139,15 @@ class SigmoidInputs:
         only, ``(copies, examples)``, if ``unit`` is given."""
         inputs = self.inputs[i] if unit is None else [x[:, unit] for x in self.inputs[i]]
         return inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=-1)
+
+    def non_gaussianity(self) -> tuple[Tensor, Tensor]:
+        """``(kurtosis, negentropy)``, each ``(copies, layers, units)``: every unit's recorded
+        input's :func:`excess_kurtosis` and :func:`negentropy`."""
+        layers = [self.layer(i) for i in range(len(self.modules))]
+        return (
+            torch.stack([excess_kurtosis(x) for x in layers], 1),
+            torch.stack([negentropy(x) for x in layers], 1),
+        )
 
     def percentiles(self, qs: Sequence[float]) -> Tensor:
         """``(copies, layers, len(qs), units)``: the ``qs`` percentiles (linear interpolation,

@@ -97,15 +97,23 @@ def test_short_run_writes_metrics_and_summary(root, tmp_path, setup):
     assert pct["values"].shape == (5, 3, 3, 100)
 
 
-def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
-    [full] = mnist.train(_small(root, "setup=bn", "seed=3"), tmp_path / "full")
+@pytest.mark.parametrize("probe", ["probe.nongaussian=false", "probe.nongaussian=true"])
+def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, probe):
+    [full] = mnist.train(_small(root, "setup=bn", "seed=3", probe), tmp_path / "full")
 
     original = mnist.stacked_batches
     with monkeypatch.context() as m:  # killed before step 25, after the checkpoint of step 20
         m.setattr(mnist, "stacked_batches", lambda *a: dies_at_step(original(*a), 25))
         with pytest.raises(KeyboardInterrupt):
-            mnist.train(_small(root, "setup=bn", "seed=3"), tmp_path / "killed")
-    [resumed] = mnist.train(_small(root, "setup=bn", "seed=3", "resume=true"), tmp_path / "killed")
+            mnist.train(_small(root, "setup=bn", "seed=3", probe), tmp_path / "killed")
+    [resumed] = mnist.train(
+        _small(root, "setup=bn", "seed=3", probe, "resume=true"), tmp_path / "killed"
+    )
+    for name in ("unit_percentiles.pt", "unit_nongaussianity.pt"):
+        if (tmp_path / "full" / name).exists():
+            a = torch.load(tmp_path / "full" / name, weights_only=True)
+            b = torch.load(tmp_path / "killed" / name, weights_only=True)
+            assert a["steps"] == b["steps"] and torch.equal(a["values"], b["values"])
 
     for key in ("test_acc", "train_acc", "test_acc_population", "final_train_loss"):
         assert resumed[key] == full[key], key
@@ -114,6 +122,29 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     b = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)["model"]
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+
+
+def test_non_gaussianity_probe_logs_quartiles_and_a_normal_control(root, tmp_path):
+    mnist.train(_small(root, "setup=baseline", "probe.nongaussian=true"), tmp_path)
+    rows = metric_rows(tmp_path)
+    value = {(int(r["step"]), r["metric"]): float(r["value"]) for r in rows}
+    for layer in (1, 2, 3):
+        for measure in ("kurtosis", "negentropy"):
+            q = [
+                value[(40, f"nongauss/layer{layer}/{measure}_{s}")]
+                for s in ("q25", "median", "q75")
+            ]
+            assert q == sorted(q)
+    assert abs(value[(40, "nongauss/control/kurtosis_median")]) < 0.2  # the tiny test set: 100
+    assert value[(40, "nongauss/control/negentropy_median")] < 1e-3
+    saved = torch.load(tmp_path / "unit_nongaussianity.pt", weights_only=True)
+    assert saved["steps"] == [0, 10, 20, 30, 40] and saved["values"].shape == (5, 2, 3, 100)
+    assert not any(r["metric"].startswith("nongauss/") for r in _off_rows(root, tmp_path))
+
+
+def _off_rows(root: Path, tmp_path: Path) -> list[dict]:
+    mnist.train(_small(root, "setup=baseline"), tmp_path / "off")
+    return metric_rows(tmp_path / "off")
 
 
 def test_resume_with_other_seeds_is_refused(root, tmp_path):
