@@ -148,6 +148,19 @@ question-nongaussianity: $(ENV) ## non-Gaussianity of the sigmoid inputs, baseli
 	$(PY) -m scripts.collect mnist $$runs --out results/questions/nongaussianity \
 	  --command "make question-nongaussianity" --wall-time $$(( $$(date +%s) - start ))
 
+# Note 000: "to what extent did dropout improve the accuracy?" BN-x5 and BN-Baseline with and without
+# Inception's 40% dropout, BN-Inception at CPU scale, 2 seeds, DROPOUT_STEPS steps each (shorter
+# than the 3,000 of reproduce-inception-cpu, the same for all four).
+DROPOUT_STEPS ?= 1500
+question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (~30 min); results/questions/dropout/
+	$(PY) -m experiments.kit.data fashion_mnist
+	@start=$$(date +%s); set -e; runs=multirun/question-dropout/$(STAMP); \
+	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+	  setup=bn_x5,bn_x5_dropout,bn_baseline,bn_baseline_nodropout seed=0,1 train.steps=$(DROPOUT_STEPS) \
+	  hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect inception $$runs --out results/questions/dropout \
+	  --command "make question-dropout" --wall-time $$(( $$(date +%s) - start ))
+
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
 IMAGENET_SUBSET ?=
@@ -202,5 +215,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

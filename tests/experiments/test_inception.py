@@ -87,8 +87,11 @@ def _diff(a: str, b: str) -> set[str]:
 # --- the variants -------------------------------------------------------------------------------
 
 
-def test_variant_files_are_the_six_of_the_paper():
-    assert sorted(setups_of("inception")) == sorted(VARIANTS)
+QUESTION_SETUPS = ["bn_x5_dropout", "bn_baseline_nodropout"]  # note 000's dropout question
+
+
+def test_variant_files_are_the_six_of_the_paper_and_the_dropout_question():
+    assert sorted(setups_of("inception")) == sorted(VARIANTS + QUESTION_SETUPS)
 
 
 @pytest.mark.parametrize(
@@ -98,6 +101,8 @@ def test_variant_files_are_the_six_of_the_paper():
         ("bn_x5", "bn_x30", {"train.lr_mult"}),
         ("bn_x5", "bn_x5_sigmoid", {"model.activation"}),
         ("inception", "inception_sigmoid", {"model.activation"}),
+        ("bn_x5", "bn_x5_dropout", {"model.dropout"}),
+        ("bn_baseline", "bn_baseline_nodropout", {"model.dropout"}),
         (
             "bn_baseline",
             "bn_x5",
@@ -196,7 +201,7 @@ def test_photometric_distortion_is_reproducible_and_off_at_zero():
 # --- runs ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS + QUESTION_SETUPS)
 def test_each_variant_runs_two_steps_on_an_image_folder(folder, tmp_path, variant):
     cfg = _on_folder(folder, f"setup={variant}", "train.steps=2")
     summary = inception.train(cfg, tmp_path)
