@@ -139,6 +139,25 @@ def test_scale_invariance(impl):
 
 
 @pytest.mark.parametrize("impl", ["fast", "reference"])
+@pytest.mark.parametrize("a", [0.3, 7.0])
+def test_scale_invariance_with_eps_is_a_rescaled_eps(impl, a):
+    """With ε > 0 the identity is exact in this form: BN_ε(aWu) = BN_{ε/a²}(Wu), values and
+    input gradients (mechanism.md §4); BN_ε(aWu) itself differs from BN_ε(Wu)."""
+    eps = 0.1  # large, so that ignoring it would fail
+    u = torch.randn(16, 10, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, 10, dtype=torch.float64) * 0.3
+    gy = torch.randn(16, 6, dtype=torch.float64)
+    scaled = bn.BatchNorm1d(6, impl=impl, eps=eps).double()(u @ (a * w).t())
+    rescaled = bn.BatchNorm1d(6, impl=impl, eps=eps / a**2).double()(u @ w.t())
+    plain = bn.BatchNorm1d(6, impl=impl, eps=eps).double()(u @ w.t())
+    torch.testing.assert_close(scaled, rescaled)
+    torch.testing.assert_close(
+        torch.autograd.grad(scaled, u, gy)[0], torch.autograd.grad(rescaled, u, gy)[0]
+    )
+    assert not torch.allclose(scaled, plain, atol=1e-4)
+
+
+@pytest.mark.parametrize("impl", ["fast", "reference"])
 def test_identity_recovery(impl):
     """γ = sqrt(Var[x] + ε), β = E[x] (the batch's) gives back the input."""
     x = torch.randn(50, 4, 3, 3, dtype=torch.float64) * 5 - 2

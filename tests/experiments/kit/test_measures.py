@@ -1,0 +1,111 @@
+"""The mechanism measures (``experiments.kit.measures``), each against an independent computation
+on a tiny network: Santurkar et al.'s G' on a 2-layer linear network by hand, β-smoothness on a
+quadratic (the Hessian's top eigenvalue), the Jacobian of Linear+BN in inference mode in closed
+form (γ/σ · W), singular values against ``torch.linalg.svdvals`` of an autograd Jacobian."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import bn
+from experiments.kit.measures import (
+    first_last_gradient_ratio,
+    gradient_ics,
+    jacobian_singular_values,
+    landscape_along_gradient,
+    spectrum_summary,
+)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def test_gradient_ics_on_a_two_layer_linear_network_by_hand():
+    g = torch.Generator().manual_seed(0)
+    w1 = nn.Parameter(torch.randn(4, 3, generator=g))
+    w2 = nn.Parameter(torch.randn(2, 4, generator=g))
+    x, y = torch.randn(3, 5, generator=g), torch.randn(2, 5, generator=g)
+    model = nn.ParameterList([w1, w2])
+    lr = 0.1
+
+    def loss_fn():
+        return 0.5 * (w2 @ w1 @ x - y).square().sum()
+
+    # by hand: r = W2 W1 x − y, G2 = r (W1 x)ᵀ, G1 = W2ᵀ r xᵀ; G'2 after W1 ← W1 − lr G1
+    with torch.no_grad():
+        r = w2 @ w1 @ x - y
+        g1, g2 = w2.t() @ r @ x.t(), r @ (w1 @ x).t()
+        w1_new = w1 - lr * g1
+        g2_shifted = (w2 @ w1_new @ x - y) @ (w1_new @ x).t()
+    first, second = gradient_ics(model, [[w1], [w2]], loss_fn, lr)
+    assert first["ics"] == 0 and first["cosine"] == pytest.approx(1)  # nothing before layer 1
+    assert second["ics"] == pytest.approx((g2 - g2_shifted).norm().item(), rel=1e-10)
+    assert second["ics_relative"] == pytest.approx(second["ics"] / g2.norm().item(), rel=1e-10)
+    cos = (g2 * g2_shifted).sum() / (g2.norm() * g2_shifted.norm())
+    assert second["cosine"] == pytest.approx(cos.item(), rel=1e-10)
+    assert torch.equal(w1, model[0]) and torch.allclose(w1_new + lr * g1, w1)  # weights restored
+
+
+def test_beta_smoothness_of_a_quadratic_is_the_top_eigenvalue():
+    q, _ = torch.linalg.qr(torch.randn(6, 6, generator=torch.Generator().manual_seed(1)))
+    eigenvalues = torch.tensor([5.0, 2.0, 1.0, 0.5, 0.2, 0.1])
+    hessian = q @ torch.diag(eigenvalues) @ q.t()
+    w = nn.Parameter(3.0 * q[:, 0])  # along the top eigenvector: g = H w is too
+    model = nn.ParameterList([w])
+    out = landscape_along_gradient(model, lambda: 0.5 * w @ hessian @ w, [0.01, 0.05, 0.1])
+    assert out["beta_smoothness"] == pytest.approx(5.0, rel=1e-10)
+    # the loss at W − ηg = (1 − 5η)w is 0.5·5·(1 − 5η)²·9
+    expected = [0.5 * 5 * (1 - 5 * eta) ** 2 * 9 for eta in (0.01, 0.05, 0.1)]
+    assert out["losses"] == pytest.approx(expected, rel=1e-10)
+    assert (out["loss_min"], out["loss_max"]) == pytest.approx((min(expected), max(expected)))
+    assert out["grad_predictiveness"] == pytest.approx(5.0 * 0.1 * 5.0 * 3.0, rel=1e-10)
+    assert torch.equal(w.detach(), 3.0 * q[:, 0])
+
+
+def test_a_diverging_step_is_recorded_not_raised():
+    w = nn.Parameter(torch.tensor([1.0]))
+    model = nn.ParameterList([w])
+    out = landscape_along_gradient(
+        model, lambda: (w.square() * w.square().exp()).sum(), [1e-3, 100.0]
+    )
+    assert math.isinf(out["losses"][1]) and math.isfinite(out["loss_max"])
+    assert out["loss_max"] == out["losses"][0]
+
+
+def test_jacobian_of_linear_bn_in_inference_is_gamma_over_sigma_times_w():
+    lin = nn.Linear(5, 4, bias=False)
+    norm = bn.BatchNorm1d(4, eps=1e-3)
+    with torch.no_grad():
+        norm.running_var.copy_(torch.tensor([0.5, 2.0, 1.0, 4.0]))
+        norm.running_mean.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+        norm.weight.copy_(torch.tensor([1.5, 0.5, -1.0, 2.0]))
+    layer = nn.Sequential(lin, norm).eval()
+    x = torch.randn(3, 5)
+    closed_form = (norm.weight / torch.sqrt(norm.running_var + norm.eps))[:, None] * lin.weight
+    svals = jacobian_singular_values(lambda v: layer(v[None])[0], x)
+    expected = torch.linalg.svdvals(closed_form.detach())
+    torch.testing.assert_close(svals, expected.expand(3, -1))
+
+
+def test_singular_values_match_an_autograd_jacobian():
+    net = nn.Sequential(nn.Linear(4, 6), nn.Sigmoid(), nn.Linear(6, 3))
+    x = torch.randn(2, 4)
+    svals = jacobian_singular_values(net, x)
+    for b in range(2):
+        jac = torch.autograd.functional.jacobian(net, x[b])
+        torch.testing.assert_close(svals[b], torch.linalg.svdvals(jac))
+    s = spectrum_summary(torch.tensor([0.25, 0.5, 1.0, 2.0, 3.0]))
+    assert s == pytest.approx({"sv_median": 1.0, "sv_min": 0.25, "sv_max": 3.0, "sv_in_band": 0.6})
+
+
+def test_first_last_gradient_ratio():
+    w1, w2 = nn.Parameter(torch.ones(2, 2)), nn.Parameter(torch.ones(2, 2))
+    loss = 3 * w1.sum() + w2.sum()
+    assert first_last_gradient_ratio([w1, w2], loss) == pytest.approx(3.0)
