@@ -80,6 +80,7 @@ figures: $(ENV) ## rebuild every figure (PNG + SVG), CLAIMS.md and report.html f
 	$(PY) -m scripts.plot_mnist
 	$(PY) -m scripts.plot_renorm
 	$(PY) -m scripts.plot_inception
+	$(PY) -m scripts.plot_depth
 	$(PY) -m scripts.claims
 	$(PY) -m scripts.report
 
@@ -109,6 +110,19 @@ reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 s
 	$(PY) -m scripts.collect renorm $$runs --out results/renorm \
 	  --command "make reproduce-renorm" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_renorm; \
+	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
+
+# --- Mechanism study (issue 16) ------------------------------------------------------------------
+# Yang et al. 2019: the first/last gradient-norm ratio of width-100 MLPs of depth 2..64 at
+# initialization and after 1, 10, 100 SGD steps; BN and none x sigmoid, ReLU, linear x 3 seeds.
+reproduce-depth: $(ENV) ## gradients across depth at init, with and without BN (~10 min); results/mechanism/depth/
+	$(PY) -m experiments.kit.data mnist
+	@start=$$(date +%s); set -e; runs=multirun/reproduce-depth/$(STAMP); \
+	$(PY) -m experiments.depth -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+	  setup=deep_mlp,deep_mlp_bn model.activation=sigmoid,relu,linear seed=0,1,2 hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect depth $$runs --out results/mechanism/depth \
+	  --command "make reproduce-depth" --wall-time $$(( $$(date +%s) - start )); \
+	$(PY) -m scripts.plot_depth; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
 # --- The seed notes' open questions ----------------------------------------------------------
@@ -215,5 +229,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout reproduce-depth
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

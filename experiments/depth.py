@@ -1,0 +1,170 @@
+"""Gradients across depth at initialization and over the first training steps (mechanism study,
+issue 16; Yang et al., ICLR 2019: at initialization BN makes gradients explode with depth).
+
+    python -m experiments.depth setup=deep_mlp_bn model.activation=relu seed=0
+    make reproduce-depth     # BN and none x sigmoid, ReLU, linear x 3 seeds; results/mechanism/depth/
+
+One run trains a :class:`~experiments.nets.deep_mlp.DeepMLP` of every depth in ``model.depths``
+side by side (plain SGD, the same i.i.d. MNIST batches of 60) and, every ``eval.every`` steps,
+measures on one fixed training batch each network's loss and ``‖∂L/∂W_first‖ / ‖∂L/∂W_last‖``
+(the input layer's and the classifier's weights), with BN in training mode (the statistics of
+that batch, as in training). Each depth is a run of its own (``<run dir>/depth<d>/``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch import nn
+
+import bn
+from experiments.kit import config
+from experiments.kit.config import require
+from experiments.kit.data import load_splits
+from experiments.kit.loop import Run, TrainLoop
+from experiments.kit.measures import first_last_gradient_ratio
+from experiments.kit.norm import norm_kwargs
+from experiments.kit.results import StudySpec
+from experiments.kit.runlog import run_command
+from experiments.kit.sampling import IIDBatches
+from experiments.nets.deep_mlp import ACTIVATIONS, DeepMLP
+
+STUDY = "depth"
+
+
+@dataclass
+class Model:
+    depths: list[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64])
+    width: int = 100
+    activation: str = "relu"  # relu | sigmoid | linear
+
+
+@dataclass
+class DepthConf(config.StudyConf):
+    model: Model = field(default_factory=Model)
+
+
+config.register(STUDY, DepthConf)
+
+SPEC = StudySpec(
+    name=STUDY,
+    setup_keys=("norm", "activation", "depth"),
+    stat_keys=("grad_ratio_init", "grad_ratio", "fixed_batch_loss"),
+    summary_keys=("data", "steps", "lr", "batch_size", "git_commit"),
+)
+
+
+def check(cfg: DictConfig) -> None:
+    config.check_common(cfg, STUDY)
+    m = cfg.model
+    require(
+        [
+            (m.activation in ACTIVATIONS, f"model.activation={m.activation!r} must be one of {tuple(ACTIVATIONS)}"),
+            (len(m.depths) >= 1 and all(d >= 1 for d in m.depths), f"model.depths={list(m.depths)} must be depths >= 1"),
+            (len(set(m.depths)) == len(m.depths), f"model.depths={list(m.depths)} has repeated depths"),
+            (m.width >= 1, f"model.width={m.width} must be at least 1"),
+            (isinstance(cfg.seed, int), f"seed={cfg.seed} must be one integer (sweep seeds with -m seed=0,1,2)"),
+        ]
+    )  # fmt: skip
+
+
+def build_networks(cfg: DictConfig, in_features: int) -> nn.ModuleList:
+    m, kind = cfg.model, str(cfg.norm.kind)
+    norm = (
+        None
+        if kind == "none"
+        else bn.get_norm_layer(kind, dims=1, **norm_kwargs(cfg.norm, cfg.train.steps))
+    )
+    return nn.ModuleList(
+        DeepMLP(d, m.width, m.activation, norm, in_features=in_features) for d in m.depths
+    )
+
+
+def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
+    """Train one network per depth; returns their summaries (each run's ``summary.json``)."""
+    check(cfg)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    train_split, _, _, _ = load_splits(cfg.data)
+    x_all, y_all = train_split.x.flatten(1), train_split.labels
+    torch.manual_seed(cfg.seed)
+    nets = build_networks(cfg, x_all.shape[1])
+    fixed = torch.randperm(len(y_all), generator=torch.Generator().manual_seed(10_000 + cfg.seed))
+    x_fixed, y_fixed = x_all[fixed[: cfg.train.batch_size]], y_all[fixed[: cfg.train.batch_size]]
+    runs = make_runs(cfg, out_dir)
+    sampler = IIDBatches(len(y_all), cfg.train.batch_size, seed=cfg.seed)
+    optimizer = torch.optim.SGD(nets.parameters(), lr=cfg.train.lr)
+
+    def batches(start: int):
+        for step in itertools.count(start):
+            idx = sampler.indices(step)
+            yield x_all[idx], y_all[idx]
+
+    def step_fn(step: int, batch) -> dict[str, list[float]]:
+        x, y = batch
+        losses = [F.cross_entropy(net(x), y) for net in nets]
+        optimizer.zero_grad(set_to_none=True)
+        torch.stack(losses).sum().backward()  # each network its own gradient
+        optimizer.step()
+        return {"loss": [loss.item() for loss in losses]}
+
+    def evaluate(step: int) -> list[dict[str, float]]:
+        out = []
+        for net in nets:
+            loss = F.cross_entropy(net(x_fixed), y_fixed)
+            ratio = first_last_gradient_ratio(
+                [lin.weight for lin in (net.linears[0], net.linears[-1])], loss
+            )
+            out.append({"grad_ratio": ratio, "fixed_batch_loss": loss.item()})
+        return out
+
+    loop = TrainLoop(
+        model=nets, runs=runs, batches=batches, step_fn=step_fn, evaluate=evaluate,
+        steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
+        batch_size=cfg.train.batch_size, optimizer=optimizer,
+        job_name=f"{runs[0].summary['setup_base']}-s{cfg.seed}",
+    )  # fmt: skip
+    loop.start(cfg)
+    result = loop.run()
+    finals = [{"grad_ratio_init": _first(run, "grad_ratio")} for run in runs]
+    return loop.finish(result, finals)
+
+
+def make_runs(cfg: DictConfig, out_dir: Path) -> list[Run]:
+    base = f"{config.setup_name()}_{cfg.model.activation}"
+    runs = []
+    for depth in cfg.model.depths:
+        run_dir = out_dir / f"depth{depth}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        summary = {
+            "name": f"{base}_d{depth}-s{cfg.seed}", "setup": f"{base}_d{depth}", "setup_base": base,
+            "seed": cfg.seed, "data": str(cfg.data.name), "norm": str(cfg.norm.kind),
+            "activation": cfg.model.activation, "depth": depth, "width": cfg.model.width,
+            "lr": cfg.train.lr, "batch_size": cfg.train.batch_size, "steps": cfg.train.steps,
+            "command": run_command(f"experiments.{STUDY}"),
+        }  # fmt: skip
+        runs.append(Run(name=summary["name"], out_dir=run_dir, summary=summary))
+    return runs
+
+
+def _first(run: Run, metric: str) -> float | None:
+    from experiments.kit.runlog import read_curve
+
+    curve = read_curve(run.out_dir / "metrics.csv", metric) if run.log else []
+    return curve[0][1] if curve else None
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="depth")
+def main(cfg: DictConfig) -> float | None:
+    return config.run_study(train, cfg)
+
+
+if __name__ == "__main__":
+    config.preflight()
+    main()
