@@ -125,6 +125,19 @@ reproduce-depth: $(ENV) ## gradients across depth at init, with and without BN (
 	$(PY) -m scripts.plot_depth; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
+# The Figure 1 networks measured every 500 steps (experiments/mechanism.py): baseline, BN and noisy
+# BN (3 seeds), BN with L2 1e-4 and 1e-3 (2 seeds); one process per network, JOBS at a time.
+MECH_SEEDS ?= 0,1,2
+MECHANISM := $(PY) -m experiments.mechanism -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS)
+reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks); results/mechanism/mlp/
+	$(PY) -m experiments.kit.data mnist
+	@start=$$(date +%s); set -e; runs=multirun/reproduce-mechanism/$(STAMP); \
+	$(MECHANISM) setup=mech_baseline,mech_bn,mech_noisy_bn seed=$(MECH_SEEDS) hydra.sweep.dir=$$runs/main; \
+	$(MECHANISM) setup=mech_bn_wd1e-4,mech_bn_wd1e-3 seed=0,1 hydra.sweep.dir=$$runs/weight_decay; \
+	$(PY) -m scripts.collect mechanism $$runs --out results/mechanism/mlp \
+	  --command "make reproduce-mechanism" --wall-time $$(( $$(date +%s) - start )); \
+	echo "wall time (training and collection): $$(( $$(date +%s) - start )) s"
+
 # --- The seed notes' open questions ----------------------------------------------------------
 QUESTION_SEEDS ?= 0,1,2,3,4
 
@@ -229,5 +242,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout reproduce-depth
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout reproduce-depth reproduce-mechanism
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

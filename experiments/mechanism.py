@@ -1,0 +1,380 @@
+"""Why does BN help? The BN paper's claim (less internal covariate shift) and its critics'
+measures side by side, on the Figure 1 networks (issue 16; definitions in
+``../shared/reference/mechanism.md``).
+
+    python -m experiments.mechanism setup=mech_bn seed=0
+    make reproduce-mechanism     # baseline, BN, noisy BN (3 seeds), BN with L2 (2 values); results/mechanism/
+
+The network, data, batch, learning rate and initialisation are ``make reproduce-mnist``'s (the
+sigmoid MLP of :mod:`experiments.mnist`, one seed per process). Every ``eval.every`` steps:
+
+1. **Distributional ICS, three ways**: every unit's 15/50/85th percentile of its sigmoid input
+   (a) on the test set in inference mode with the moving averages, (b) the same with population
+   statistics recomputed just before (Algorithm 2 on ``probe.batches`` fixed training batches, on
+   a copy), (c) in training mode on those fixed training batches; how far each unit's median and
+   spread moved since the last evaluation, mean and 75th percentile over the units of a layer.
+2. **Gradient ICS** (Santurkar et al., Def. 2.1) per layer on a fixed training batch.
+3. **The loss along the gradient** at ``probe.etas`` × the learning rate: the loss band,
+   gradient predictiveness and effective β-smoothness.
+4. **Jacobian singular values** per hidden layer (``∂h_l/∂h_{l−1}``) and input to output, per
+   example, inference mode with the current statistics, on ``probe.jacobian_examples`` test images.
+5. **Weights**: per layer ``‖W‖``, ``‖∇W‖`` and the step's relative update ``‖ΔW‖/‖W‖``.
+
+Every unit's percentiles (three ways) go to ``unit_percentiles.pt`` for the figures.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+import numpy as np
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch import Tensor, nn
+
+import bn
+from experiments import mnist
+from experiments.kit import config
+from experiments.kit.config import require
+from experiments.kit.loop import Run, TrainLoop
+from experiments.kit.measures import (
+    gradient_ics,
+    jacobian_singular_values,
+    landscape_along_gradient,
+    spectrum_summary,
+)
+from experiments.kit.norm import norm_kwargs
+from experiments.kit.probes import SigmoidInputs
+from experiments.kit.results import StudySpec
+from experiments.kit.runlog import run_command
+from experiments.kit.sampling import IIDBatches
+from experiments.nets.binary_linear import BinaryInputLinear
+from experiments.nets.mlp import SigmoidMLP
+from experiments.nets.noisy import CovariateShiftNoise
+
+STUDY = "mechanism"
+WAYS = ("moving", "population", "train_mode")  # the three views of the sigmoid inputs
+
+
+@dataclass
+class Model:
+    hidden: list[int] = field(default_factory=lambda: [100, 100, 100])
+    init_std: float = 0.1
+    noise: bool = False  # Santurkar et al.'s noisy BN: CovariateShiftNoise after every BN
+
+
+@dataclass
+class Train(config.TrainConf):
+    weight_decay: float = 0.0  # L2 on the weight matrices (not on biases, γ, β)
+
+
+@dataclass
+class Probe:
+    percentiles: list[float] = field(default_factory=lambda: [15.0, 50.0, 85.0])
+    batches: int = 20  # fixed training batches: population statistics (b) and training mode (c)
+    etas: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])  # x train.lr
+    jacobian_examples: int = 100
+
+
+@dataclass
+class MechanismConf(config.StudyConf):
+    model: Model = field(default_factory=Model)
+    train: Train = field(default_factory=Train)
+    probe: Probe = field(default_factory=Probe)
+
+
+config.register(STUDY, MechanismConf)
+
+SPEC = StudySpec(
+    name=STUDY,
+    order=["mech_baseline", "mech_bn", "mech_noisy_bn", "mech_bn_wd1e-4", "mech_bn_wd1e-3"],
+    setup_keys=("norm", "noise", "weight_decay"),
+    stat_keys=("test_acc", "max_test_acc", "final_train_loss"),
+    summary_keys=("data", "steps", "lr", "git_commit"),
+)
+
+
+def check(cfg: DictConfig) -> None:
+    config.check_common(cfg, STUDY)
+    p = cfg.probe
+    require(
+        [
+            (isinstance(cfg.seed, int), f"seed={cfg.seed} must be one integer (sweep seeds with -m seed=0,1,2)"),
+            (not cfg.model.noise or cfg.norm.kind != "none", "model.noise=true adds noise after BN: choose a norm"),
+            (cfg.train.weight_decay >= 0, f"train.weight_decay={cfg.train.weight_decay} must be >= 0"),
+            (p.batches >= 1, f"probe.batches={p.batches} must be at least 1"),
+            (len(p.etas) >= 1 and all(e > 0 for e in p.etas), f"probe.etas={list(p.etas)} must be positive"),
+            (50 in p.percentiles and len(p.percentiles) >= 3, "probe.percentiles must hold 50 and two others"),
+            (p.jacobian_examples >= 1, f"probe.jacobian_examples={p.jacobian_examples} must be at least 1"),
+        ]
+    )  # fmt: skip
+
+
+def build_model(cfg: DictConfig, data: mnist.Data) -> SigmoidMLP:
+    model = SigmoidMLP(
+        str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std,
+        in_features=data.train_pixels.shape[1], copies=1, seeds=[cfg.seed],
+        binary_input=data.binarize, **norm_kwargs(cfg.norm, cfg.train.steps),
+    )  # fmt: skip
+    if cfg.model.noise:
+        model.norms = nn.ModuleList(nn.Sequential(n, CovariateShiftNoise()) for n in model.norms)
+    return model
+
+
+# -- the network as plain functions of one example (copy 0, inference mode) ----------------------
+def layer_functions(model: SigmoidMLP) -> list:
+    """``f_l(h) = sigmoid(BN(W_l h + b_l))`` of every hidden layer and the output layer's
+    ``W h + b``, for one example ``h`` (a vector), with BN's current moving statistics."""
+    norms = list(model.norms) if model.norms is not None else [None] * len(model.hidden)
+    fns = []
+    for linear, norm in zip(model.hidden, norms):
+        w = linear.weight[0].t() if isinstance(linear, BinaryInputLinear) else linear.weight[0]
+        b = None if linear.bias is None else linear.bias[0, :, 0]
+        fns.append(_hidden_fn(w.detach(), None if b is None else b.detach(), _bn_of(norm)))
+    out = model.output
+    w, b = out.weight[0].detach(), out.bias[0, :, 0].detach()
+    fns.append(lambda h, w=w, b=b: w @ h + b)
+    return fns
+
+
+def _bn_of(norm: nn.Module | None) -> nn.Module | None:
+    if norm is None:
+        return None
+    return norm[0] if isinstance(norm, nn.Sequential) else norm  # the noise is off in inference
+
+
+def _hidden_fn(w: Tensor, b: Tensor | None, norm: nn.Module | None):
+    def f(h: Tensor) -> Tensor:
+        z = w @ h + (0 if b is None else b)
+        if norm is not None:
+            scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
+            z = (z - norm.running_mean) * scale + norm.bias
+        return torch.sigmoid(z)
+
+    return f
+
+
+def jacobian_metrics(model: SigmoidMLP, x: Tensor) -> dict[str, float]:
+    """Per hidden layer ``l >= 2`` (the first reads 0/1 pixels) the singular values of
+    ``∂h_l/∂h_{l−1}``, and of the input-output Jacobian ``∂logits/∂x``, per example."""
+    fns = layer_functions(model)
+    out: dict[str, float] = {}
+    with torch.no_grad():
+        hs = [x.float()]
+        for f in fns[:-1]:
+            hs.append(torch.stack([f(h) for h in hs[-1]]))
+    for layer in range(1, len(fns) - 1):
+        sv = jacobian_singular_values(fns[layer], hs[layer])
+        out.update({f"jacobian/layer{layer + 1}/{k}": v for k, v in spectrum_summary(sv).items()})
+
+    def whole(h: Tensor) -> Tensor:
+        for f in fns:
+            h = f(h)
+        return h
+
+    sv = jacobian_singular_values(whole, hs[0])
+    out.update({f"jacobian/input_output/{k}": v for k, v in spectrum_summary(sv).items()})
+    return out
+
+
+# -- the three views of the sigmoid inputs ------------------------------------------------------
+def sigmoid_input_percentiles(
+    model: SigmoidMLP, recorder: SigmoidInputs, qs: list[float], fixed: list[Tensor], x_test: Tensor
+) -> dict[str, Tensor]:
+    """``{way: (layers, len(qs), units)}``: the percentiles of every unit's sigmoid input,
+    (a) ``moving``: test set, inference mode; (b) ``population``: the same after Algorithm 2 on
+    the ``fixed`` training batches (on a copy; without BN equal to (a)); (c) ``train_mode``: the
+    fixed batches in training mode (on a copy, so the moving averages do not move)."""
+    out = {}
+    with recorder, torch.no_grad():
+        model.eval()(x_test)
+    out["moving"] = recorder.percentiles(qs)[0]
+    if model.norms is None:
+        out["population"] = out["moving"]
+    else:
+        m = copy.deepcopy(model)
+        bn.set_population_statistics(m, iter(fixed), len(fixed))
+        rec = SigmoidInputs(m.sigmoids)
+        with rec, torch.no_grad():
+            m.eval()(x_test)
+        out["population"] = rec.percentiles(qs)[0]
+    m = copy.deepcopy(model).train()
+    rec = SigmoidInputs(m.sigmoids)
+    with rec, torch.no_grad():
+        for x in fixed:
+            m(x)
+    out["train_mode"] = rec.percentiles(qs)[0]
+    return out
+
+
+def drift(prev: Tensor, now: Tensor, qs: list[float], prefix: str) -> dict[str, float]:
+    """Per layer, how far each unit's median and spread (outer percentiles) moved: the mean and
+    the 75th percentile over the layer's units."""
+    mid, lo, hi = qs.index(50), 0, len(qs) - 1
+    out = {}
+    for layer in range(now.shape[0]):
+        p, q = prev[layer], now[layer]
+        moves = {
+            "median": (q[mid] - p[mid]).abs(),
+            "spread": ((q[hi] - q[lo]) - (p[hi] - p[lo])).abs(),
+        }
+        for name, v in moves.items():
+            out[f"{prefix}/layer{layer + 1}/{name}_mean"] = v.mean().item()
+            out[f"{prefix}/layer{layer + 1}/{name}_q75"] = v.quantile(0.75).item()
+    return out
+
+
+# -- training -----------------------------------------------------------------------------------
+def weight_matrices(model: SigmoidMLP) -> list[Tensor]:
+    return [layer.weight for layer in (*model.hidden, model.output)]
+
+
+def sgd_step(model: SigmoidMLP, lr: float, weight_decay: float, every: int):
+    """Plain SGD (the MNIST study's), with L2 on the weight matrices; at every ``every``-th step
+    also each layer's ``‖W‖``, ``‖∇W‖`` and relative update ``‖ΔW‖/‖W‖`` (the step's)."""
+    params = list(model.parameters())
+    layer_of = {id(w): i + 1 for i, w in enumerate(weight_matrices(model))}
+    layers = [layer_of.get(id(p)) for p in params]  # None: a bias, γ or β (no decay)
+
+    def step_fn(step: int, batch) -> dict[str, float]:
+        x, y = batch
+        loss = F.cross_entropy(model(x).transpose(1, 2), y)
+        grads = torch.autograd.grad(loss, params)
+        out: dict[str, float] = {"loss": loss.item()}
+        with torch.no_grad():
+            for p, g, layer in zip(params, grads, layers):
+                update = g + weight_decay * p if layer and weight_decay else g
+                if layer and (step + 1) % every == 0:
+                    norm = p.norm().item()
+                    out[f"weights/layer{layer}/norm"] = norm
+                    out[f"weights/layer{layer}/grad_norm"] = g.norm().item()
+                    out[f"weights/layer{layer}/relative_update"] = lr * update.norm().item() / norm
+                p.sub_(lr * update)
+        return out
+
+    return step_fn
+
+
+def train(cfg: DictConfig, out_dir: Path) -> dict:
+    """One network (``cfg.seed``); returns its summary (also ``summary.json``)."""
+    check(cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    data = mnist.load_data(cfg.data)
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg, data)
+    setup = config.setup_name()
+    run = Run(
+        name=f"{setup}-s{cfg.seed}",
+        out_dir=out_dir,
+        summary={
+            "name": f"{setup}-s{cfg.seed}", "setup": setup, "seed": cfg.seed, "data": str(cfg.data.name),
+            "norm": str(cfg.norm.kind), "noise": cfg.model.noise, "weight_decay": cfg.train.weight_decay,
+            "lr": cfg.train.lr, "steps": cfg.train.steps, "command": run_command(f"experiments.{STUDY}"),
+        },
+    )  # fmt: skip
+    sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=cfg.seed)
+    probe = Probes(cfg, model, data)
+    loop = TrainLoop(
+        model=model, runs=[run], batches=mnist.stacked_batches(data, [sampler], cfg.train.batch_size),
+        step_fn=sgd_step(model, cfg.train.lr, cfg.train.weight_decay, cfg.eval.every),
+        evaluate=probe.evaluate, steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
+        batch_size=cfg.train.batch_size, state=(probe.state, probe.load_state),
+    )  # fmt: skip
+    loop.start(cfg)
+    result = loop.run()
+    probe.save(out_dir)
+    [summary] = loop.finish(result)
+    return summary
+
+
+class Probes:
+    """Every evaluation's measurements (the module docstring's 1-4) of one network."""
+
+    def __init__(self, cfg: DictConfig, model: SigmoidMLP, data: mnist.Data) -> None:
+        self.model, self.data, self.lr = model, data, cfg.train.lr
+        self.qs, p = list(cfg.probe.percentiles), cfg.probe
+        fixed_sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=100_000 + cfg.seed)
+        batches = mnist.stacked_batches(data, [fixed_sampler], cfg.train.batch_size)(0)
+        fixed = [next(batches) for _ in range(p.batches)]
+        self.fixed_x = [x for x, _ in fixed]
+        self.probe_batch = fixed[0]  # gradient ICS and the landscape: this batch, every time
+        self.etas = [e * cfg.train.lr for e in p.etas]
+        self.jacobian_x = data.x_test[: p.jacobian_examples]
+        self.recorder = SigmoidInputs(model.sigmoids)
+        self.history: list[tuple[int, dict[str, Tensor]]] = []
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        model = self.model
+        [acc] = mnist.accuracies(model, self.data.x_test, self.data.y_test)
+        metrics = {"test/acc": acc}
+        pct = sigmoid_input_percentiles(
+            model, self.recorder, self.qs, self.fixed_x, self.data.x_test
+        )
+        if self.history:
+            for way in WAYS:
+                metrics.update(drift(self.history[-1][1][way], pct[way], self.qs, f"shift/{way}"))
+        self.history.append((step, pct))
+        metrics.update(self._gradient_measures())
+        metrics.update(jacobian_metrics(model.eval(), self.jacobian_x))
+        model.train()
+        return metrics
+
+    def _gradient_measures(self) -> dict[str, float]:
+        m = copy.deepcopy(self.model).train()
+        x, y = self.probe_batch
+
+        def loss_fn() -> Tensor:
+            return F.cross_entropy(m(x).transpose(1, 2), y)
+
+        layers = [[w] for w in weight_matrices(m)]
+        out = {}
+        for i, ics in enumerate(gradient_ics(m, layers, loss_fn, self.lr)):
+            out.update({f"grad_ics/layer{i + 1}/{k}": v for k, v in ics.items()})
+        land = landscape_along_gradient(m, loss_fn, self.etas, [w for [w] in layers])
+        out.update({f"landscape/{k}": v for k, v in land.items() if k != "losses"})
+        for eta, loss in zip(self.etas, land["losses"]):
+            out[f"landscape/loss_at_{eta / self.lr:g}lr"] = (
+                loss if math.isfinite(loss) else float("nan")
+            )
+        return out
+
+    def state(self) -> list:
+        return self.history
+
+    def load_state(self, history: list) -> None:
+        self.history = history
+
+    def save(self, out_dir: Path) -> None:
+        """Every unit's percentiles, the three ways, at every evaluation: ``unit_percentiles.pt``
+        (``values``: ``(evaluations, ways, layers, percentiles, units)``)."""
+        values = None
+        if self.history:
+            values = torch.stack([torch.stack([pct[w] for w in WAYS]) for _, pct in self.history])
+        torch.save(
+            {"steps": [s for s, _ in self.history], "ways": list(WAYS), "percentiles": self.qs, "values": values},
+            out_dir / "unit_percentiles.pt",
+        )  # fmt: skip
+
+
+def typical_unit(values: np.ndarray, qs: list[float]) -> int:
+    """The unit whose total median drift over training (``values``: ``(evaluations,
+    percentiles, units)`` of one layer) is the median over the layer's units: a "typical" one."""
+    total = np.abs(np.diff(values[:, qs.index(50)], axis=0)).sum(0)
+    return int(np.argsort(total)[len(total) // 2])
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="mechanism")
+def main(cfg: DictConfig) -> float | None:
+    return config.run_study(train, cfg)
+
+
+if __name__ == "__main__":
+    config.preflight()
+    main()

@@ -1,0 +1,148 @@
+"""The mechanism study: the network as per-example functions equals the model, the three views of
+the sigmoid inputs, the logged measures, resume, every setup end to end. Offline, tiny data."""
+
+import numpy as np
+import pytest
+import torch
+
+from experiments import mechanism, mnist
+from experiments.kit.config import ConfigError
+from tests.configs import compose_config, setups_of
+from tests.interrupt import dies_at_step
+from tests.runs import metric_rows
+
+
+def _small(root, *extra):
+    return compose_config(
+        "mechanism",
+        [
+            "data=fashion_mnist", f"data.root={root}", "data.download=false", "data.verify=false",
+            "logger.mode=disabled", "train.steps=20", "eval.every=10", "train.batch_size=20",
+            "train.lr=0.5", "probe.batches=3", "probe.jacobian_examples=5", *extra,
+        ],
+    )  # fmt: skip
+
+
+def test_the_setups():
+    assert set(setups_of("mechanism")) == {
+        "mech_baseline", "mech_bn", "mech_noisy_bn", "mech_bn_wd1e-4", "mech_bn_wd1e-3",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("setup", ["mech_baseline", "mech_bn", "mech_noisy_bn"])
+def test_layer_functions_are_the_model_in_inference(root, setup):
+    cfg = _small(root, f"setup={setup}")
+    data = mnist.load_data(cfg.data)
+    model = mechanism.build_model(cfg, data)
+    with torch.no_grad():  # move the statistics and biases away from their initial values
+        model.train()(data.x_test[:40])
+        for layer in model.hidden:
+            if layer.bias is not None:
+                layer.bias.normal_()
+    model.eval()
+    x = data.x_test[:4]
+    h = x.float()
+    fns = mechanism.layer_functions(model)
+    logits = torch.stack([_compose(fns, v) for v in h])
+    torch.testing.assert_close(logits, model(x)[0])
+
+
+def _compose(fns, v):
+    for f in fns:
+        v = f(v)
+    return v
+
+
+def test_input_output_jacobian_matches_autograd_of_the_model(root):
+    cfg = _small(root)
+    data = mnist.load_data(cfg.data)
+    model = mechanism.build_model(cfg, data).eval()
+    x = data.x_test[:3].float()
+    out = mechanism.jacobian_metrics(model, x)
+    svals = []
+    for v in x:
+        jac = torch.autograd.functional.jacobian(lambda u: model(u[None])[0, 0], v)
+        svals.append(torch.linalg.svdvals(jac))
+    svals = torch.stack(svals)
+    assert out["jacobian/input_output/sv_max"] == pytest.approx(svals.max().item(), rel=1e-4)
+    assert out["jacobian/input_output/sv_median"] == pytest.approx(svals.median().item(), rel=1e-4)
+
+
+def test_drift_and_the_typical_unit():
+    qs = [15.0, 50.0, 85.0]
+    prev = torch.zeros(1, 3, 4)
+    now = torch.zeros(1, 3, 4)
+    now[0, 1] = torch.tensor([0.0, 1.0, 2.0, 3.0])  # medians move by 0..3
+    now[0, 2] = torch.tensor([1.0, 1.0, 1.0, 1.0])  # spreads grow by 1
+    d = mechanism.drift(prev, now, qs, "x")
+    assert d["x/layer1/median_mean"] == 1.5 and d["x/layer1/spread_mean"] == 1.0
+    values = np.zeros((3, 3, 5))
+    values[1:, 1] = [[0, 1, 2, 3, 4], [0, 2, 4, 6, 8]]  # total median drift 0, 2, 4, 6, 8
+    assert mechanism.typical_unit(values, qs) == 2
+
+
+def test_a_short_run_logs_every_measure(root, tmp_path):
+    summary = mechanism.train(_small(root, "setup=mech_bn"), tmp_path)
+    metrics = {r["metric"] for r in metric_rows(tmp_path) if r["step"] == "20"}
+    for way in mechanism.WAYS:
+        assert f"shift/{way}/layer3/median_mean" in metrics
+    assert {"grad_ics/layer2/cosine", "landscape/beta_smoothness", "jacobian/layer2/sv_median",
+            "jacobian/input_output/sv_in_band", "weights/layer1/relative_update"} <= metrics  # fmt: skip
+    saved = torch.load(tmp_path / "unit_percentiles.pt", weights_only=True)
+    assert saved["steps"] == [0, 10, 20] and saved["values"].shape == (3, 3, 3, 3, 100)
+    assert summary["setup"] == "mech_bn" and not summary["diverged"]
+
+
+def test_without_bn_the_population_view_is_the_moving_one(root, tmp_path):
+    mechanism.train(_small(root, "setup=mech_baseline"), tmp_path)
+    saved = torch.load(tmp_path / "unit_percentiles.pt", weights_only=True)["values"]
+    assert torch.equal(saved[:, 0], saved[:, 1]) and not torch.equal(saved[:, 0], saved[:, 2])
+
+
+def test_weight_decay_shrinks_the_weights(root, tmp_path):
+    def norm_at_end(setup, path):
+        mechanism.train(_small(root, f"setup={setup}", "train.weight_decay=0.5"), path)
+        return [
+            float(r["value"]) for r in metric_rows(path) if r["metric"] == "weights/layer2/norm"
+        ][-1]
+
+    plain = mechanism.train(_small(root, "setup=mech_bn"), tmp_path / "plain")
+    decayed = norm_at_end("mech_bn", tmp_path / "decayed")
+    rows = metric_rows(tmp_path / "plain")
+    assert decayed < [float(r["value"]) for r in rows if r["metric"] == "weights/layer2/norm"][-1]
+    assert plain["weight_decay"] == 0.0
+
+
+def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
+    mechanism.train(_small(root, "setup=mech_noisy_bn"), tmp_path / "full")
+    original = mnist.stacked_batches
+    with monkeypatch.context() as m:
+        m.setattr(mnist, "stacked_batches", lambda *a: dies_at_step(original(*a), 15))
+        with pytest.raises(KeyboardInterrupt):
+            mechanism.train(_small(root, "setup=mech_noisy_bn"), tmp_path / "killed")
+    mechanism.train(_small(root, "setup=mech_noisy_bn", "resume=true"), tmp_path / "killed")
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
+
+
+def test_a_diverging_run_ends_cleanly(root, tmp_path):
+    summary = mechanism.train(_small(root, "setup=mech_baseline", "model.init_std=1e37"), tmp_path)
+    assert summary["diverged"] and summary["steps_done"] == summary["diverged_at_step"] <= 20
+    assert any(r["metric"] == "test/acc" for r in metric_rows(tmp_path))  # step-0 row kept
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("seed=[0,1]", "must be one integer"),
+        ("probe.etas=[0.5,-1]", "must be positive"),
+        ("probe.percentiles=[10,90]", "must hold 50"),
+    ],
+)
+def test_invalid_settings_fail_before_training(root, tmp_path, override, message):
+    with pytest.raises(ConfigError, match=message):
+        mechanism.train(_small(root, override), tmp_path)
+
+
+def test_noise_needs_a_norm(root, tmp_path):
+    with pytest.raises(ConfigError, match="model.noise=true adds noise after BN"):
+        mechanism.train(_small(root, "setup=mech_baseline", "model.noise=true"), tmp_path)
