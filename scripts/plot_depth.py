@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import NullLocator
 
 from scripts.plotting import plt, read_curves, save
 
@@ -58,6 +59,7 @@ def figure(folder: Path = RESULTS) -> Path:
         ax.axhline(1.0, color="k", lw=0.6)
         ax.set(xscale="log", yscale="log", xlabel="hidden layers", title=f"{act}")
         ax.set_xticks(depths, [str(d) for d in depths])
+        ax.xaxis.set_minor_locator(NullLocator())
     axes[0].set_ylabel("‖∂L/∂W_first‖ / ‖∂L/∂W_last‖ (fixed batch of 60)")
     axes[-1].legend(fontsize=7, loc="upper left")
     fig.suptitle(
