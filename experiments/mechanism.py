@@ -13,7 +13,8 @@ sigmoid MLP of :mod:`experiments.mnist`, one seed per process). Every ``eval.eve
    statistics recomputed just before (Algorithm 2 on ``probe.batches`` fixed training batches, on
    a copy), (c) in training mode on those fixed training batches; how far each unit's median and
    spread moved since the last evaluation, mean and 75th percentile over the units of a layer.
-2. **Gradient ICS** (Santurkar et al., Def. 2.1) per layer on a fixed training batch.
+2. **Gradient ICS** (Santurkar et al., Def. 2.1) per layer (its weight, bias and BN's γ, β) on a
+   fixed training batch, the earlier layers moved by the run's own SGD step (weight decay too).
 3. **The loss along the gradient** at ``probe.etas`` × the learning rate: the loss band,
    gradient predictiveness and effective β-smoothness.
 4. **Jacobian singular values** per hidden layer (``∂h_l/∂h_{l−1}``) and input to output, per
@@ -184,12 +185,18 @@ def jacobian_metrics(model: SigmoidMLP, x: Tensor) -> dict[str, float]:
 
 # -- the three views of the sigmoid inputs ------------------------------------------------------
 def sigmoid_input_percentiles(
-    model: SigmoidMLP, recorder: SigmoidInputs, qs: list[float], fixed: list[Tensor], x_test: Tensor
+    model: SigmoidMLP,
+    recorder: SigmoidInputs,
+    qs: list[float],
+    fixed: list[Tensor],
+    x_test: Tensor,
+    step: int = 0,
 ) -> dict[str, Tensor]:
     """``{way: (layers, len(qs), units)}``: the percentiles of every unit's sigmoid input,
     (a) ``moving``: test set, inference mode; (b) ``population``: the same after Algorithm 2 on
     the ``fixed`` training batches (on a copy; without BN equal to (a)); (c) ``train_mode``: the
-    fixed batches in training mode (on a copy, so the moving averages do not move)."""
+    fixed batches in training mode (on a copy, so the moving averages do not move; noisy BN's
+    noise drawn from a generator seeded with ``step``, not from the run's)."""
     out = {}
     with recorder, torch.no_grad():
         model.eval()(x_test)
@@ -205,7 +212,8 @@ def sigmoid_input_percentiles(
         out["population"] = rec.percentiles(qs)[0]
     m = copy.deepcopy(model).train()
     rec = SigmoidInputs(m.sigmoids)
-    with rec, torch.no_grad():
+    with rec, torch.no_grad(), torch.random.fork_rng(devices=[]):  # noisy BN: not the run's draws
+        torch.manual_seed(step)
         for x in fixed:
             m(x)
     out["train_mode"] = rec.percentiles(qs)[0]
@@ -232,6 +240,21 @@ def drift(prev: Tensor, now: Tensor, qs: list[float], prefix: str) -> dict[str, 
 # -- training -----------------------------------------------------------------------------------
 def weight_matrices(model: SigmoidMLP) -> list[Tensor]:
     return [layer.weight for layer in (*model.hidden, model.output)]
+
+
+def layer_parameters(model: SigmoidMLP) -> list[list[Tensor]]:
+    """Each layer's parameters, first to last: a hidden layer's weight (and bias) with its BN's
+    γ and β; the output layer's weight and bias."""
+    norms = list(model.norms) if model.norms is not None else [None] * len(model.hidden)
+    layers = []
+    for linear, norm in zip(model.hidden, norms):
+        params = [linear.weight] + ([linear.bias] if linear.bias is not None else [])
+        bn_layer = _bn_of(norm)
+        if bn_layer is not None and bn_layer.weight is not None:
+            params += [bn_layer.weight, bn_layer.bias]
+        layers.append(params)
+    layers.append([model.output.weight, model.output.bias])
+    return layers
 
 
 def sgd_step(model: SigmoidMLP, lr: float, weight_decay: float, every: int):
@@ -299,6 +322,7 @@ class Probes:
 
     def __init__(self, cfg: DictConfig, model: SigmoidMLP, data: mnist.Data) -> None:
         self.model, self.data, self.lr = model, data, cfg.train.lr
+        self.weight_decay = cfg.train.weight_decay
         self.qs, p = list(cfg.probe.percentiles), cfg.probe
         fixed_sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=100_000 + cfg.seed)
         batches = mnist.stacked_batches(data, [fixed_sampler], cfg.train.batch_size)(0)
@@ -315,7 +339,7 @@ class Probes:
         [acc] = mnist.accuracies(model, self.data.x_test, self.data.y_test)
         metrics = {"test/acc": acc}
         pct = sigmoid_input_percentiles(
-            model, self.recorder, self.qs, self.fixed_x, self.data.x_test
+            model, self.recorder, self.qs, self.fixed_x, self.data.x_test, step
         )
         if self.history:
             for way in WAYS:
@@ -333,11 +357,17 @@ class Probes:
         def loss_fn() -> Tensor:
             return F.cross_entropy(m(x).transpose(1, 2), y)
 
-        layers = [[w] for w in weight_matrices(m)]
+        layers = layer_parameters(m)
+        matrices = {id(w) for w in weight_matrices(m)}
+
+        def sgd(p: Tensor, g: Tensor) -> Tensor:  # sgd_step's update
+            return self.lr * (g + self.weight_decay * p if id(p) in matrices else g)
+
         out = {}
-        for i, ics in enumerate(gradient_ics(m, layers, loss_fn, self.lr)):
+        for i, ics in enumerate(gradient_ics(m, layers, loss_fn, self.lr, sgd)):
             out.update({f"grad_ics/layer{i + 1}/{k}": v for k, v in ics.items()})
-        land = landscape_along_gradient(m, loss_fn, self.etas, [w for [w] in layers])
+        params = [p for layer in layers for p in layer]
+        land = landscape_along_gradient(m, loss_fn, self.etas, params)
         out.update({f"landscape/{k}": v for k, v in land.items() if k != "losses"})
         for eta, loss in zip(self.etas, land["losses"]):
             out[f"landscape/loss_at_{eta / self.lr:g}lr"] = (

@@ -3,7 +3,10 @@ gradient-based internal covariate shift, smoothness of the loss along the gradie
 singular values, and the gradient-norm ratio across depth.
 
 Each function takes the network as given and leaves it as it found it (weights, BN statistics,
-gradients, train/eval mode), so a study can call it every K steps without touching training.
+gradients, train/eval mode, torch's global random state), so a study can call it every K steps
+without touching training. Every call of a ``loss_fn`` draws the same random numbers (a network
+with noise, e.g. noisy BN, computes the same loss at the same weights), from a generator forked
+off the global one.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import torch
 from torch import Tensor, nn
 
 LossFn = Callable[[], Tensor]  # the loss of a fixed batch at the model's current weights
+Step = Callable[[Tensor, Tensor], Tensor]  # (parameter, its gradient) -> the optimizer's step
+NOISE_SEED = 0  # the random draws every loss_fn call gets
 
 
 @contextlib.contextmanager
@@ -28,8 +33,15 @@ def weights_restored(model: nn.Module) -> Iterator[None]:
         model.load_state_dict(saved)
 
 
+def _loss(loss_fn: LossFn) -> Tensor:
+    """``loss_fn()`` with the same random draws at every call; the global state untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(NOISE_SEED)
+        return loss_fn()
+
+
 def _grads(loss_fn: LossFn, params: Sequence[Tensor]) -> list[Tensor]:
-    return list(torch.autograd.grad(loss_fn(), list(params)))
+    return list(torch.autograd.grad(_loss(loss_fn), list(params)))
 
 
 def _flat(tensors: Sequence[Tensor]) -> Tensor:
@@ -37,19 +49,24 @@ def _flat(tensors: Sequence[Tensor]) -> Tensor:
 
 
 def gradient_ics(
-    model: nn.Module, layers: Sequence[Sequence[Tensor]], loss_fn: LossFn, lr: float
+    model: nn.Module,
+    layers: Sequence[Sequence[Tensor]],
+    loss_fn: LossFn,
+    lr: float,
+    step: Step | None = None,
 ) -> list[dict[str, float]]:
-    """Santurkar et al. (2018), Def. 2.1, for an SGD step of rate ``lr``: per layer ``i``
-    (``layers[i]``, its weights), ``G_i``, the loss gradient on the batch of ``loss_fn``, and
-    ``G'_i``, the same gradient after the update ``W_j ← W_j − lr·G_j`` of layers ``j < i`` only.
+    """Santurkar et al. (2018), Def. 2.1: per layer ``i`` (``layers[i]``: all its parameters),
+    ``G_i``, the loss gradient on the batch of ``loss_fn``, and ``G'_i``, the same gradient after
+    the optimizer's update of the layers ``j < i`` only: ``p ← p − step(p, g)``, by default
+    plain SGD, ``step = lr·g`` (pass the optimizer's, e.g. with weight decay).
 
     Returns per layer ``ics`` = ``‖G_i − G'_i‖``, ``ics_relative`` = that over ``‖G_i‖`` and
-    ``cosine`` = ``cos(G_i, G'_i)``. ``loss_fn`` must compute the same loss each call (a BN
-    network in training mode: its batch statistics; copy the model first if its moving
-    averages must not move, or call :func:`weights_restored`)."""
+    ``cosine`` = ``cos(G_i, G'_i)``. The model (weights, buffers) is restored afterwards."""
+    step = step or (lambda p, g: lr * g)
     params = [p for layer in layers for p in layer]
     with weights_restored(model):
         g = _grads(loss_fn, params)
+        originals = [p.detach().clone() for p in params]
         per_layer, k = [], 0
         for layer in layers:
             per_layer.append(g[k : k + len(layer)])
@@ -59,12 +76,11 @@ def gradient_ics(
             with torch.no_grad():
                 for j in range(i):
                     for p, gj in zip(layers[j], per_layer[j]):
-                        p.sub_(lr * gj)
+                        p.sub_(step(p, gj))
             g_shifted = _flat(_grads(loss_fn, list(layer)))
             with torch.no_grad():
-                for j in range(i):
-                    for p, gj in zip(layers[j], per_layer[j]):
-                        p.add_(lr * gj)
+                for p, original in zip(params, originals):
+                    p.copy_(original)
             g_i = _flat(per_layer[i])
             diff = (g_i - g_shifted).norm().item()
             norm = g_i.norm().item()
@@ -95,7 +111,7 @@ def landscape_along_gradient(
             with torch.no_grad():
                 for p, p0, gp in zip(params, originals, g):
                     p.copy_(p0 - eta * gp)
-            loss = loss_fn()
+            loss = _loss(loss_fn)
             losses.append(loss.item())
             if not torch.isfinite(loss):
                 continue

@@ -33,6 +33,7 @@ def test_gradient_ics_on_a_two_layer_linear_network_by_hand():
     w2 = nn.Parameter(torch.randn(2, 4, generator=g))
     x, y = torch.randn(3, 5, generator=g), torch.randn(2, 5, generator=g)
     model = nn.ParameterList([w1, w2])
+    before = [w1.detach().clone(), w2.detach().clone()]
     lr = 0.1
 
     def loss_fn():
@@ -50,7 +51,58 @@ def test_gradient_ics_on_a_two_layer_linear_network_by_hand():
     assert second["ics_relative"] == pytest.approx(second["ics"] / g2.norm().item(), rel=1e-10)
     cos = (g2 * g2_shifted).sum() / (g2.norm() * g2_shifted.norm())
     assert second["cosine"] == pytest.approx(cos.item(), rel=1e-10)
-    assert torch.equal(w1, model[0]) and torch.allclose(w1_new + lr * g1, w1)  # weights restored
+    assert torch.equal(w1, before[0]) and torch.equal(
+        w2, before[1]
+    )  # weights restored, bit for bit
+
+
+def test_gradient_ics_with_weight_decay_moves_the_earlier_layer_by_the_optimizers_step():
+    g = torch.Generator().manual_seed(2)
+    w1, w2 = (
+        nn.Parameter(torch.randn(4, 3, generator=g)),
+        nn.Parameter(torch.randn(2, 4, generator=g)),
+    )
+    x, y = torch.randn(3, 5, generator=g), torch.randn(2, 5, generator=g)
+    lr, wd = 0.1, 0.5
+
+    def loss_fn():
+        return 0.5 * (w2 @ w1 @ x - y).square().sum()
+
+    with torch.no_grad():
+        r = w2 @ w1 @ x - y
+        w1_new = w1 - lr * (w2.t() @ r @ x.t() + wd * w1)
+        g2 = r @ (w1 @ x).t()
+        g2_shifted = (w2 @ w1_new @ x - y) @ (w1_new @ x).t()
+    step = lambda p, grad: lr * (grad + wd * p)  # noqa: E731
+    _, second = gradient_ics(nn.ParameterList([w1, w2]), [[w1], [w2]], loss_fn, lr, step)
+    assert second["ics"] == pytest.approx((g2 - g2_shifted).norm().item(), rel=1e-10)
+
+
+def test_measures_leave_a_noisy_bn_network_and_the_random_state_as_they_found_them():
+    from experiments.nets.noisy import CovariateShiftNoise
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Linear(5, 8), bn.BatchNorm1d(8), CovariateShiftNoise(), nn.Sigmoid(), nn.Linear(8, 3)
+    )
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    layers = [
+        [net[0].weight, net[0].bias, net[1].weight, net[1].bias],
+        [net[4].weight, net[4].bias],
+    ]
+    state = {k: v.clone() for k, v in net.state_dict().items()}
+    rng = torch.get_rng_state()
+
+    def loss_fn():
+        return nn.functional.cross_entropy(net(x), y)
+
+    first, _ = gradient_ics(net, layers, loss_fn, 0.1)
+    assert first["ics"] == 0  # the same noise at every call: nothing before layer 1 moved
+    out = landscape_along_gradient(net, loss_fn, [1e-6])
+    assert out["beta_smoothness"] < 100  # noise redrawn at each call would make this huge
+    assert torch.equal(torch.get_rng_state(), rng)
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, state[k]), k  # weights, BN statistics and its step count
 
 
 def test_beta_smoothness_of_a_quadratic_is_the_top_eigenvalue():
