@@ -188,6 +188,19 @@ question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline 
 	$(PY) -m scripts.collect inception $$runs --out results/questions/dropout \
 	  --command "make question-dropout" --wall-time $$(( $$(date +%s) - start ))
 
+# Note 001's small-data initialisation study: 1,000 training images, 20 log-spaced weight scales,
+# with and without BN, 3 seeds, 20 epochs (340 steps of 60), MNIST and Fashion-MNIST: final
+# training accuracy, test accuracy and training loss per scale (collect --sweep).
+SMALL_SCALES := 0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10
+question-init-scale-small: $(ENV) fashion-data ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds; results/questions/init_scale_small/
+	@set -e; for d in mnist fashion_mnist; do \
+	  $(PY) -m experiments.kit.data $$d; \
+	  runs=multirun/question-init-scale-small/$(STAMP)/$$d; \
+	  $(MNIST) data=$$d setup=baseline,bn 'seed=[0,1,2]' train.subset=1000 train.steps=340 eval.every=17 \
+	    population.num_batches=16 model.init_std=$(SMALL_SCALES) hydra.sweep.dir=$$runs; \
+	  $(PY) -m scripts.collect mnist $$runs --sweep --out results/questions/init_scale_small/$$d.csv; \
+	done
+
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
 IMAGENET_SUBSET ?=
@@ -242,5 +255,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout reproduce-depth reproduce-mechanism
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout reproduce-depth reproduce-mechanism question-init-scale-small
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

@@ -16,6 +16,7 @@ at ~1.5x less CPU per network. Each run writes ``metrics.csv`` (``step,metric,va
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,8 +63,16 @@ class Population:
 
 
 @dataclass
+class Train(config.TrainConf):
+    # train on the first N training images only (note 001's small-data study); every evaluation
+    # then also logs train/acc_subset, the accuracy on those N images
+    subset: int | None = None
+
+
+@dataclass
 class MnistConf(config.StudyConf):
     model: Model = field(default_factory=Model)
+    train: Train = field(default_factory=Train)
     probe: Probe = field(default_factory=Probe)
     population: Population = field(default_factory=Population)
 
@@ -101,6 +110,7 @@ def check(cfg: DictConfig) -> None:
             (cfg.model.init_std > 0, f"model.init_std={cfg.model.init_std} must be positive"),
             (0 <= cfg.probe.unit < width, f"probe.unit={cfg.probe.unit} must index a unit of the last hidden layer (0..{width - 1})"),
             (cfg.population.num_batches >= 1, f"population.num_batches={cfg.population.num_batches} must be at least 1"),
+            (cfg.train.subset is None or cfg.train.subset >= cfg.train.batch_size, f"train.subset={cfg.train.subset} must hold at least one batch (train.batch_size={cfg.train.batch_size})"),
         ]
     )  # fmt: skip
 
@@ -162,8 +172,16 @@ class Figure1Probe:
     every sigmoid's input on the test set (the "typical" one logged), and how far each layer's
     median and spread moved since the last evaluation (internal covariate shift, measured)."""
 
-    def __init__(self, model: SigmoidMLP, data: Data, probe: DictConfig, runs: list[Run]) -> None:
+    def __init__(
+        self,
+        model: SigmoidMLP,
+        data: Data,
+        probe: DictConfig,
+        runs: list[Run],
+        small_data: bool = False,
+    ) -> None:
         self.model, self.data, self.runs = model, data, runs
+        self.small_data = small_data  # train.subset: the training images' accuracy every evaluation
         self.unit, self.qs = probe.unit, list(probe.percentiles)
         self.recorder = SigmoidInputs(model.sigmoids)
         self.history: list[list] = [[] for _ in runs]  # per run: (step, (layers, qs, units))
@@ -174,11 +192,16 @@ class Figure1Probe:
     def evaluate(self, step: int) -> list[dict[str, float]]:
         with self.recorder:
             accs = accuracies(self.model, self.data.x_test, self.data.y_test)
+        train_accs = self.small_data and accuracies(
+            self.model, self.data.x_train, self.data.y_train
+        )
         shape = self.nongaussian and self.recorder.non_gaussianity()
         pct = self.recorder.percentiles(self.qs)
         out = []
         for k, run in enumerate(self.runs):
             metrics = {"test/acc": accs[k], **self._typical(pct[k])}
+            if train_accs:
+                metrics["train/acc_subset"] = train_accs[k]
             if run.alive:
                 if self.history[k]:
                     metrics.update(self._shift(self.history[k][-1][1], pct[k]))
@@ -317,7 +340,8 @@ def make_runs(cfg: DictConfig, out_dir: Path, seeds: list[int]) -> list[Run]:
         summary = {
             "name": f"{setup}-s{seed}", "setup": setup, "seed": seed, "data": str(cfg.data.name),
             "norm": str(cfg.norm.kind), "lr": cfg.train.lr, "init_std": cfg.model.init_std,
-            "steps": cfg.train.steps, "copies": len(seeds), "command": run_command(f"experiments.{STUDY}"),
+            "steps": cfg.train.steps, "copies": len(seeds), "train_subset": cfg.train.subset,
+            "command": run_command(f"experiments.{STUDY}"),
         }  # fmt: skip
         runs.append(Run(name=summary["name"], out_dir=run_dir, summary=summary))
     return runs
@@ -331,6 +355,11 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     data = load_data(cfg.data)
+    if cfg.train.subset is not None:
+        n = cfg.train.subset
+        data = dataclasses.replace(
+            data, train_pixels=data.train_pixels[:n], y_train=data.y_train[:n]
+        )
     seeds, batch_size = seed_list(cfg.seed), cfg.train.batch_size
     model = SigmoidMLP(
         str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std,
@@ -339,7 +368,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         **norm_kwargs(cfg.norm, cfg.train.steps),
     )  # fmt: skip
     runs = make_runs(cfg, out_dir, seeds)
-    probe = Figure1Probe(model, data, cfg.probe, runs)
+    probe = Figure1Probe(model, data, cfg.probe, runs, small_data=cfg.train.subset is not None)
     samplers = [IIDBatches(len(data.y_train), batch_size, seed=s) for s in seeds]
     loop = TrainLoop(
         model=model,

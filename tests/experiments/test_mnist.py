@@ -142,6 +142,20 @@ def test_non_gaussianity_probe_logs_quartiles_and_a_normal_control(root, tmp_pat
     assert not any(r["metric"].startswith("nongauss/") for r in _off_rows(root, tmp_path))
 
 
+def test_a_training_subset_is_all_the_network_sees(root, tmp_path):
+    [summary] = mnist.train(_small(root, "setup=bn", "train.subset=40"), tmp_path)
+    rows = metric_rows(tmp_path)
+    subset_acc = [
+        (int(r["step"]), float(r["value"])) for r in rows if r["metric"] == "train/acc_subset"
+    ]
+    assert [s for s, _ in subset_acc] == [0, 10, 20, 30, 40] and summary["train_subset"] == 40
+    assert summary["train_acc"] == pytest.approx(
+        subset_acc[-1][1]
+    )  # the final one is on the subset too
+    with pytest.raises(ConfigError, match="train.subset=10 must hold at least one batch"):
+        mnist.train(_small(root, "setup=bn", "train.subset=10"), tmp_path / "bad")
+
+
 def _off_rows(root: Path, tmp_path: Path) -> list[dict]:
     mnist.train(_small(root, "setup=baseline"), tmp_path / "off")
     return metric_rows(tmp_path / "off")
