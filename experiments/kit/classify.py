@@ -21,7 +21,7 @@ from experiments.kit.config import setup_name
 from experiments.kit.data import fixed_batches
 from experiments.kit.evaluation import accuracy, to_device
 from experiments.kit.loop import Run, TrainLoop
-from experiments.kit.runlog import run_command
+from experiments.kit.runlog import read_curve, run_command
 from experiments.kit.stopping import StopRule
 
 
@@ -121,6 +121,10 @@ def classifier_loop(
     )
 
     def stop(step: int, evals: list[dict[str, float]]) -> str | None:
+        if rule.curve is None and proc.rank == 0:  # resumed from a checkpoint without its curve
+            rule.curve = [
+                (s, v) for s, v in read_curve(out_dir / "metrics.csv", rule.metric) if s < step
+            ]
         return distributed.from_rank0(rule.update(step, evals[0]) if proc.rank == 0 else None)
 
     return TrainLoop(

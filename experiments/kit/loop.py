@@ -209,6 +209,13 @@ class TrainLoop:
         self.step = ckpt["step"]
         if not any(key.startswith("train.stop.") for key in changed):  # a new rule may go on
             self.stopped = ckpt.get("stopped")
+        for run, last in zip(self.runs, ckpt.get("last_eval") or [{}] * len(self.runs)):
+            run.last_eval = dict(last)  # what the summary reports, if no evaluation follows
+        first = ckpt.get("commit")
+        if first and first != self.commit:
+            for run in self.runs:
+                run.summary["resumed_at_commit"] = self.commit
+            self.commit = first
         return True
 
     def checkpoint(self) -> None:
@@ -225,6 +232,8 @@ class TrainLoop:
                 "diverged_at_step": [run.diverged_at_step for run in self.runs],
                 "study": None if self.state is None else self.state[0](),
                 "stopped": self.stopped,
+                "last_eval": [run.last_eval for run in self.runs],
+                "commit": self.commit,
                 "config": self.config,
             },
         )
@@ -345,6 +354,9 @@ class TrainLoop:
                 run.log.log(result.step, finals[k])
             accs = read_metric(run.log.path, "test/acc")
             s["max_test_acc"] = max(accs, default=None)
+            subset = read_metric(run.log.path, "test/acc_subset")
+            if subset:  # eval.test_subset: test/acc is measured once, the curve is the subset's
+                s["max_test_acc_subset"] = max(subset)
             s["final_train_loss"] = (read_metric(run.log.path, "train/loss") or [None])[-1]
             run.log.close()
             write_json(run.out_dir / "summary.json", s)

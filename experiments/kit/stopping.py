@@ -32,7 +32,7 @@ class StopRule:
     target: float | None = None
     plateau: float | None = None
     min_steps: int = 0
-    curve: list[tuple[int, float]] = field(default_factory=list)
+    curve: list[tuple[int, float]] | None = field(default_factory=list)
 
     @property
     def active(self) -> bool:
@@ -58,9 +58,14 @@ class StopRule:
             )
         return None
 
-    def state(self) -> list[tuple[int, float]]:
-        return list(self.curve)
+    def state(self) -> dict:
+        return {"metric": self.metric, "curve": list(self.curve)}
 
-    def load(self, curve: list[tuple[int, float]] | None) -> None:
-        """The curve of a checkpoint (``None``: one saved without a rule)."""
-        self.curve = [(int(s), float(v)) for s, v in curve or []]
+    def load(self, state: dict | list | None) -> None:
+        """The curve of a checkpoint. ``None`` when it holds none of this metric (saved without
+        a rule, or of another metric): the caller rebuilds it from the run's log."""
+        if isinstance(state, dict):
+            curve = state["curve"] if state.get("metric") == self.metric else None
+        else:  # a checkpoint of the first version: the curve alone, or None without a rule
+            curve = state
+        self.curve = None if curve is None else [(int(s), float(v)) for s, v in curve]

@@ -433,6 +433,8 @@ def test_a_test_subset_every_evaluation_and_the_full_test_set_at_the_end(idx_roo
     full = [float(r["value"]) for r in rows if r["metric"] == "test/acc"]
     assert summary["test_acc"] == summary["max_test_acc"] == full[0]
     assert 0 <= summary["test_acc_subset"] <= 1
+    subset = [float(r["value"]) for r in rows if r["metric"] == "test/acc_subset"]
+    assert summary["max_test_acc_subset"] == max(subset)
 
 
 def test_a_plateau_stops_the_run_and_a_resume_stops_at_the_same_step(
@@ -447,6 +449,17 @@ def test_a_plateau_stops_the_run_and_a_resume_stops_at_the_same_step(
         inception.train(_small(*overrides, *stop), tmp_path / "killed")  # killed at step 4
     resumed = inception.train(_small(*overrides, *stop, "resume=true"), tmp_path / "killed")
     assert resumed["stopped"] == full["stopped"] and resumed["steps_done"] == 6
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
+
+
+def test_a_rule_added_on_resume_sees_the_whole_curve(idx_root, tmp_path, monkeypatch):
+    overrides = (*_idx(idx_root), "setup=inception", "train.steps=12", "eval.test_subset=16")
+    stop = ("train.stop.plateau=0.5", "train.stop.min_steps=6")
+    full = inception.train(_small(*overrides, *stop), tmp_path / "full")
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
+        inception.train(_small(*overrides), tmp_path / "killed")  # no rule until the resume
+    resumed = inception.train(_small(*overrides, *stop, "resume=true"), tmp_path / "killed")
+    assert resumed["stopped"] == full["stopped"] and resumed["steps_done"] == full["steps_done"]
     assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
 
 

@@ -333,3 +333,27 @@ def _stop_after(monkeypatch, step: int) -> None:
         original(self, **kwargs, stop=_enough_at(step))
 
     monkeypatch.setattr(TrainLoop, "__init__", init)
+
+
+def test_resuming_a_finished_run_gives_the_same_summary(tmp_path):
+    [done], _, _ = _train(_cfg(), tmp_path)
+    [again], _, _ = _train(_cfg("resume=true"), tmp_path)
+    moved = {"steps_per_s", "resumed_with"}  # no step ran; the resume itself is recorded
+    assert {k: v for k, v in again.items() if k not in moved} == {
+        k: v for k, v in done.items() if k not in moved
+    }  # its last evaluation came back with the checkpoint
+    assert again["resumed_with"] == {"resume": [False, True]}
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert (
+        ckpt["commit"] == done["git_commit"]
+        and ckpt["last_eval"][0]["test/loss"] == done["test_loss"]
+    )
+
+
+def test_a_resume_at_another_commit_keeps_the_first_and_says_so(tmp_path, monkeypatch):
+    from experiments.kit import loop
+
+    _train(_cfg("train.steps=8"), tmp_path)
+    monkeypatch.setattr(loop, "git_commit", lambda: "later")
+    [summary], _, _ = _train(_cfg("train.steps=12", "resume=true"), tmp_path)
+    assert summary["git_commit"] != "later" and summary["resumed_at_commit"] == "later"

@@ -50,8 +50,14 @@ def test_the_curve_survives_a_checkpoint():
     resumed.load(rule.state())
     assert resumed.curve == rule.curve
     assert resumed.update(300, {"test/acc": 0.3}) == rule.update(300, {"test/acc": 0.3})
-    resumed.load(None)  # a checkpoint written without a rule
-    assert resumed.curve == []
+    resumed.load(None)  # a checkpoint written without a rule: rebuilt by the caller
+    assert resumed.curve is None
+    other = StopRule("test/acc_subset", plateau=0.003)
+    other.load(rule.state())  # another metric's curve is not this rule's
+    assert other.curve is None
+    legacy = StopRule("test/acc")
+    legacy.load([(0, 0.1), (100, 0.2)])  # the first version's checkpoints held the curve alone
+    assert legacy.curve == [(0, 0.1), (100, 0.2)]
 
 
 @pytest.mark.parametrize(
