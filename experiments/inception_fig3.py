@@ -231,7 +231,11 @@ def converged_table(summary: dict) -> str:
             "never" if r["steps_to_target"] is None else str(r["steps_to_target"])
             for r in e["seeds"]
         )
-        steps = "never" if e["steps_to_target"] is None else f"{e['steps_to_target']['mean']:.0f}"
+        steps = (
+            f"{e['steps_to_target']['mean']:.0f}"
+            if e["steps_to_target"] is not None
+            else ("never" if e["reached"].startswith("0/") else f"{e['reached']} seeds")
+        )
         speed = (
             ""
             if e["speedup"] is None or v == BASELINE
