@@ -7,7 +7,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 # Importing a study registers its ``<study>_schema`` config node, which its root YAML extends.
+import experiments.depth
 import experiments.inception
+import experiments.mechanism
 import experiments.mnist
 import experiments.renorm  # noqa: F401
 

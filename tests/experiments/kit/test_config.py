@@ -13,7 +13,7 @@ from experiments.kit.config import ConfigError, setup_name
 from experiments.kit.norm import norm_layers
 from tests.configs import CONFIGS, compose_config, setup_studies
 
-STUDIES = ("mnist", "renorm", "inception")
+STUDIES = ("mnist", "renorm", "inception", "depth", "mechanism")
 SETUPS = setup_studies()  # every configs/setup/*.yaml on disk
 
 
