@@ -406,12 +406,33 @@ def bn_explosion_shrinks_after_training() -> Claim:
     )  # fmt: skip
 
 
+# -- The seed notes' open questions --------------------------------------------------------------
+def brn_is_gradient_scaling() -> Claim:
+    s = _summary("questions/brn_gradient/fashion_mnist")
+    if s is None:
+        raise FileNotFoundError("results/questions/brn_gradient: run make question-brn-gradient")
+    brn = _paired(s, "brn_micro4", "bn_micro4")
+    grad = _paired(s, "bn_micro4_rgrad", "bn_micro4")
+    fwd = _paired(s, "brn_micro4_bngrad", "bn_micro4")
+    holds = (
+        grad.low is not None and grad.low > 0 and fwd.low is not None and fwd.low <= 0 <= fwd.high
+    )
+    refuted = fwd.low is not None and fwd.low > 0 and grad.high is not None and grad.high < brn.low
+    return Claim(
+        "Seed note 000 (mechanism.md §7)", "Batch Renorm's gain at microbatch 4 is its gradient scaling by r, not its forward correction",
+        "hypothesis (no published number)",
+        f"test accuracy − BN-micro4 (Fashion-MNIST): BRN {brn.text()}; BN forward with BRN's r-scaled gradient {grad.text()}; BRN forward with BN's gradient {fwd.text()}",
+        "reproduced if the r-scaled-gradient arm's interval is above 0 and the forward-only arm's contains 0; not reproduced if the forward-only arm's is above 0 and the gradient arm's is below BRN's",
+        "reproduced" if holds else ("not reproduced" if refuted else "within noise"),
+    )  # fmt: skip
+
+
 CLAIMS: list[Callable[[], Claim]] = [
     bn_trains_faster, bn_final_accuracy, bn_stable_inputs, population_equals_moving,
     bessel_no_difference, inception_speedup_bn_x5, inception_speedup_bn_x30,
     inception_speedup_bn_baseline, bn_x5_sigmoid_never_reaches, inception_sigmoid_never_trains, brn_matches_bn,
     brn_recovers_microbatch_gap, noniid_collapse, brn_fixes_noniid, bn_gradients_explode_at_init,
-    bn_explosion_shrinks_after_training,
+    bn_explosion_shrinks_after_training, brn_is_gradient_scaling,
 ]  # fmt: skip
 
 
