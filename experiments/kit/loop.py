@@ -28,7 +28,7 @@ from experiments.kit.runlog import (
     git_commit,
     load_checkpoint,
     open_run_log,
-    read_metric,
+    read_metrics,
     save_checkpoint,
     write_json,
 )
@@ -352,12 +352,11 @@ class TrainLoop:
                 continue
             if run.alive and finals and finals[k]:
                 run.log.log(result.step, finals[k])
-            accs = read_metric(run.log.path, "test/acc")
-            s["max_test_acc"] = max(accs, default=None)
-            subset = read_metric(run.log.path, "test/acc_subset")
-            if subset:  # eval.test_subset: test/acc is measured once, the curve is the subset's
-                s["max_test_acc_subset"] = max(subset)
-            s["final_train_loss"] = (read_metric(run.log.path, "train/loss") or [None])[-1]
+            logged = read_metrics(run.log.path)
+            s["max_test_acc"] = max(logged["test/acc"], default=None)
+            if logged["test/acc_subset"]:  # eval.test_subset: test/acc is measured once
+                s["max_test_acc_subset"] = max(logged["test/acc_subset"])
+            s["final_train_loss"] = (logged["train/loss"] or [None])[-1]
             run.log.close()
             write_json(run.out_dir / "summary.json", s)
         self._release()

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -203,9 +204,13 @@ def read_curve(path: Path, metric: str) -> list[tuple[int, float]]:
         ]
 
 
-def read_metric(path: Path, metric: str) -> list[float]:
-    """Every logged value of ``metric`` in a ``metrics.csv``, in order."""
-    return [value for _, value in read_curve(path, metric)]
+def read_metrics(path: Path) -> dict[str, list[float]]:
+    """Every logged value of every metric in a ``metrics.csv``, in order, from one read."""
+    values: dict[str, list[float]] = defaultdict(list)
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            values[r["metric"]].append(float(r["value"]))
+    return values
 
 
 def run_command(module: str) -> str:
