@@ -125,15 +125,19 @@ reproduce-depth: $(ENV) ## gradients across depth at init, with and without BN (
 	$(PY) -m scripts.plot_depth; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-# The Figure 1 networks measured every 500 steps (experiments/mechanism.py): baseline, BN and noisy
-# BN (3 seeds), BN with L2 1e-4 and 1e-3 (2 seeds); one process per network, JOBS at a time.
+# The Figure 1 networks measured every MECH_EVERY steps (experiments/mechanism.py): baseline, BN and
+# noisy BN (3 seeds), BN with L2 1e-4 and 1e-3 (2 seeds), and the same MLP with ReLU units, without
+# and with BN (2 seeds, lr 0.1: the ReLU baseline diverges at 1.0); one process per network.
 MECH_SEEDS ?= 0,1,2
-MECHANISM := $(PY) -m experiments.mechanism -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS)
+MECH_EVERY ?= 1000
+MECHANISM := $(PY) -m experiments.mechanism -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+  eval.every=$(MECH_EVERY)
 reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks); results/mechanism/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-mechanism/$(STAMP); \
 	$(MECHANISM) setup=mech_baseline,mech_bn,mech_noisy_bn seed=$(MECH_SEEDS) hydra.sweep.dir=$$runs/main; \
-	$(MECHANISM) setup=mech_bn_wd1e-4,mech_bn_wd1e-3 seed=0,1 hydra.sweep.dir=$$runs/weight_decay; \
+	$(MECHANISM) setup=mech_bn_wd1e-4,mech_bn_wd1e-3,mech_relu_baseline,mech_relu_bn seed=0,1 \
+	  hydra.sweep.dir=$$runs/two_seeds; \
 	$(PY) -m scripts.collect mechanism $$runs --out results/mechanism/mlp \
 	  --command "make reproduce-mechanism" --wall-time $$(( $$(date +%s) - start )); \
 	echo "wall time (training and collection): $$(( $$(date +%s) - start )) s"
@@ -178,7 +182,7 @@ question-nongaussianity: $(ENV) ## non-Gaussianity of the sigmoid inputs, baseli
 # Note 000: "to what extent did dropout improve the accuracy?" BN-x5 and BN-Baseline with and without
 # Inception's 40% dropout, BN-Inception at CPU scale, 2 seeds, DROPOUT_STEPS steps each (shorter
 # than the 3,000 of reproduce-inception-cpu, the same for all four).
-DROPOUT_STEPS ?= 1500
+DROPOUT_STEPS ?= 1000
 question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (~30 min); results/questions/dropout/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-dropout/$(STAMP); \

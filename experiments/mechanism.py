@@ -3,7 +3,8 @@ measures side by side, on the Figure 1 networks (issue 16; definitions in
 ``../shared/reference/mechanism.md``).
 
     python -m experiments.mechanism setup=mech_bn seed=0
-    make reproduce-mechanism     # baseline, BN, noisy BN (3 seeds), BN with L2 (2 values); results/mechanism/
+    make reproduce-mechanism     # baseline, BN, noisy BN (3 seeds), BN with L2 (2 values),
+                                 # the ReLU MLP without and with BN (2 seeds); results/mechanism/
 
 The network, data, batch, learning rate and initialisation are ``make reproduce-mnist``'s (the
 sigmoid MLP of :mod:`experiments.mnist`, one seed per process). Every ``eval.every`` steps:
@@ -55,7 +56,7 @@ from experiments.kit.results import StudySpec
 from experiments.kit.runlog import run_command
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.binary_linear import BinaryInputLinear
-from experiments.nets.mlp import SigmoidMLP
+from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
 from experiments.nets.noisy import CovariateShiftNoise
 
 STUDY = "mechanism"
@@ -67,6 +68,7 @@ class Model:
     hidden: list[int] = field(default_factory=lambda: [100, 100, 100])
     init_std: float = 0.1
     noise: bool = False  # Santurkar et al.'s noisy BN: CovariateShiftNoise after every BN
+    activation: str = "sigmoid"  # or "relu": the same measurements on a ReLU network
 
 
 @dataclass
@@ -93,8 +95,11 @@ config.register(STUDY, MechanismConf)
 
 SPEC = StudySpec(
     name=STUDY,
-    order=["mech_baseline", "mech_bn", "mech_noisy_bn", "mech_bn_wd1e-4", "mech_bn_wd1e-3"],
-    setup_keys=("norm", "noise", "weight_decay"),
+    order=[
+        *("mech_baseline", "mech_bn", "mech_noisy_bn", "mech_bn_wd1e-4", "mech_bn_wd1e-3"),
+        *("mech_relu_baseline", "mech_relu_bn"),
+    ],
+    setup_keys=("activation", "norm", "noise", "weight_decay"),
     stat_keys=("test_acc", "max_test_acc", "final_train_loss"),
     summary_keys=("data", "steps", "lr", "git_commit"),
 )
@@ -112,6 +117,8 @@ def check(cfg: DictConfig) -> None:
             (len(p.etas) >= 1 and all(e > 0 for e in p.etas), f"probe.etas={list(p.etas)} must be positive"),
             (50 in p.percentiles and len(p.percentiles) >= 3, "probe.percentiles must hold 50 and two others"),
             (p.jacobian_examples >= 1, f"probe.jacobian_examples={p.jacobian_examples} must be at least 1"),
+            (cfg.model.activation in ACTIVATIONS,
+             f"model.activation={cfg.model.activation} must be one of {', '.join(ACTIVATIONS)}"),
         ]
     )  # fmt: skip
 
@@ -120,7 +127,8 @@ def build_model(cfg: DictConfig, data: mnist.Data) -> SigmoidMLP:
     model = SigmoidMLP(
         str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std,
         in_features=data.train_pixels.shape[1], copies=1, seeds=[cfg.seed],
-        binary_input=data.binarize, **norm_kwargs(cfg.norm, cfg.train.steps),
+        binary_input=data.binarize, activation=cfg.model.activation,
+        **norm_kwargs(cfg.norm, cfg.train.steps),
     )  # fmt: skip
     if cfg.model.noise:
         model.norms = nn.ModuleList(nn.Sequential(n, CovariateShiftNoise()) for n in model.norms)
@@ -129,14 +137,15 @@ def build_model(cfg: DictConfig, data: mnist.Data) -> SigmoidMLP:
 
 # -- the network as plain functions of one example (copy 0, inference mode) ----------------------
 def layer_functions(model: SigmoidMLP) -> list:
-    """``f_l(h) = sigmoid(BN(W_l h + b_l))`` of every hidden layer and the output layer's
-    ``W h + b``, for one example ``h`` (a vector), with BN's current moving statistics."""
+    """``f_l(h) = act(BN(W_l h + b_l))`` of every hidden layer (``act``: the network's sigmoid or
+    ReLU) and the output layer's ``W h + b``, for one example ``h`` (a vector), BN with its
+    current moving statistics."""
     norms = list(model.norms) if model.norms is not None else [None] * len(model.hidden)
     fns = []
-    for linear, norm in zip(model.hidden, norms):
+    for linear, norm, act in zip(model.hidden, norms, model.sigmoids):
         w = linear.weight[0].t() if isinstance(linear, BinaryInputLinear) else linear.weight[0]
-        b = None if linear.bias is None else linear.bias[0, :, 0]
-        fns.append(_hidden_fn(w.detach(), None if b is None else b.detach(), _bn_of(norm)))
+        b = None if linear.bias is None else linear.bias[0, :, 0].detach()
+        fns.append(_hidden_fn(w.detach(), b, _bn_of(norm), act))
     out = model.output
     w, b = out.weight[0].detach(), out.bias[0, :, 0].detach()
     fns.append(lambda h, w=w, b=b: w @ h + b)
@@ -149,13 +158,17 @@ def _bn_of(norm: nn.Module | None) -> nn.Module | None:
     return norm[0] if isinstance(norm, nn.Sequential) else norm  # the noise is off in inference
 
 
-def _hidden_fn(w: Tensor, b: Tensor | None, norm: nn.Module | None):
+def _hidden_fn(w: Tensor, b: Tensor | None, norm: nn.Module | None, act: nn.Module):
+    units = w.shape[0]  # copy 0's channels of the norm: the first ``units``
+
     def f(h: Tensor) -> Tensor:
         z = w @ h + (0 if b is None else b)
         if norm is not None:
-            scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
-            z = (z - norm.running_mean) * scale + norm.bias
-        return torch.sigmoid(z)
+            z = F.batch_norm(
+                z[None], norm.running_mean[:units], norm.running_var[:units],
+                norm.weight[:units].detach(), norm.bias[:units].detach(), False, 0.0, norm.eps,
+            )[0]  # fmt: skip
+        return act(z)
 
     return f
 
@@ -298,8 +311,8 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         out_dir=out_dir,
         summary={
             "name": f"{setup}-s{cfg.seed}", "setup": setup, "seed": cfg.seed, "data": str(cfg.data.name),
-            "norm": str(cfg.norm.kind), "noise": cfg.model.noise, "weight_decay": cfg.train.weight_decay,
-            "lr": cfg.train.lr, "steps": cfg.train.steps, "command": run_command(f"experiments.{STUDY}"),
+            "activation": str(cfg.model.activation), "norm": str(cfg.norm.kind), "noise": cfg.model.noise,
+            "weight_decay": cfg.train.weight_decay, "lr": cfg.train.lr, "steps": cfg.train.steps, "command": run_command(f"experiments.{STUDY}"),
         },
     )  # fmt: skip
     sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=cfg.seed)

@@ -12,6 +12,8 @@ import bn
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.convnet import NORM_POSITIONS
 
+ACTIVATIONS = {"sigmoid": nn.Sigmoid, "relu": nn.ReLU}
+
 
 class StackedLinear(nn.Module):
     """``copies`` independent linear maps ``Wu + b`` on feature-major inputs.
@@ -65,6 +67,8 @@ class SigmoidMLP(nn.Module):
             :class:`~experiments.nets.binary_linear.BinaryInputLinear`, which sums the weights of the
             set pixels instead of multiplying by every pixel (same numbers, faster).
         norm_position: ``"before"`` the sigmoid (the paper) or ``"after"`` it.
+        activation: ``"sigmoid"`` (the paper) or ``"relu"`` for the hidden units; the modules
+            are kept in :attr:`sigmoids` either way (the probes hook their inputs).
         **norm_kwargs: passed to the norm layer (``momentum``, ``eps``, ``impl``, ...).
 
     Shape:
@@ -85,11 +89,14 @@ class SigmoidMLP(nn.Module):
         seeds: Sequence[int] | None = None,
         binary_input: bool = False,
         norm_position: str = "before",
+        activation: str = "sigmoid",
         **norm_kwargs,
     ) -> None:
         super().__init__()
         if norm_position not in NORM_POSITIONS:
             raise ValueError(f"norm_position={norm_position!r} must be one of {NORM_POSITIONS}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation={activation!r} must be one of {tuple(ACTIVATIONS)}")
         has_norm = norm not in (None, "none")
         self.norm_after = norm_position == "after"
         make_norm = bn.get_norm_layer(norm, dims=1, **norm_kwargs)
@@ -102,7 +109,7 @@ class SigmoidMLP(nn.Module):
             for i, (w_in, w_out) in enumerate(itertools.pairwise(widths))
         )
         self.norms = nn.ModuleList(make_norm(copies * h) for h in hidden) if has_norm else None
-        self.sigmoids = nn.ModuleList(nn.Sigmoid() for _ in hidden)
+        self.sigmoids = nn.ModuleList(ACTIVATIONS[activation]() for _ in hidden)
         self.output = StackedLinear(copies, widths[-1], num_classes)
         self.copies, self.init_std = copies, init_std
         self.reset_parameters(seeds)

@@ -26,10 +26,13 @@ def _small(root, *extra):
 def test_the_setups():
     assert set(setups_of("mechanism")) == {
         "mech_baseline", "mech_bn", "mech_noisy_bn", "mech_bn_wd1e-4", "mech_bn_wd1e-3",
+        "mech_relu_baseline", "mech_relu_bn",
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("setup", ["mech_baseline", "mech_bn", "mech_noisy_bn"])
+@pytest.mark.parametrize(
+    "setup", ["mech_baseline", "mech_bn", "mech_noisy_bn", "mech_relu_baseline", "mech_relu_bn"]
+)
 def test_layer_functions_are_the_model_in_inference(root, setup):
     cfg = _small(root, f"setup={setup}")
     data = mnist.load_data(cfg.data)
@@ -146,3 +149,11 @@ def test_invalid_settings_fail_before_training(root, tmp_path, override, message
 def test_noise_needs_a_norm(root, tmp_path):
     with pytest.raises(ConfigError, match="model.noise=true adds noise after BN"):
         mechanism.train(_small(root, "setup=mech_baseline", "model.noise=true"), tmp_path)
+
+
+def test_the_relu_network_and_a_bad_activation(root):
+    cfg = _small(root, "setup=mech_relu_bn")
+    model = mechanism.build_model(cfg, mnist.load_data(cfg.data))
+    assert all(isinstance(m, torch.nn.ReLU) for m in model.sigmoids)
+    with pytest.raises(ConfigError, match="model.activation=tanh"):
+        mechanism.check(_small(root, "model.activation=tanh"))
