@@ -81,6 +81,7 @@ figures: $(ENV) ## rebuild every figure (PNG + SVG), CLAIMS.md and report.html f
 	$(PY) -m scripts.plot_renorm
 	$(PY) -m scripts.plot_inception
 	$(PY) -m scripts.plot_depth
+	$(PY) -m scripts.plot_questions
 	$(PY) -m scripts.claims
 	$(PY) -m scripts.report
 
@@ -157,27 +158,30 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 4 ar
 	  --command "make question-brn-gradient" --wall-time $$(( $$(date +%s) - start ))
 
 # Note 000: BN before the nonlinearity (the paper), after it (the authors' released model), or none:
-# the renorm study's conv net on Fashion-MNIST (5 seeds) and the Figure 1 sigmoid MLP on MNIST (3 seeds).
-question-norm-position: $(ENV) fashion-data ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds, MLP 3 arms x 3 seeds (~25 min); results/questions/norm_position/
+# the renorm study's conv net on Fashion-MNIST (5 seeds), and the Figure 1 sigmoid MLP on MNIST
+# (3 seeds; the MLP runs are question-mlp's, shared with question-nongaussianity).
+question-norm-position: $(ENV) fashion-data ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds + question-mlp (~20 min); results/questions/norm_position/
 	$(PY) -m experiments.kit.data fashion_mnist
-	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
-	  setup=bn32,bn32_after,nonorm seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs/convnet; \
-	$(MNIST) setup=baseline,bn,bn_after 'seed=[0,1,2]' hydra.sweep.dir=$$runs/mlp; \
-	$(PY) -m scripts.collect renorm $$runs/convnet --out results/questions/norm_position/convnet \
-	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start )); \
-	$(PY) -m scripts.collect mnist $$runs/mlp --out results/questions/norm_position/mlp \
+	  setup=bn32,bn32_after,nonorm seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect renorm $$runs --out results/questions/norm_position/convnet \
 	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start ))
+	$(MAKE) --no-print-directory question-mlp
 
-# Note 000: how does BN change each unit's kurtosis and negentropy? The Figure 1 networks with the
-# non-Gaussianity probe (every evaluation, every unit, on the test set; a standard-normal control).
-question-nongaussianity: $(ENV) ## non-Gaussianity of the sigmoid inputs, baseline vs BN, 3 seeds (~6 min); results/questions/nongaussianity/
+# Note 000: how does BN change each unit's kurtosis and negentropy, and does it matter where BN sits?
+# The Figure 1 MLP (MNIST, 3 seeds) without BN, with BN before and with BN after the sigmoid, with
+# the non-Gaussianity probe (every evaluation, every unit, test set, a standard-normal control).
+question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (~10 min); results/questions/{norm_position/mlp,nongaussianity}/
 	$(PY) -m experiments.kit.data mnist
-	@start=$$(date +%s); set -e; runs=multirun/question-nongaussianity/$(STAMP); \
-	$(MNIST) setup=baseline,bn 'seed=[0,1,2]' probe.nongaussian=true hydra.sweep.dir=$$runs; \
-	$(PY) -m scripts.collect mnist $$runs --out results/questions/nongaussianity \
-	  --command "make question-nongaussianity" --wall-time $$(( $$(date +%s) - start ))
+	@start=$$(date +%s); set -e; runs=multirun/question-mlp/$(STAMP); \
+	$(MNIST) setup=baseline,bn,bn_after 'seed=[0,1,2]' probe.nongaussian=true hydra.sweep.dir=$$runs; \
+	for out in norm_position/mlp nongaussianity; do \
+	  $(PY) -m scripts.collect mnist $$runs --out results/questions/$$out \
+	    --command "make question-mlp" --wall-time $$(( $$(date +%s) - start )); \
+	done
+
+question-nongaussianity: question-mlp ## non-Gaussianity of the sigmoid inputs (the runs of question-mlp); results/questions/nongaussianity/
 
 # Note 000: "to what extent did dropout improve the accuracy?" BN-x5 and BN-Baseline with and without
 # Inception's 40% dropout, BN-Inception at CPU scale, 2 seeds, DROPOUT_STEPS steps each (shorter
@@ -194,16 +198,27 @@ question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline 
 
 # Note 001's small-data initialisation study: 1,000 training images, 20 log-spaced weight scales,
 # with and without BN, 3 seeds, 20 epochs (340 steps of 60), MNIST and Fashion-MNIST: final
-# training accuracy, test accuracy and training loss per scale (collect --sweep).
+# training accuracy, test accuracy and training loss per scale (collect --sweep), and every run's
+# curves over the 20 epochs (--curves).
 SMALL_SCALES := 0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10
 question-init-scale-small: $(ENV) fashion-data ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds; results/questions/init_scale_small/
-	@set -e; for d in mnist fashion_mnist; do \
+	@start=$$(date +%s); set -e; for d in mnist fashion_mnist; do \
 	  $(PY) -m experiments.kit.data $$d; \
 	  runs=multirun/question-init-scale-small/$(STAMP)/$$d; \
 	  $(MNIST) data=$$d setup=baseline,bn 'seed=[0,1,2]' train.subset=1000 train.steps=340 eval.every=17 \
 	    population.num_batches=16 model.init_std=$(SMALL_SCALES) hydra.sweep.dir=$$runs; \
-	  $(PY) -m scripts.collect mnist $$runs --sweep --out results/questions/init_scale_small/$$d.csv; \
-	done
+	  $(PY) -m scripts.collect mnist $$runs --sweep --out results/questions/init_scale_small/$$d.csv \
+	    --curves results/questions/init_scale_small/$${d}_curves.csv --curve-metrics test/acc,train/acc_subset,train/loss; \
+	done; echo "wall time: $$(( $$(date +%s) - start )) s"
+
+# Every open question, one after the other, and their figures.
+reproduce-questions: $(ENV) ## the seed notes' open questions: all five (~60 min); results/questions/
+	@start=$$(date +%s); set -e; \
+	for q in question-norm-position question-brn-gradient question-dropout question-init-scale-small; do \
+	  $(MAKE) --no-print-directory $$q; \
+	done; \
+	$(PY) -m scripts.plot_questions; \
+	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
@@ -259,5 +274,5 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	$(PY) -m scripts.plot_inception; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-dropout reproduce-depth reproduce-mechanism question-init-scale-small
+.PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-mlp question-dropout reproduce-questions reproduce-depth reproduce-mechanism question-init-scale-small
 .PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

@@ -3,11 +3,13 @@
 
     python -m scripts.collect mnist MULTIRUN_DIR --out results/mnist/mnist --command "make reproduce-mnist"
     python -m scripts.collect mnist MULTIRUN_DIR --sweep --out results/mnist/lr_sweep.csv
+    python -m scripts.collect mnist MULTIRUN_DIR --sweep --out sweep.csv --curves curves.csv --curve-metrics test/acc
     python -m scripts.collect renorm MULTIRUN_DIR --out results/renorm        # one folder per dataset
 
 Writes ``runs.csv`` (``setup,seed,step,metric,value``: every run's metrics) and ``summary.json``
 (per setup: mean, spread and per-seed values of the spec's keys, next to the paper's numbers), or
-with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``).
+with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``), and with ``--curves`` every
+run's metrics over training keyed by those keys.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("sweep_dir", type=Path)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sweep", action="store_true", help="one row per run of a hyperparameter sweep")
+    p.add_argument("--curves", type=Path, help="with --sweep: every run's curves, long format")
+    p.add_argument("--curve-metrics", help="with --curves: comma-separated metrics (default: all)")
     p.add_argument("--command", default="", help="the command recorded in summary.json")
     p.add_argument("--wall-time", type=float, default=None, help="seconds, recorded too")
     args = p.parse_args(argv)
@@ -33,7 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     except ModuleNotFoundError:
         raise SystemExit(f"error: there is no study experiments.{args.study}") from None
     if args.sweep:
-        collect_sweep(study.SPEC, args.sweep_dir, args.out, study.SWEEP_KEYS)
+        metrics = args.curve_metrics.split(",") if args.curve_metrics else None
+        collect_sweep(study.SPEC, args.sweep_dir, args.out, study.SWEEP_KEYS, args.curves, metrics)
     else:
         collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time)
 

@@ -120,16 +120,43 @@ def collect(
     return written
 
 
-def collect_sweep(spec: StudySpec, sweep_dir: Path, out: Path, keys: list[str]) -> None:
-    """One CSV row per run of a hyperparameter sweep: ``keys`` of its summary."""
-    rows = [s for _, s in find_runs(sweep_dir)]
-    rows.sort(key=lambda s: tuple((spec.rank(s[k]) if k == RUN_KEY else s.get(k)) for k in keys))
+def collect_sweep(
+    spec: StudySpec,
+    sweep_dir: Path,
+    out: Path,
+    keys: list[str],
+    curves: Path | None = None,
+    curve_metrics: list[str] | None = None,
+) -> None:
+    """One CSV row per run of a hyperparameter sweep: ``keys`` of its summary; with ``curves``,
+    also every run's ``curve_metrics`` (all when None) over training in long format, keyed by
+    ``keys`` (``keys…,step,metric,value``): a sweep's runs share a setup name, so a ``runs.csv``
+    keyed by setup and seed could not tell them apart."""
+    found = find_runs(sweep_dir)
+    found.sort(
+        key=lambda rs: tuple((spec.rank(rs[1][k]) if k == RUN_KEY else rs[1].get(k)) for k in keys)
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {out} ({len(rows)} runs)")
+        w.writerows(s for _, s in found)
+    print(f"wrote {out} ({len(found)} runs)")
+    if curves is None:
+        return
+    wanted = None if curve_metrics is None else set(curve_metrics)
+    with curves.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*keys, "step", "metric", "value"])
+        for run, s in found:
+            head = [s.get(k) for k in keys]
+            with (run / "metrics.csv").open() as m:
+                w.writerows(
+                    [*head, r["step"], r["metric"], r["value"]]
+                    for r in csv.DictReader(m)
+                    if wanted is None or r["metric"] in wanted
+                )
+    print(f"wrote {curves}")
 
 
 def print_table(spec: StudySpec, summary: dict, folder: Path) -> None:

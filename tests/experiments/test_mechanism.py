@@ -157,3 +157,31 @@ def test_the_relu_network_and_a_bad_activation(root):
     assert all(isinstance(m, torch.nn.ReLU) for m in model.sigmoids)
     with pytest.raises(ConfigError, match="model.activation=tanh"):
         mechanism.check(_small(root, "model.activation=tanh"))
+
+
+def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_path):
+    import csv
+    import json
+
+    from experiments.kit.results import collect
+
+    for setup in ("mech_baseline", "mech_bn"):
+        mechanism.train(_small(root, f"setup={setup}"), tmp_path / "sweep" / setup)
+    [summary] = collect(mechanism.SPEC, tmp_path / "sweep", tmp_path / "out")
+    units = summary["typical_unit_of_layer3"]
+    saved = torch.load(tmp_path / "sweep/mech_bn/unit_percentiles.pt", weights_only=True)
+    values = saved["values"].numpy()[:, 1, 2]  # way (b), the last hidden layer
+    assert units["mech_bn-s0"] == mechanism.typical_unit(values, saved["percentiles"])
+    with (tmp_path / "out/typical_unit.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["setup"] == "mech_bn"]
+    assert len(rows) == 3 * 3 * 3  # ways x evaluations x percentiles
+    way_b = [r for r in rows if r["way"] == "population" and r["percentile"] == "50.0"]
+    unit = units["mech_bn-s0"]
+    assert [float(r["value"]) for r in way_b] == pytest.approx(
+        values[:, 1, unit].tolist(), rel=1e-5
+    )
+    share = summary["moving_average_share_of_drift"]
+    assert set(share) == {"mech_bn"} and set(share["mech_bn"]) == {"layer1", "layer2", "layer3"}
+    assert (
+        json.loads((tmp_path / "out/summary.json").read_text())["typical_unit_of_layer3"] == units
+    )

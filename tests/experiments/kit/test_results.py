@@ -131,6 +131,22 @@ def test_collect_sweep_writes_one_row_per_run(sweep, tmp_path):
     assert rows[0][2:] == ["0.1", "0.1"]
 
 
+def test_collect_sweep_curves_are_keyed_by_the_sweep_keys(sweep, tmp_path):
+    curves = tmp_path / "curves.csv"
+    collect_sweep(
+        SPEC, sweep, tmp_path / "sweep.csv", ["setup", "seed", "lr"], curves, ["test/acc"]
+    )
+    header, *rows = _csv(curves)
+    assert header == ["setup", "seed", "lr", "step", "metric", "value"]
+    assert len(rows) == 2 * len(RUNS) and {r[4] for r in rows} == {"test/acc"}
+    assert rows[:2] == [
+        ["zeta", "0", "0.1", "0", "test/acc", "0.1"],
+        ["zeta", "0", "0.1", "10", "test/acc", "0.1"],
+    ]
+    collect_sweep(SPEC, sweep, tmp_path / "sweep.csv", ["setup", "seed"], curves)  # every metric
+    assert len(_csv(curves)) == 1 + 3 * len(RUNS)
+
+
 def test_a_folder_without_runs_is_a_one_line_error(tmp_path):
     with pytest.raises(SystemExit, match="no run with a summary.json under"):
         find_runs(tmp_path)
@@ -149,5 +165,11 @@ def test_collect_command_line(tmp_path, capsys):
         ["mnist", str(tmp_path / "sweep"), "--sweep", "--out", str(tmp_path / "sweep.csv")]
     )
     assert len(_csv(tmp_path / "sweep.csv")) == 3
+    curves = tmp_path / "curves.csv"
+    collect_script.main(
+        ["mnist", str(tmp_path / "sweep"), "--sweep", "--out", str(tmp_path / "sweep.csv"),
+         "--curves", str(curves), "--curve-metrics", "train/loss"]
+    )  # fmt: skip
+    assert [r[-2:] for r in _csv(curves)[1:]] == [["train/loss", "0"], ["train/loss", "1"]]
     with pytest.raises(SystemExit, match="there is no study experiments.nosuch"):
         collect_script.main(["nosuch", str(tmp_path / "sweep"), "--out", str(tmp_path / "x")])

@@ -1,0 +1,326 @@
+"""Figures of the seed notes' open questions, made only from ``results/questions/``.
+
+    python -m scripts.plot_questions   # every question whose results are committed
+
+One figure per question (``results/figures/question_*.png`` and ``.svg``): BN before or after
+the nonlinearity, non-Gaussianity, Batch Renorm as gradient scaling, dropout with BN, and note
+001's small-data initialisation study. Curves are the mean over seeds with a min-max band;
+differences carry their 95% Student-t interval over seeds, paired by seed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from scripts.claims import Estimate
+from scripts.plotting import TITLES, draw, has, plt, read_curves, read_rows, save, series
+
+RESULTS = Path("results/questions")
+GREY = "#7f7f7f"
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+def _curves(ax, data: dict, setups: dict, metric: str = "test/acc") -> None:
+    """Mean over seeds and the min-max band of ``metric`` for each ``{setup: (label, color)}``."""
+    for setup, (label, color) in setups.items():
+        if not has(data, setup):
+            continue
+        steps, v = series(data, setup, metric)
+        ax.plot(steps, v.mean(0), color=color, label=f"{label} ({len(v)} seeds)")
+        ax.fill_between(steps, v.min(0), v.max(0), color=color, alpha=0.2, lw=0)
+
+
+def _zoom(ax, data: dict, setups: dict, metric: str = "test/acc", tail: float = 0.5) -> None:
+    """A y-range that shows the second half of training, where the setups differ."""
+    values = []
+    for setup in setups:
+        if has(data, setup):
+            steps, v = series(data, setup, metric)
+            values.append(v[:, steps >= tail * steps.max()])
+    if values:
+        lo, hi = min(v.min() for v in values), max(v.max() for v in values)
+        pad = 0.15 * (hi - lo) + 1e-3
+        ax.set_ylim(lo - pad, hi + pad)
+
+
+def _differences(ax, summary: dict, base: str, others: dict, key: str = "test_acc") -> None:
+    """Each ``others`` setup minus ``base`` per seed (dots) and its paired 95% interval (bar)."""
+    b = summary["setups"][base]
+    vb = dict(zip(b["seeds"], b[key]["per_seed"]))
+    labels = []
+    for i, (setup, (label, color)) in enumerate(others.items()):
+        e = summary["setups"].get(setup)
+        if e is None or key not in e:
+            continue
+        va = dict(zip(e["seeds"], e[key]["per_seed"]))
+        diffs = [100 * (va[s] - vb[s]) for s in sorted(va.keys() & vb.keys())]
+        est = Estimate.of(diffs)
+        ax.plot([i] * len(diffs), diffs, "o", color=color, alpha=0.5, ms=4)
+        if est.low is not None:
+            ax.errorbar(
+                i + 0.15, est.mean, [[est.mean - est.low], [est.high - est.mean]], fmt="s",
+                color=color, capsize=4, ms=5,
+            )  # fmt: skip
+        labels.append((i, label))
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks([i for i, _ in labels], [lab for _, lab in labels], rotation=15, fontsize=7)
+    ax.set_ylabel(f"{key.replace('_', ' ')} − {base} (pp)")
+
+
+# -- 1. BN before or after the nonlinearity ------------------------------------------------------
+POSITIONS_CONV = {
+    "nonorm": ("no BN", GREY), "bn32": ("BN before ReLU", "#dd8452"),
+    "bn32_after": ("BN after ReLU", "#55a868"),
+}  # fmt: skip
+POSITIONS_MLP = {
+    "baseline": ("no BN", GREY), "bn": ("BN before sigmoid", "#dd8452"),
+    "bn_after": ("BN after sigmoid", "#55a868"),
+}  # fmt: skip
+
+
+def norm_position() -> Path | None:
+    conv, mlp = RESULTS / "norm_position/convnet/fashion_mnist", RESULTS / "norm_position/mlp"
+    if not (conv / "runs.csv").exists() or not (mlp / "runs.csv").exists():
+        return None
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), layout="constrained")
+    for row, folder, setups, name in (
+        (0, conv, POSITIONS_CONV, "SmallConvNet (ReLU), Fashion-MNIST"),
+        (1, mlp, POSITIONS_MLP, "Figure 1 MLP (sigmoid), MNIST"),
+    ):
+        data, summary = read_curves(folder / "runs.csv"), _summary(folder)
+        base = next(iter(setups))
+        ax = axes[row, 0]
+        _curves(ax, data, setups)
+        _zoom(ax, data, setups)
+        ax.set(xlabel="training step", ylabel="test accuracy", title=f"{name}: test accuracy")
+        ax.legend(fontsize=7, loc="lower right")
+        _differences(axes[row, 1], summary, base, dict(list(setups.items())[1:]))
+        axes[row, 1].set_title("final test accuracy − no BN: per seed, mean and 95% interval")
+    ax = axes[0, 2]
+    _curves(ax, read_curves(conv / "runs.csv"), POSITIONS_CONV, "train/loss")
+    ax.set(
+        xlabel="training step",
+        ylabel="training loss",
+        yscale="log",
+        title="conv net: training loss",
+    )
+    ax = axes[1, 2]
+    data = read_curves(mlp / "runs.csv")
+    _curves(ax, data, POSITIONS_MLP, "shift/layer3/median")
+    ax.set(
+        xlabel="training step", yscale="log", ylabel="|Δ median| between evaluations",
+        title="MLP: drift of the last layer's sigmoid input (Fig. 1)",
+    )  # fmt: skip
+    fig.suptitle("Open question 1: BN before or after the nonlinearity (note 000)")
+    return save(fig, "question_norm_position.png")
+
+
+# -- 2. Non-Gaussianity --------------------------------------------------------------------------
+def nongaussianity() -> Path | None:
+    folder = RESULTS / "nongaussianity"
+    if not (folder / "runs.csv").exists():
+        return None
+    data = read_curves(folder / "runs.csv")
+    layers = sorted(
+        {int(m.split("/")[1][5:]) for k in data for m in data[k] if m.startswith("nongauss/layer")}
+    )
+    fig, axes = plt.subplots(2, len(layers), figsize=(4.2 * len(layers), 6.5), layout="constrained")
+    for row, (stat, label) in enumerate(
+        (("kurtosis", "excess kurtosis"), ("negentropy", "negentropy (log-cosh)"))
+    ):
+        for col, layer in enumerate(layers):
+            ax = axes[row, col]
+            for setup, (name, color) in POSITIONS_MLP.items():
+                if not has(data, setup):
+                    continue
+                steps, med = series(data, setup, f"nongauss/layer{layer}/{stat}_median")
+                _, q25 = series(data, setup, f"nongauss/layer{layer}/{stat}_q25")
+                _, q75 = series(data, setup, f"nongauss/layer{layer}/{stat}_q75")
+                ax.plot(steps, med.mean(0), color=color, label=f"{name}: median unit")
+                ax.fill_between(steps, q25.mean(0), q75.mean(0), color=color, alpha=0.15, lw=0)
+            steps, control = series(data, "baseline", f"nongauss/control/{stat}_median")
+            ax.plot(steps, control.mean(0), ":", color="k", label="standard-normal control")
+            ax.set(xlabel="training step", ylabel=label, title=f"hidden layer {layer}")
+            ax.set_yscale("symlog", linthresh=0.1 if stat == "kurtosis" else 0.01)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(
+        "Open question 2: non-Gaussianity of the sigmoid inputs (Figure 1 MLP, MNIST test set): "
+        "median over units, band = quartiles over units; mean over seeds"
+    )
+    return save(fig, "question_nongaussianity.png")
+
+
+# -- 3. Batch Renorm as gradient scaling ---------------------------------------------------------
+BRN_ARMS = {
+    "bn_micro4": ("BN", "#4c72b0"), "brn_micro4": ("BRN", "#c44e52"),
+    "bn_micro4_rgrad": ("BN forward, r × BN gradient", "#dd8452"),
+    "brn_micro4_bngrad": ("BRN forward, BN gradient", "#55a868"),
+}  # fmt: skip
+
+
+def brn_gradient() -> Path | None:
+    folder = RESULTS / "brn_gradient/fashion_mnist"
+    if not (folder / "runs.csv").exists():
+        return None
+    data, summary = read_curves(folder / "runs.csv"), _summary(folder)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    _curves(axes[0], data, BRN_ARMS)
+    _zoom(axes[0], data, BRN_ARMS)
+    axes[0].set(xlabel="training step", ylabel="test accuracy", title="test accuracy, microbatch 4")
+    axes[0].legend(fontsize=7, loc="lower right")
+    _differences(axes[1], summary, "bn_micro4", dict(list(BRN_ARMS.items())[1:]))
+    axes[1].set_title("final test accuracy − BN: per seed, mean and 95% interval")
+    fig.suptitle(
+        "Open question 3: is Batch Renorm's gain its gradient scaling? (Fashion-MNIST, CPU scale)"
+    )
+    return save(fig, "question_brn_gradient.png")
+
+
+# -- 4. Dropout with BN --------------------------------------------------------------------------
+DROPOUT_ARMS = {
+    "bn_x5": ("BN-x5 (no dropout, the paper)", "#c44e52"),
+    "bn_x5_dropout": ("BN-x5 with dropout", "#dd8452"),
+    "bn_baseline": ("BN-Baseline (dropout)", "#4c72b0"),
+    "bn_baseline_nodropout": ("BN-Baseline without dropout", "#55a868"),
+}
+
+
+def dropout() -> Path | None:
+    folder = RESULTS / "dropout"
+    if not (folder / "runs.csv").exists():
+        return None
+    data, summary = read_curves(folder / "runs.csv"), _summary(folder)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
+    _curves(axes[0], data, DROPOUT_ARMS)
+    _zoom(axes[0], data, DROPOUT_ARMS)
+    axes[0].set(xlabel="training step", ylabel="test accuracy", title="test accuracy")
+    axes[0].legend(fontsize=7, loc="lower right")
+    _curves(axes[1], data, DROPOUT_ARMS, "train/loss")
+    axes[1].set(xlabel="training step", ylabel="training loss", yscale="log", title="training loss")
+    key = "max_test_acc"
+    for i, (setup, (_, color)) in enumerate(DROPOUT_ARMS.items()):
+        e = summary["setups"].get(setup)
+        if e is None or key not in e:
+            continue
+        v = [100 * x for x in e[key]["per_seed"]]
+        axes[2].plot([i] * len(v), v, "o", color=color)
+        axes[2].plot([i - 0.2, i + 0.2], [np.mean(v)] * 2, color=color)
+    axes[2].set_xticks(
+        range(len(DROPOUT_ARMS)), [lab for lab, _ in DROPOUT_ARMS.values()], rotation=15, fontsize=7
+    )
+    axes[2].set(ylabel="best test accuracy (%)", title="per seed (dots) and mean (line)")
+    fig.suptitle(
+        f"Open question 4: dropout with BN (BN-Inception, Fashion-MNIST 32 px, {summary['steps']} steps)"
+    )
+    return save(fig, "question_dropout.png")
+
+
+# -- 5. Note 001's small-data initialisation study -----------------------------------------------
+SMALL = {"baseline": ("without BN", "#4c72b0"), "bn": ("with BN", "#dd8452")}
+
+
+def _by_scale(rows: list[dict], setup: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Scales and ``(scales, seeds)`` values of ``key`` (NaN for a diverged run)."""
+    scales = sorted({float(r["init_std"]) for r in rows if r["setup"] == setup})
+    out = []
+    for s in scales:
+        vals = [r[key] for r in rows if r["setup"] == setup and float(r["init_std"]) == s]
+        out.append([float(v) if v not in ("", "None", "nan") else np.nan for v in vals])
+    width = max(len(v) for v in out)
+    return np.array(scales), np.array([v + [np.nan] * (width - len(v)) for v in out])
+
+
+def best_scale(rows: list[dict], setup: str) -> float:
+    """The scale with the highest mean final test accuracy over seeds."""
+    scales, acc = _by_scale(rows, setup, "test_acc")
+    return float(scales[np.nanargmax(np.nanmean(acc, 1))])
+
+
+def init_scale_small() -> Path | None:
+    folder = RESULTS / "init_scale_small"
+    datasets = [d for d in TITLES if (folder / f"{d}.csv").exists()]
+    if not datasets:
+        return None
+    full = Path("results/mnist/init_scale_sweep.csv")
+    fig, axes = plt.subplots(
+        len(datasets), 4, figsize=(16, 3.6 * len(datasets)), layout="constrained", squeeze=False
+    )
+    for row, d in enumerate(datasets):
+        rows = read_rows(folder / f"{d}.csv")
+        curves = read_rows(folder / f"{d}_curves.csv")
+        for col, (key, title) in enumerate(
+            (("train_acc", "training accuracy (1,000 images)"), ("test_acc", "test accuracy"),
+             ("final_train_loss", "final training loss"))
+        ):  # fmt: skip
+            ax = axes[row, col]
+            for setup, (label, color) in SMALL.items():
+                scales, v = _by_scale(rows, setup, key)
+                ax.plot(scales, np.nanmean(v, 1), "o-", ms=3, color=color, label=label)
+                ax.fill_between(
+                    scales, np.nanmin(v, 1), np.nanmax(v, 1), color=color, alpha=0.2, lw=0
+                )
+            if key == "test_acc" and d == "mnist" and full.exists():
+                for setup, (label, color) in SMALL.items():
+                    scales, v = _by_scale(read_rows(full), setup, key)
+                    ax.plot(
+                        scales,
+                        np.nanmean(v, 1),
+                        "--",
+                        color=color,
+                        alpha=0.7,
+                        label=f"{label}, all 60,000 images",
+                    )
+            ax.set(xscale="log", xlabel="weight initialisation std", title=f"{TITLES[d]}: {title}")
+            if key == "final_train_loss":
+                ax.set_yscale("log")
+            ax.legend(fontsize=7)
+        ax = axes[row, 3]
+        for setup, (label, color) in SMALL.items():
+            scale = best_scale(rows, setup)
+            for metric, style in (("train/acc_subset", "--"), ("test/acc", "-")):
+                pts = [
+                    r
+                    for r in curves
+                    if r["setup"] == setup
+                    and float(r["init_std"]) == scale
+                    and r["metric"] == metric
+                ]
+                steps = sorted({int(r["step"]) for r in pts})
+                mean = [
+                    np.mean([float(r["value"]) for r in pts if int(r["step"]) == s]) for s in steps
+                ]
+                epochs = np.array(steps) * int(rows[0].get("batch_size") or 60) / 1000
+                which = "train" if metric.startswith("train") else "test"
+                ax.plot(epochs, mean, style, color=color, label=f"{label}, std {scale:g}: {which}")
+        ax.set(
+            xlabel="epoch (1,000 images)",
+            ylabel="accuracy",
+            title=f"{TITLES[d]}: the best scale of each, over epochs",
+        )
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(
+        "Open question 5: note 001's small-data initialisation study (1,000 training images, 3 seeds; band: min-max)"
+    )
+    return save(fig, "question_init_scale_small.png")
+
+
+FIGURES = (norm_position, nongaussianity, brn_gradient, dropout, init_scale_small)
+
+
+def main() -> None:
+    for f, path in zip(FIGURES, draw([(f,) for f in FIGURES])):
+        print(
+            f"figure: {path}"
+            if path
+            else f"skipped: {f.__name__} (its results are not committed yet)"
+        )
+
+
+if __name__ == "__main__":
+    main()
