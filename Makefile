@@ -81,6 +81,7 @@ figures: $(ENV) ## rebuild every figure (PNG + SVG), CLAIMS.md and report.html f
 	$(PY) -m scripts.plot_renorm
 	$(PY) -m scripts.plot_inception
 	$(PY) -m scripts.plot_depth
+	$(PY) -m scripts.plot_mechanism
 	$(PY) -m scripts.plot_questions
 	$(PY) -m scripts.claims
 	$(PY) -m scripts.report
@@ -141,7 +142,8 @@ reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobian
 	  hydra.sweep.dir=$$runs/two_seeds; \
 	$(PY) -m scripts.collect mechanism $$runs --out results/mechanism/mlp \
 	  --command "make reproduce-mechanism" --wall-time $$(( $$(date +%s) - start )); \
-	echo "wall time (training and collection): $$(( $$(date +%s) - start )) s"
+	$(PY) -m scripts.plot_mechanism; \
+	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
 # --- The seed notes' open questions ----------------------------------------------------------
 QUESTION_SEEDS ?= 0,1,2,3,4

@@ -159,7 +159,7 @@ def test_the_relu_network_and_a_bad_activation(root):
         mechanism.check(_small(root, "model.activation=tanh"))
 
 
-def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_path):
+def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_path, monkeypatch):
     import csv
     import json
 
@@ -185,3 +185,13 @@ def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_
     assert (
         json.loads((tmp_path / "out/summary.json").read_text())["typical_unit_of_layer3"] == units
     )
+    from scripts import plot_mechanism, plotting
+
+    monkeypatch.setattr(plot_mechanism, "RESULTS", tmp_path / "out")
+    monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
+    plot_mechanism.main()  # the figures a setup without results leaves empty still draw
+    drawn = {p.name for p in (tmp_path / "figures").glob("*.png")}
+    assert drawn == {
+        "mechanism_ics_three_ways.png", "mechanism_typical_unit.png", "mechanism_santurkar.png",
+        "mechanism_santurkar_relu.png", "mechanism_jacobian.png", "mechanism_weights.png",
+    }  # fmt: skip
