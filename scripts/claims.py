@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
 import statistics
@@ -406,6 +407,151 @@ def bn_explosion_shrinks_after_training() -> Claim:
     )  # fmt: skip
 
 
+# -- Mechanism (issue 16): the Figure 1 networks measured every 1,000 steps ---------------------
+MECH = "mechanism/mlp"
+
+
+@functools.cache
+def _curves(path: str) -> dict[tuple[str, str], dict[int, dict[int, float]]]:
+    """``{(setup, metric): {seed: {step: value}}}`` of ``results/<path>/runs.csv``."""
+    out: dict = {}
+    with (RESULTS / path / "runs.csv").open() as f:
+        for r in csv.DictReader(f):
+            out.setdefault((r["setup"], r["metric"]), {}).setdefault(int(r["seed"]), {})[
+                int(r["step"])
+            ] = float(r["value"])
+    return out
+
+
+def _late(path: str, setup: str, metric: str, after: float = 0.5) -> dict[int, float]:
+    """Per seed, the mean of ``metric`` over the evaluations after ``after`` × the last step."""
+    by_seed = _curves(path).get((setup, metric))
+    if not by_seed:
+        raise KeyError(f"{setup} {metric} in results/{path}")
+    out = {}
+    for seed, curve in by_seed.items():
+        last = max(curve)
+        values = [v for step, v in curve.items() if step > after * last and math.isfinite(v)]
+        out[seed] = statistics.fmean(values)
+    return out
+
+
+def _log_ratio(a: dict[int, float], b: dict[int, float]) -> Estimate:
+    """log10(a / b) per seed, paired by seed."""
+    return Estimate.of([math.log10(a[s] / b[s]) for s in sorted(a.keys() & b.keys())])
+
+
+def _times(e: Estimate) -> str:
+    """A log10-ratio estimate as a factor with its interval."""
+    if e.low is None:
+        return f"{10**e.mean:.3g}× (1 seed)"
+    return f"{10**e.mean:.3g}× [{10**e.low:.3g}, {10**e.high:.3g}] ({e.n} seeds)"
+
+
+def _lower(e: Estimate) -> str:
+    """The verdict of "a < b" from the interval of log10(a / b)."""
+    if e.high is not None and e.high < 0:
+        return "reproduced"
+    return "not reproduced" if e.low is not None and e.low > 0 else "within noise"
+
+
+def bn_reduces_ics_population() -> Claim:
+    metric = "shift/{}/layer3/median_mean"
+    bn = _late(MECH, "mech_bn", metric.format("population"))
+    moving = _late(MECH, "mech_bn", metric.format("moving"))
+    base = _late(MECH, "mech_baseline", metric.format("population"))
+    e, e_moving = _log_ratio(bn, base), _log_ratio(moving, base)
+    return Claim(
+        "BN paper, Sec. 2 and Fig. 1(b, c)", "BN reduces internal covariate shift (distributional; moving-average jitter removed)",
+        "BN's sigmoid inputs stay stable; the baseline's drift",
+        f"last hidden layer, mean over units of the median's change between evaluations (every 1,000 steps), second half of training, BN / no BN: population statistics {_times(e)}; moving averages {_times(e_moving)}",
+        "reproduced if the 95% interval of the ratio (population statistics) is below 1", _lower(e),
+    )  # fmt: skip
+
+
+def bn_does_not_reduce_gradient_ics() -> Claim:
+    metric = "grad_ics/layer4/ics_relative"
+    e = _log_ratio(_late(MECH, "mech_bn", metric, 0.0), _late(MECH, "mech_baseline", metric, 0.0))
+    noisy = _log_ratio(
+        _late(MECH, "mech_noisy_bn", metric, 0.0), _late(MECH, "mech_baseline", metric, 0.0)
+    )
+    verdict = "not reproduced" if e.high is not None and e.high < 0 else "reproduced"
+    return Claim(
+        "Santurkar et al. 2018 (mechanism.md §1)", "BN does not reduce gradient-based ICS (Def. 2.1)",
+        "BN's ‖G − G′‖ not lower, often higher (VGG, DLN)",
+        f"output layer's ‖G − G′‖/‖G‖, mean over training, BN / no BN {_times(e)}; noisy BN / no BN {_times(noisy)}",
+        "reproduced unless BN's ratio interval is below 1", verdict,
+    )  # fmt: skip
+
+
+def bn_smooths_the_landscape() -> Claim:
+    metric = "landscape/beta_smoothness"
+    e = _log_ratio(_late(MECH, "mech_bn", metric, 0.0), _late(MECH, "mech_baseline", metric, 0.0))
+    g = "landscape/grad_predictiveness"
+    p = _log_ratio(_late(MECH, "mech_bn", g, 0.0), _late(MECH, "mech_baseline", g, 0.0))
+    return Claim(
+        "Santurkar et al. 2018 (mechanism.md §2)", "BN makes the loss landscape smoother along the gradient",
+        "smaller loss band, gradient change and β-smoothness with BN",
+        f"mean over training, BN / no BN: effective β-smoothness {_times(e)}; gradient predictiveness {_times(p)}",
+        "reproduced if the β-smoothness ratio's interval is below 1", _lower(e),
+    )  # fmt: skip
+
+
+def noisy_bn_trains_like_bn() -> Claim:
+    s = _summary(MECH)
+    vs_bn, vs_base = (
+        _paired(s, "mech_noisy_bn", "mech_bn"),
+        _paired(s, "mech_noisy_bn", "mech_baseline"),
+    )
+    metric = "shift/train_mode/layer3/median_mean"
+    shift = _log_ratio(_late(MECH, "mech_noisy_bn", metric), _late(MECH, "mech_bn", metric))
+    ok = (
+        vs_base.low is not None and vs_base.low > 0 and vs_bn.low is not None and vs_bn.low > -0.005
+    )
+    return Claim(
+        "Santurkar et al. 2018 (mechanism.md §1)", "BN with injected covariate shift (noisy BN) still trains about as well as BN",
+        "noisy BN ≈ BN ≫ baseline",
+        f"final test accuracy: noisy BN − BN {vs_bn.text()}; noisy BN − no BN {vs_base.text()}; its training-mode drift / BN's {_times(shift)}",
+        "reproduced if noisy BN beats the baseline (interval above 0) and is within 0.5 pp of BN (interval above −0.5 pp)",
+        "reproduced" if ok else "not reproduced",
+    )  # fmt: skip
+
+
+def bn_jacobian_near_isometry() -> Claim:
+    band = {
+        setup: _late(MECH, setup, "jacobian/layer3/sv_in_band")
+        for setup in ("mech_bn", "mech_baseline")
+    }
+    med = _late(MECH, "mech_bn", "jacobian/layer3/sv_median")
+    d = Estimate.of(
+        [band["mech_bn"][s] - band["mech_baseline"][s] for s in sorted(band["mech_bn"])]
+    )
+    near = all(0.5 <= v <= 2 for v in med.values())
+    return Claim(
+        "BN paper, Sec. 3.3 (conjecture)", "BN keeps the layer Jacobians' singular values near 1",
+        "conjecture, no number",
+        f"∂h3/∂h2 per example (inference mode), second half of training: fraction of singular values in [0.5, 2], BN − no BN {d.text()}; BN's median singular value {', '.join(f'{v:.2f}' for v in med.values())} per seed",
+        "reproduced if BN's median is in [0.5, 2] and BN's in-band fraction is above the baseline's (interval above 0)",
+        "reproduced" if near and d.low is not None and d.low > 0 else ("partly" if near or d.mean > 0 else "not reproduced"),
+    )  # fmt: skip
+
+
+def weight_decay_sets_the_effective_step() -> Claim:
+    base = _late(MECH, "mech_bn", "weights/layer2/relative_update", 0.8)
+    decayed = _late(MECH, "mech_bn_wd1e-3", "weights/layer2/relative_update", 0.8)
+    e = _log_ratio(decayed, base)
+    norms = _log_ratio(
+        _late(MECH, "mech_bn_wd1e-3", "weights/layer2/norm", 0.8),
+        _late(MECH, "mech_bn", "weights/layer2/norm", 0.8),
+    )
+    return Claim(
+        "BN paper, Sec. 3.3; van Laarhoven 2017 (mechanism.md §4)", "With BN, larger weights get smaller gradients, so weight decay raises the effective step",
+        "∂BN((aW)u)/∂(aW) = (1/a) ∂BN(Wu)/∂W",
+        f"hidden layer 2, last 20% of training, L2 1e-3 / no L2: ‖W‖ {_times(norms)}, ‖ΔW‖/‖W‖ per step {_times(e)}",
+        "reproduced if the relative update's ratio interval is above 1", _positive(e),
+    )  # fmt: skip
+
+
 # -- The seed notes' open questions --------------------------------------------------------------
 def brn_is_gradient_scaling() -> Claim:
     s = _summary("questions/brn_gradient/fashion_mnist")
@@ -427,12 +573,118 @@ def brn_is_gradient_scaling() -> Claim:
     )  # fmt: skip
 
 
+def _question(path: str) -> dict:
+    s = _summary(f"questions/{path}")
+    if s is None:
+        raise FileNotFoundError(f"results/questions/{path}: run make reproduce-questions")
+    return s
+
+
+def bn_after_relu_is_better() -> Claim:
+    s = _question("norm_position/convnet/fashion_mnist")
+    d, before = _paired(s, "bn32_after", "bn32"), _paired(s, "bn32", "nonorm")
+    return Claim(
+        "Seed note 000; CaffeNet benchmark (mechanism.md §6)", "BN after the ReLU beats BN before it (conv net)",
+        "CaffeNet top-1: after ReLU 49.9% vs before 47.4% (+2.5 pp)",
+        f"SmallConvNet, Fashion-MNIST, batch 32: after − before {d.text()}; before − no BN {before.text()}",
+        "reproduced if the 95% interval of after − before is above 0", _positive(d),
+    )  # fmt: skip
+
+
+def bn_after_sigmoid_vs_before() -> Claim:
+    s = _question("norm_position/mlp")
+    d, before = _paired(s, "bn_after", "bn"), _paired(s, "bn", "baseline")
+    return Claim(
+        "Seed note 000 (mechanism.md §6)", "BN after the sigmoid is as good as BN before it (the paper's placement; Figure 1 MLP)",
+        "the paper normalizes Wu, before the nonlinearity",
+        f"MNIST, 50k steps: after − before {d.text()}; before − no BN {before.text()}",
+        "reproduced if the interval of after − before is within ±0.3 pp; not reproduced if it excludes 0 by more",
+        _within(d, 0.003),
+    )  # fmt: skip
+
+
+def bn_makes_inputs_gaussian() -> Claim:
+    path = "questions/nongaussianity"
+    _question("nongaussianity")
+    neg = _log_ratio(
+        _late(path, "bn", "nongauss/layer3/negentropy_median"),
+        _late(path, "baseline", "nongauss/layer3/negentropy_median"),
+    )
+    kurt = {k: _late(path, k, "nongauss/layer3/kurtosis_median") for k in ("baseline", "bn")}
+    control = _late(path, "baseline", "nongauss/control/kurtosis_median")
+    return Claim(
+        "Seed note 000 (mechanism.md §5)", "BN makes each unit's sigmoid input closer to Gaussian (lower negentropy)",
+        "question, no published number",
+        f"last hidden layer, median unit, second half of training: negentropy BN / no BN {_times(neg)}; excess kurtosis no BN {', '.join(f'{v:.2f}' for v in kurt['baseline'].values())}, BN {', '.join(f'{v:.2f}' for v in kurt['bn'].values())} per seed; normal control {statistics.fmean(control.values()):+.3f}",
+        "reproduced if the negentropy ratio's 95% interval is below 1", _lower(neg),
+    )  # fmt: skip
+
+
+def dropout_not_needed_with_bn() -> Claim:
+    s = _question("dropout")
+    x5, base = (
+        _paired(s, "bn_x5", "bn_x5_dropout", "max_test_acc"),
+        _paired(s, "bn_baseline_nodropout", "bn_baseline", "max_test_acc"),
+    )
+    return Claim(
+        "BN paper, Sec. 4.2.1 (seed note 000)", "With BN, dropout can be removed without losing accuracy",
+        "BN-x5 drops dropout (no ablation given)",
+        f"best test accuracy, without − with dropout, {s['steps']} steps: BN-x5 {x5.text()}; BN-Baseline {base.text()}",
+        "reproduced if both intervals lie above −0.5 pp", "reproduced" if all(e.low is not None and e.low > -0.005 for e in (x5, base)) else ("not reproduced" if any(e.high is not None and e.high < -0.005 for e in (x5, base)) else "within noise"),
+    )  # fmt: skip
+
+
+def _small_data(dataset: str) -> dict[str, dict[int, dict[float, float]]]:
+    path = RESULTS / "questions/init_scale_small" / f"{dataset}.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: run make question-init-scale-small")
+    out: dict = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            acc = float(r["test_acc"]) if r["test_acc"] not in ("", "None") else 0.1
+            out.setdefault(r["setup"], {}).setdefault(int(r["seed"]), {})[float(r["init_std"])] = (
+                acc
+            )
+    return out
+
+
+def bn_less_sensitive_to_init_small_data() -> Claim:
+    parts, verdicts = [], []
+    for d in ("mnist", "fashion_mnist"):
+        runs = _small_data(d)
+        spread = {
+            k: {s: max(v.values()) - min(v.values()) for s, v in runs[k].items()} for k in runs
+        }
+        e = Estimate.of([spread["bn"][s] - spread["baseline"][s] for s in sorted(spread["bn"])])
+        top = max(next(iter(runs["bn"].values())))
+        at_top = Estimate.of(
+            [runs["bn"][s][top] - runs["baseline"][s][top] for s in sorted(runs["bn"])]
+        )
+        parts.append(
+            f"{d}: range over scales BN − no BN {e.text()}; at std {top:g} BN − no BN {at_top.text()}"
+        )
+        verdicts.append(
+            _positive(Estimate(-e.mean, -e.high, -e.low, e.n)) if e.low is not None else "no result"
+        )
+    return Claim(
+        "Seed note 001", "On 1,000 images, BN makes the accuracy depend less on the weight-initialisation scale",
+        "note 001 (CIFAR-10, 1,000 images): 'less dependence on weight initialization'",
+        "; ".join(parts) + " (test accuracy, 20 scales 1e-3…10)",
+        "reproduced if on both sets the interval of BN's range − the baseline's is below 0",
+        "reproduced" if all(v == "reproduced" for v in verdicts) else ("partly" if "reproduced" in verdicts else verdicts[0]),
+    )  # fmt: skip
+
+
 CLAIMS: list[Callable[[], Claim]] = [
     bn_trains_faster, bn_final_accuracy, bn_stable_inputs, population_equals_moving,
     bessel_no_difference, inception_speedup_bn_x5, inception_speedup_bn_x30,
     inception_speedup_bn_baseline, bn_x5_sigmoid_never_reaches, inception_sigmoid_never_trains, brn_matches_bn,
     brn_recovers_microbatch_gap, noniid_collapse, brn_fixes_noniid, bn_gradients_explode_at_init,
-    bn_explosion_shrinks_after_training, brn_is_gradient_scaling,
+    bn_explosion_shrinks_after_training, bn_reduces_ics_population, bn_does_not_reduce_gradient_ics,
+    bn_smooths_the_landscape, noisy_bn_trains_like_bn, bn_jacobian_near_isometry,
+    weight_decay_sets_the_effective_step, bn_after_relu_is_better, bn_after_sigmoid_vs_before,
+    bn_makes_inputs_gaussian, brn_is_gradient_scaling, dropout_not_needed_with_bn,
+    bn_less_sensitive_to_init_small_data,
 ]  # fmt: skip
 
 

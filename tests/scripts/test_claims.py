@@ -58,3 +58,28 @@ def test_ratio_bootstrap_is_the_ratio_of_means_with_a_fixed_interval():
     assert share == pytest.approx(statistics.fmean(gain) / statistics.fmean(gap))
     assert low < share < high
     assert (share, low, high) == claims.ratio_bootstrap(gain, gap)  # seeded: the same every run
+
+
+def test_late_means_and_paired_log_ratios(tmp_path, monkeypatch):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    rows = ["setup,seed,step,metric,value"]
+    for seed, scale in ((0, 1.0), (1, 2.0)):
+        for step, v in ((0, 100.0), (10, 1.0), (20, 3.0), (30, float("nan"))):
+            rows += [f"a,{seed},{step},m,{v * scale}", f"b,{seed},{step},m,{v * scale * 10}"]
+    (folder / "runs.csv").write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(claims, "RESULTS", tmp_path)
+    claims._curves.cache_clear()
+    late = claims._late("study", "a", "m")  # steps after 15: 20 (30 is NaN and skipped)
+    assert late == {0: 3.0, 1: 6.0}
+    assert claims._late("study", "a", "m", 0.0) == {0: 2.0, 1: 4.0}  # steps 10 and 20
+    e = claims._log_ratio(late, claims._late("study", "b", "m"))
+    assert (e.mean, e.low, e.high) == (
+        pytest.approx(-1.0),
+        pytest.approx(-1.0),
+        pytest.approx(-1.0),
+    )
+    assert claims._lower(e) == "reproduced" and claims._times(e).startswith("0.1×")
+    with pytest.raises(KeyError):
+        claims._late("study", "c", "m")
+    claims._curves.cache_clear()
