@@ -161,29 +161,26 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 4 ar
 
 # Note 000: BN before the nonlinearity (the paper), after it (the authors' released model), or none:
 # the renorm study's conv net on Fashion-MNIST (5 seeds), and the Figure 1 sigmoid MLP on MNIST
-# (3 seeds; the MLP runs are question-mlp's, shared with question-nongaussianity).
-question-norm-position: $(ENV) fashion-data ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds + question-mlp (~20 min); results/questions/norm_position/
+# (3 seeds; the MLP runs are question-mlp's, shared with question-nongaussianity: results/questions/mlp/).
+question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds + question-mlp (~20 min); results/questions/norm_position/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
 	  setup=bn32,bn32_after,nonorm seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs; \
-	$(PY) -m scripts.collect renorm $$runs --out results/questions/norm_position/convnet \
+	$(PY) -m scripts.collect renorm $$runs --out results/questions/norm_position \
 	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start ))
-	$(MAKE) --no-print-directory question-mlp
 
 # Note 000: how does BN change each unit's kurtosis and negentropy, and does it matter where BN sits?
 # The Figure 1 MLP (MNIST, 3 seeds) without BN, with BN before and with BN after the sigmoid, with
 # the non-Gaussianity probe (every evaluation, every unit, test set, a standard-normal control).
-question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (~10 min); results/questions/{norm_position/mlp,nongaussianity}/
+question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (~10 min); results/questions/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-mlp/$(STAMP); \
 	$(MNIST) setup=baseline,bn,bn_after 'seed=[0,1,2]' probe.nongaussian=true hydra.sweep.dir=$$runs; \
-	for out in norm_position/mlp nongaussianity; do \
-	  $(PY) -m scripts.collect mnist $$runs --out results/questions/$$out \
-	    --command "make question-mlp" --wall-time $$(( $$(date +%s) - start )); \
-	done
+	$(PY) -m scripts.collect mnist $$runs --out results/questions/mlp \
+	  --command "make question-mlp" --wall-time $$(( $$(date +%s) - start ))
 
-question-nongaussianity: question-mlp ## non-Gaussianity of the sigmoid inputs (the runs of question-mlp); results/questions/nongaussianity/
+question-nongaussianity: question-mlp ## non-Gaussianity of the sigmoid inputs (the runs of question-mlp); results/questions/mlp/
 
 # Note 000: "to what extent did dropout improve the accuracy?" BN-x5 and BN-Baseline with and without
 # Inception's 40% dropout, BN-Inception at CPU scale, 2 seeds, DROPOUT_STEPS steps each (shorter

@@ -448,7 +448,7 @@ def extend_results(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> N
         w = csv.writer(f)
         w.writerow(["setup", "seed", "unit", "way", "step", "percentile", "value"])
         w.writerows(rows)
-    summary["typical_unit_of_layer3"] = units
+    summary["typical_unit_of_the_last_hidden_layer"] = units
     summary["moving_average_share_of_drift"] = _jitter_share(runs)
 
 
@@ -464,9 +464,9 @@ def _jitter_share(runs: list[tuple[Path, dict]]) -> dict[str, dict[str, float]]:
                 a = np.array(m[name])
                 b = np.array(m[name.replace("/moving/", "/population/")])
                 half = len(a) // 2
-                share.setdefault(s["setup"], {}).setdefault(layer, []).append(
-                    1 - b[half:].mean() / a[half:].mean()
-                )
+                ratio = np.nanmean(b[half:]) / np.nanmean(a[half:]) if len(a) > 1 else np.nan
+                if np.isfinite(ratio):
+                    share.setdefault(s["setup"], {}).setdefault(layer, []).append(1 - ratio)
     return {
         k: {layer: round(float(np.mean(v)), 4) for layer, v in d.items()} for k, d in share.items()
     }

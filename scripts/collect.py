@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--command", default="", help="the command recorded in summary.json")
     p.add_argument("--wall-time", type=float, default=None, help="seconds, recorded too")
     args = p.parse_args(argv)
+    if (args.curves or args.curve_metrics) and not args.sweep:
+        p.error("--curves and --curve-metrics go with --sweep")
+    if args.curve_metrics and not args.curves:
+        p.error("--curve-metrics needs --curves PATH")
     try:
         study = importlib.import_module(f"experiments.{args.study}")
     except ModuleNotFoundError:

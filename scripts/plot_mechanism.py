@@ -95,9 +95,10 @@ def typical_unit() -> Path:
         seed = min(int(r["seed"]) for r in mine)
         mine = [r for r in mine if int(r["seed"]) == seed]
         unit = mine[0]["unit"]
-        for q, style in (("85.0", "--"), ("50.0", "-"), ("15.0", ":")):
-            pts = [(int(r["step"]), float(r["value"])) for r in mine if r["percentile"] == q]
-            ax.plot(*zip(*pts), style, color=SIGMOID[setup][1], label=f"{q[:-2]}th percentile")
+        qs = sorted({float(r["percentile"]) for r in mine}, reverse=True)
+        for q, style in zip(qs, ("--", "-", ":", "-.")):
+            pts = [(int(r["step"]), float(r["value"])) for r in mine if float(r["percentile"]) == q]
+            ax.plot(*zip(*pts), style, color=SIGMOID[setup][1], label=f"{q:g}th percentile")
         ax.set(xlabel="training step", title=f"{title}\nunit {unit} of layer 3, seed {seed}")
     axes[0].set_ylabel("input to the typical sigmoid")
     axes[0].legend(fontsize=7)
@@ -108,7 +109,7 @@ def typical_unit() -> Path:
     return save(fig, "mechanism_typical_unit.png")
 
 
-def santurkar(setups: dict, name: str) -> Path:
+def santurkar(setups: dict, name: str, file: str) -> Path:
     data = _data()
     fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), layout="constrained")
     for setup, (label, color) in setups.items():
@@ -156,8 +157,7 @@ def santurkar(setups: dict, name: str) -> Path:
         f"Santurkar et al.'s measures, {name}: on a fixed training batch of 60, every evaluation "
         "(lower is smoother / less shift; cosine: 1 = no shift)"
     )
-    suffix = "_relu" if set(setups) == set(RELU) else ""
-    return save(fig, f"mechanism_santurkar{suffix}.png")
+    return save(fig, file)
 
 
 def jacobian() -> Path:
@@ -210,8 +210,8 @@ def main() -> None:
         print(f"skipped: no {RESULTS / 'runs.csv'} yet (make reproduce-mechanism)")
         return
     jobs = [
-        (ics_three_ways,), (santurkar, SIGMOID, "sigmoid MLP (Figure 1, MNIST, lr 1)"),
-        (santurkar, RELU, "ReLU MLP (MNIST, lr 0.1)"), (jacobian,), (weights,),
+        (ics_three_ways,), (santurkar, SIGMOID, "sigmoid MLP (Figure 1, MNIST, lr 1)", "mechanism_santurkar.png"),
+        (santurkar, RELU, "ReLU MLP (MNIST, lr 0.1)", "mechanism_santurkar_relu.png"), (jacobian,), (weights,),
     ]  # fmt: skip
     if (RESULTS / "typical_unit.csv").exists():
         jobs.append((typical_unit,))

@@ -32,8 +32,8 @@ def _curves(ax, data: dict, setups: dict, metric: str = "test/acc") -> None:
         if not has(data, setup):
             continue
         steps, v = series(data, setup, metric)
-        ax.plot(steps, v.mean(0), color=color, label=f"{label} ({len(v)} seeds)")
-        ax.fill_between(steps, v.min(0), v.max(0), color=color, alpha=0.2, lw=0)
+        ax.plot(steps, np.nanmean(v, 0), color=color, label=f"{label} ({len(v)} seeds)")
+        ax.fill_between(steps, np.nanmin(v, 0), np.nanmax(v, 0), color=color, alpha=0.2, lw=0)
 
 
 def _zoom(ax, data: dict, setups: dict, metric: str = "test/acc", tail: float = 0.5) -> None:
@@ -85,7 +85,7 @@ POSITIONS_MLP = {
 
 
 def norm_position() -> Path | None:
-    conv, mlp = RESULTS / "norm_position/convnet/fashion_mnist", RESULTS / "norm_position/mlp"
+    conv, mlp = RESULTS / "norm_position/fashion_mnist", RESULTS / "mlp"
     if not (conv / "runs.csv").exists() or not (mlp / "runs.csv").exists():
         return None
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), layout="constrained")
@@ -123,7 +123,7 @@ def norm_position() -> Path | None:
 
 # -- 2. Non-Gaussianity --------------------------------------------------------------------------
 def nongaussianity() -> Path | None:
-    folder = RESULTS / "nongaussianity"
+    folder = RESULTS / "mlp"
     if not (folder / "runs.csv").exists():
         return None
     data = read_curves(folder / "runs.csv")
@@ -144,7 +144,8 @@ def nongaussianity() -> Path | None:
                 _, q75 = series(data, setup, f"nongauss/layer{layer}/{stat}_q75")
                 ax.plot(steps, med.mean(0), color=color, label=f"{name}: median unit")
                 ax.fill_between(steps, q25.mean(0), q75.mean(0), color=color, alpha=0.15, lw=0)
-            steps, control = series(data, "baseline", f"nongauss/control/{stat}_median")
+            ref = next(k for k in POSITIONS_MLP if has(data, k))
+            steps, control = series(data, ref, f"nongauss/control/{stat}_median")
             ax.plot(steps, control.mean(0), ":", color="k", label="standard-normal control")
             ax.set(xlabel="training step", ylabel=label, title=f"hidden layer {layer}")
             ax.set_yscale("symlog", linthresh=0.1 if stat == "kurtosis" else 0.01)
@@ -253,7 +254,8 @@ def init_scale_small() -> Path | None:
     )
     for row, d in enumerate(datasets):
         rows = read_rows(folder / f"{d}.csv")
-        curves = read_rows(folder / f"{d}_curves.csv")
+        curves_csv = folder / f"{d}_curves.csv"
+        curves = read_rows(curves_csv) if curves_csv.exists() else []
         for col, (key, title) in enumerate(
             (("train_acc", "training accuracy (1,000 images)"), ("test_acc", "test accuracy"),
              ("final_train_loss", "final training loss"))
@@ -295,7 +297,7 @@ def init_scale_small() -> Path | None:
                 mean = [
                     np.mean([float(r["value"]) for r in pts if int(r["step"]) == s]) for s in steps
                 ]
-                epochs = np.array(steps) * int(rows[0].get("batch_size") or 60) / 1000
+                epochs = np.array(steps) * 60 / 1000  # batches of 60 (the recipe's)
                 which = "train" if metric.startswith("train") else "test"
                 ax.plot(epochs, mean, style, color=color, label=f"{label}, std {scale:g}: {which}")
         ax.set(

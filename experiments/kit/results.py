@@ -145,6 +145,7 @@ def collect_sweep(
     if curves is None:
         return
     wanted = None if curve_metrics is None else set(curve_metrics)
+    curves.parent.mkdir(parents=True, exist_ok=True)
     with curves.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*keys, "step", "metric", "value"])

@@ -168,7 +168,7 @@ def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_
     for setup in ("mech_baseline", "mech_bn"):
         mechanism.train(_small(root, f"setup={setup}"), tmp_path / "sweep" / setup)
     [summary] = collect(mechanism.SPEC, tmp_path / "sweep", tmp_path / "out")
-    units = summary["typical_unit_of_layer3"]
+    units = summary["typical_unit_of_the_last_hidden_layer"]
     saved = torch.load(tmp_path / "sweep/mech_bn/unit_percentiles.pt", weights_only=True)
     values = saved["values"].numpy()[:, 1, 2]  # way (b), the last hidden layer
     assert units["mech_bn-s0"] == mechanism.typical_unit(values, saved["percentiles"])
@@ -183,7 +183,10 @@ def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_
     share = summary["moving_average_share_of_drift"]
     assert set(share) == {"mech_bn"} and set(share["mech_bn"]) == {"layer1", "layer2", "layer3"}
     assert (
-        json.loads((tmp_path / "out/summary.json").read_text())["typical_unit_of_layer3"] == units
+        json.loads((tmp_path / "out/summary.json").read_text())[
+            "typical_unit_of_the_last_hidden_layer"
+        ]
+        == units
     )
     from scripts import plot_mechanism, plotting
 
