@@ -632,13 +632,22 @@ def bn_after_relu_is_better() -> Claim:
     )  # fmt: skip
 
 
+def _steps_to(path: str, setup: str, target: float) -> list[int | None]:
+    """Per seed, the first evaluation step at which the test accuracy reaches ``target``."""
+    curves = _curves(path)[(setup, "test/acc")]
+    return [
+        next((st for st in sorted(c) if c[st] >= target), None) for _, c in sorted(curves.items())
+    ]
+
+
 def bn_after_sigmoid_vs_before() -> Claim:
     s = _question("mlp")
     d, before = _paired(s, "bn_after", "bn"), _paired(s, "bn", "baseline")
+    reach = {k: _steps_to("questions/mlp", k, 0.97) for k in ("baseline", "bn", "bn_after")}
     return Claim(
         "Seed note 000 (mechanism.md §6)", "BN after the sigmoid is as good as BN before it (the paper's placement; Figure 1 MLP)",
         "the paper normalizes Wu, before the nonlinearity",
-        f"MNIST, {s['steps']:,} steps: after − before {d.text()}; before − no BN {before.text()}",
+        f"MNIST, {s['steps']:,} steps: after − before {d.text()}; before − no BN {before.text()}; steps to 97% per seed: no BN {reach['baseline']}, before {reach['bn']}, after {reach['bn_after']}",
         "reproduced if the interval of after − before is within ±0.3 pp; not reproduced if it excludes 0 by more",
         _within(d, 0.003),
     )  # fmt: skip
@@ -647,17 +656,24 @@ def bn_after_sigmoid_vs_before() -> Claim:
 def bn_makes_inputs_gaussian() -> Claim:
     path = "questions/mlp"
     _question("mlp")
-    neg = _log_ratio(
-        _late(path, "bn", "nongauss/layer3/negentropy_median"),
-        _late(path, "baseline", "nongauss/layer3/negentropy_median"),
-    )
-    kurt = {k: _late(path, k, "nongauss/layer3/kurtosis_median") for k in ("baseline", "bn")}
+    parts, verdicts = [], []
+    for layer in (1, 2, 3):
+        m = f"nongauss/layer{layer}/negentropy_median"
+        e = _log_ratio(_late(path, "bn", m), _late(path, "baseline", m))
+        k = f"nongauss/layer{layer}/kurtosis_median"
+        kb, kn = _late(path, "bn", k), _late(path, "baseline", k)
+        parts.append(
+            f"layer {layer}: negentropy {_times(e)}, excess kurtosis {statistics.fmean(kn.values()):+.2f} → {statistics.fmean(kb.values()):+.2f}"
+        )
+        verdicts.append(_lower(e))
     control = _late(path, "baseline", "nongauss/control/kurtosis_median")
+    n = verdicts.count("reproduced")
     return Claim(
         "Seed note 000 (mechanism.md §5)", "BN makes each unit's sigmoid input closer to Gaussian (lower negentropy)",
         "question, no published number",
-        f"last hidden layer, median unit, second half of training: negentropy BN / no BN {_times(neg)}; excess kurtosis no BN {', '.join(f'{v:.2f}' for v in kurt['baseline'].values())}, BN {', '.join(f'{v:.2f}' for v in kurt['bn'].values())} per seed; normal control {statistics.fmean(control.values()):+.3f}",
-        "reproduced if the negentropy ratio's 95% interval is below 1", _lower(neg),
+        f"median unit, second half of training, BN / no BN: {'; '.join(parts)}; normal control's kurtosis {statistics.fmean(control.values()):+.3f}",
+        "reproduced if the negentropy ratio's 95% interval is below 1 in every hidden layer; partly if in some",
+        "reproduced" if n == 3 else ("partly" if n else ("not reproduced" if "not reproduced" in verdicts else "within noise")),
     )  # fmt: skip
 
 

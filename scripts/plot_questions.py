@@ -11,6 +11,7 @@ differences carry their 95% Student-t interval over seeds, paired by seed.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +149,8 @@ def nongaussianity() -> Path | None:
             steps, control = series(data, ref, f"nongauss/control/{stat}_median")
             ax.plot(steps, control.mean(0), ":", color="k", label="standard-normal control")
             ax.set(xlabel="training step", ylabel=label, title=f"hidden layer {layer}")
-            ax.set_yscale("symlog", linthresh=0.1 if stat == "kurtosis" else 0.01)
+            if stat == "negentropy":
+                ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(
         "Open question 2: non-Gaussianity of the sigmoid inputs (Figure 1 MLP, MNIST test set): "
@@ -237,10 +239,17 @@ def _by_scale(rows: list[dict], setup: str, key: str) -> tuple[np.ndarray, np.nd
     return np.array(scales), np.array([v + [np.nan] * (width - len(v)) for v in out])
 
 
+def _over_seeds(f, v: np.ndarray) -> np.ndarray:
+    """``f`` (``np.nanmean``, ``np.nanmin``, ...) over seeds; NaN where every seed diverged."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN scale: NaN, said once here
+        return f(v, 1)
+
+
 def best_scale(rows: list[dict], setup: str) -> float:
     """The scale with the highest mean final test accuracy over seeds."""
     scales, acc = _by_scale(rows, setup, "test_acc")
-    return float(scales[np.nanargmax(np.nanmean(acc, 1))])
+    return float(scales[np.nanargmax(_over_seeds(np.nanmean, acc))])
 
 
 def init_scale_small() -> Path | None:
@@ -263,20 +272,22 @@ def init_scale_small() -> Path | None:
             ax = axes[row, col]
             for setup, (label, color) in SMALL.items():
                 scales, v = _by_scale(rows, setup, key)
-                ax.plot(scales, np.nanmean(v, 1), "o-", ms=3, color=color, label=label)
+                ax.plot(scales, _over_seeds(np.nanmean, v), "o-", ms=3, color=color, label=label)
                 ax.fill_between(
-                    scales, np.nanmin(v, 1), np.nanmax(v, 1), color=color, alpha=0.2, lw=0
-                )
+                    scales, _over_seeds(np.nanmin, v), _over_seeds(np.nanmax, v), color=color,
+                    alpha=0.2, lw=0,
+                )  # fmt: skip
             if key == "test_acc" and d == "mnist" and full.exists():
+                full_rows = read_rows(full)
                 for setup, (label, color) in SMALL.items():
-                    scales, v = _by_scale(read_rows(full), setup, key)
+                    scales, v = _by_scale(full_rows, setup, key)
                     ax.plot(
                         scales,
-                        np.nanmean(v, 1),
+                        _over_seeds(np.nanmean, v),
                         "--",
                         color=color,
                         alpha=0.7,
-                        label=f"{label}, all 60,000 images",
+                        label=f"{label}, all 60,000 images, {full_rows[0]['steps']} steps",
                     )
             ax.set(xscale="log", xlabel="weight initialisation std", title=f"{TITLES[d]}: {title}")
             if key == "final_train_loss":
