@@ -91,18 +91,18 @@ def norm_position() -> Path | None:
         return None
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), layout="constrained")
     for row, folder, setups, name in (
-        (0, conv, POSITIONS_CONV, "SmallConvNet (ReLU), Fashion-MNIST"),
-        (1, mlp, POSITIONS_MLP, "Figure 1 MLP (sigmoid), MNIST"),
+        (0, conv, POSITIONS_CONV, "conv net (ReLU), Fashion-MNIST"),
+        (1, mlp, POSITIONS_MLP, "Fig. 1 MLP (sigmoid), MNIST"),
     ):
         data, summary = read_curves(folder / "runs.csv"), _summary(folder)
         base = next(iter(setups))
         ax = axes[row, 0]
         _curves(ax, data, setups)
         _zoom(ax, data, setups)
-        ax.set(xlabel="training step", ylabel="test accuracy", title=f"{name}: test accuracy")
+        ax.set(xlabel="training step", ylabel="test accuracy", title=name)
         ax.legend(fontsize=7, loc="lower right")
         _differences(axes[row, 1], summary, base, dict(list(setups.items())[1:]))
-        axes[row, 1].set_title("final test accuracy − no BN: per seed, mean and 95% interval")
+        axes[row, 1].set_title("final accuracy − no BN: seeds, mean, 95% interval")
     ax = axes[0, 2]
     _curves(ax, read_curves(conv / "runs.csv"), POSITIONS_CONV, "train/loss")
     ax.set(
