@@ -134,7 +134,7 @@ MECH_SEEDS ?= 0,1,2
 MECH_EVERY ?= 1000
 MECHANISM := $(PY) -m experiments.mechanism -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
   eval.every=$(MECH_EVERY)
-reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks); results/mechanism/mlp/
+reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks, ~30 min); results/mechanism/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-mechanism/$(STAMP); \
 	$(MECHANISM) setup=mech_baseline,mech_bn,mech_noisy_bn seed=$(MECH_SEEDS) hydra.sweep.dir=$$runs/main; \
@@ -162,7 +162,7 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 4 ar
 # Note 000: BN before the nonlinearity (the paper), after it (the authors' released model), or none:
 # the renorm study's conv net on Fashion-MNIST (5 seeds), and the Figure 1 sigmoid MLP on MNIST
 # (3 seeds; the MLP runs are question-mlp's, shared with question-nongaussianity: results/questions/mlp/).
-question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds + question-mlp (~20 min); results/questions/norm_position/
+question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds + question-mlp (~19 min); results/questions/norm_position/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
@@ -173,7 +173,7 @@ question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after t
 # Note 000: how does BN change each unit's kurtosis and negentropy, and does it matter where BN sits?
 # The Figure 1 MLP (MNIST, 3 seeds) without BN, with BN before and with BN after the sigmoid, with
 # the non-Gaussianity probe (every evaluation, every unit, test set, a standard-normal control).
-question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (~10 min); results/questions/mlp/
+question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (~13 min); results/questions/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-mlp/$(STAMP); \
 	$(MNIST) setup=baseline,bn,bn_after 'seed=[0,1,2]' probe.nongaussian=true hydra.sweep.dir=$$runs; \
@@ -186,7 +186,7 @@ question-nongaussianity: question-mlp ## non-Gaussianity of the sigmoid inputs (
 # Inception's 40% dropout, BN-Inception at CPU scale, 2 seeds, DROPOUT_STEPS steps each (shorter
 # than the 3,000 of reproduce-inception-cpu, the same for all four).
 DROPOUT_STEPS ?= 1000
-question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (~30 min); results/questions/dropout/
+question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (~25 min); results/questions/dropout/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-dropout/$(STAMP); \
 	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
@@ -200,7 +200,7 @@ question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline 
 # training accuracy, test accuracy and training loss per scale (collect --sweep), and every run's
 # curves over the 20 epochs (--curves).
 SMALL_SCALES := 0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10
-question-init-scale-small: $(ENV) fashion-data ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds; results/questions/init_scale_small/
+question-init-scale-small: $(ENV) fashion-data ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds (~9 min); results/questions/init_scale_small/
 	@start=$$(date +%s); set -e; for d in mnist fashion_mnist; do \
 	  $(PY) -m experiments.kit.data $$d; \
 	  runs=multirun/question-init-scale-small/$(STAMP)/$$d; \
@@ -211,7 +211,7 @@ question-init-scale-small: $(ENV) fashion-data ## note 001: 1,000 images, 20 ini
 	done; echo "wall time: $$(( $$(date +%s) - start )) s"
 
 # Every open question, one after the other, and their figures.
-reproduce-questions: $(ENV) ## the seed notes' open questions: all five (~60 min); results/questions/
+reproduce-questions: $(ENV) ## the seed notes' open questions: all five (~65 min on 2 cores); results/questions/
 	@start=$$(date +%s); set -e; \
 	for q in question-norm-position question-brn-gradient question-dropout question-init-scale-small; do \
 	  $(MAKE) --no-print-directory $$q; \
