@@ -50,6 +50,21 @@ def _zoom(ax, data: dict, setups: dict, metric: str = "test/acc", tail: float = 
         ax.set_ylim(lo - pad, hi + pad)
 
 
+def _accuracy_panel(ax, data: dict, setups: dict, title: str) -> None:
+    """Test accuracy over training, zoomed on the second half, with a legend."""
+    _curves(ax, data, setups)
+    _zoom(ax, data, setups)
+    ax.set(xlabel="training step", ylabel="test accuracy", title=title)
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def _load(folder: Path) -> tuple[dict, dict] | None:
+    """A results folder's curves and summary, or None before its runs are committed."""
+    if not (folder / "runs.csv").exists():
+        return None
+    return read_curves(folder / "runs.csv"), _summary(folder)
+
+
 def _differences(ax, summary: dict, base: str, others: dict, key: str = "test_acc") -> None:
     """Each ``others`` setup minus ``base`` per seed (dots) and its paired 95% interval (bar)."""
     b = summary["setups"][base]
@@ -86,25 +101,19 @@ POSITIONS_MLP = {
 
 
 def norm_position() -> Path | None:
-    conv, mlp = RESULTS / "norm_position/fashion_mnist", RESULTS / "mlp"
-    if not (conv / "runs.csv").exists() or not (mlp / "runs.csv").exists():
+    conv, mlp = _load(RESULTS / "norm_position/fashion_mnist"), _load(RESULTS / "mlp")
+    if conv is None or mlp is None:
         return None
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), layout="constrained")
-    for row, folder, setups, name in (
+    for row, (data, summary), setups, name in (
         (0, conv, POSITIONS_CONV, "conv net (ReLU), Fashion-MNIST"),
         (1, mlp, POSITIONS_MLP, "Fig. 1 MLP (sigmoid), MNIST"),
     ):
-        data, summary = read_curves(folder / "runs.csv"), _summary(folder)
-        base = next(iter(setups))
-        ax = axes[row, 0]
-        _curves(ax, data, setups)
-        _zoom(ax, data, setups)
-        ax.set(xlabel="training step", ylabel="test accuracy", title=name)
-        ax.legend(fontsize=7, loc="lower right")
-        _differences(axes[row, 1], summary, base, dict(list(setups.items())[1:]))
+        _accuracy_panel(axes[row, 0], data, setups, name)
+        _differences(axes[row, 1], summary, next(iter(setups)), dict(list(setups.items())[1:]))
         axes[row, 1].set_title("final accuracy − no BN: seeds, mean, 95% interval")
     ax = axes[0, 2]
-    _curves(ax, read_curves(conv / "runs.csv"), POSITIONS_CONV, "train/loss")
+    _curves(ax, conv[0], POSITIONS_CONV, "train/loss")
     ax.set(
         xlabel="training step",
         ylabel="training loss",
@@ -112,8 +121,7 @@ def norm_position() -> Path | None:
         title="conv net: training loss",
     )
     ax = axes[1, 2]
-    data = read_curves(mlp / "runs.csv")
-    _curves(ax, data, POSITIONS_MLP, "shift/layer3/median")
+    _curves(ax, mlp[0], POSITIONS_MLP, "shift/layer3/median")
     ax.set(
         xlabel="training step", yscale="log", ylabel="|Δ median| between evaluations",
         title="MLP: drift of the last layer's sigmoid input (Fig. 1)",
@@ -168,15 +176,12 @@ BRN_ARMS = {
 
 
 def brn_gradient() -> Path | None:
-    folder = RESULTS / "brn_gradient/fashion_mnist"
-    if not (folder / "runs.csv").exists():
+    loaded = _load(RESULTS / "brn_gradient/fashion_mnist")
+    if loaded is None:
         return None
-    data, summary = read_curves(folder / "runs.csv"), _summary(folder)
+    data, summary = loaded
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
-    _curves(axes[0], data, BRN_ARMS)
-    _zoom(axes[0], data, BRN_ARMS)
-    axes[0].set(xlabel="training step", ylabel="test accuracy", title="test accuracy, microbatch 4")
-    axes[0].legend(fontsize=7, loc="lower right")
+    _accuracy_panel(axes[0], data, BRN_ARMS, "test accuracy, microbatch 4")
     _differences(axes[1], summary, "bn_micro4", dict(list(BRN_ARMS.items())[1:]))
     axes[1].set_title("final test accuracy − BN: per seed, mean and 95% interval")
     fig.suptitle(
@@ -195,15 +200,12 @@ DROPOUT_ARMS = {
 
 
 def dropout() -> Path | None:
-    folder = RESULTS / "dropout"
-    if not (folder / "runs.csv").exists():
+    loaded = _load(RESULTS / "dropout")
+    if loaded is None:
         return None
-    data, summary = read_curves(folder / "runs.csv"), _summary(folder)
+    data, summary = loaded
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
-    _curves(axes[0], data, DROPOUT_ARMS)
-    _zoom(axes[0], data, DROPOUT_ARMS)
-    axes[0].set(xlabel="training step", ylabel="test accuracy", title="test accuracy")
-    axes[0].legend(fontsize=7, loc="lower right")
+    _accuracy_panel(axes[0], data, DROPOUT_ARMS, "test accuracy")
     _curves(axes[1], data, DROPOUT_ARMS, "train/loss")
     axes[1].set(xlabel="training step", ylabel="training loss", yscale="log", title="training loss")
     key = "max_test_acc"
