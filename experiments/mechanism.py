@@ -285,14 +285,19 @@ def sgd_step(model: SigmoidMLP, lr: float, weight_decay: float, every: int):
         grads = torch.autograd.grad(loss, params)
         out: dict[str, float] = {"loss": loss.item()}
         with torch.no_grad():
-            for p, g, layer in zip(params, grads, layers):
-                update = g + weight_decay * p if layer and weight_decay else g
-                if layer and (step + 1) % every == 0:
-                    norm = p.norm().item()
-                    out[f"weights/layer{layer}/norm"] = norm
-                    out[f"weights/layer{layer}/grad_norm"] = g.norm().item()
-                    out[f"weights/layer{layer}/relative_update"] = lr * update.norm().item() / norm
-                p.sub_(lr * update)
+            updates = grads
+            if weight_decay:
+                updates = [g + weight_decay * p if layer else g for p, g, layer in zip(params, grads, layers)]  # fmt: skip
+            if (step + 1) % every == 0:
+                for p, g, u, layer in zip(params, grads, updates, layers):
+                    if layer:
+                        norm = p.norm().item()
+                        out[f"weights/layer{layer}/norm"] = norm
+                        out[f"weights/layer{layer}/grad_norm"] = g.norm().item()
+                        out[f"weights/layer{layer}/relative_update"] = lr * u.norm().item() / norm
+            # lr·u rounded, then subtracted: the same numbers as p.sub_(lr * u) one by one (a fused
+            # p − lr·u would round differently at lr ≠ 1), in two kernel launches for all tensors
+            torch._foreach_sub_(params, torch._foreach_mul(updates, lr))
         return out
 
     return step_fn

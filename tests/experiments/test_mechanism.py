@@ -198,3 +198,19 @@ def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_
         "mechanism_ics_three_ways.png", "mechanism_typical_unit.png", "mechanism_santurkar.png",
         "mechanism_santurkar_relu.png", "mechanism_jacobian.png", "mechanism_weights.png",
     }  # fmt: skip
+
+
+def test_the_step_is_sgd_with_l2_on_the_weight_matrices_only(root):
+    cfg = _small(root, "setup=mech_bn", "train.weight_decay=0.1")
+    data = mnist.load_data(cfg.data)
+    model = mechanism.build_model(cfg, data)
+    x, y = data.x_train[:8], data.y_train[:8][None]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    loss = torch.nn.functional.cross_entropy(model(x).transpose(1, 2), y)
+    grads = dict(zip(before, torch.autograd.grad(loss, list(model.parameters()))))
+    matrices = {id(w) for w in mechanism.weight_matrices(model)}
+    out = mechanism.sgd_step(model, 0.5, 0.1, every=1)(0, (x, y))
+    for n, p in model.named_parameters():
+        decay = 0.1 * before[n] if id(p) in matrices else 0
+        torch.testing.assert_close(p.detach(), before[n] - 0.5 * (grads[n] + decay))
+    assert set(out) >= {"loss", "weights/layer1/norm", "weights/layer4/relative_update"}
