@@ -86,11 +86,26 @@ def _paired(summary: dict, a: str, b: str, key: str = "test_acc") -> Estimate:
     return Estimate.of(_diffs(summary, a, b, key))
 
 
+def _curves(path: str) -> dict[tuple[str, str], dict[int, dict[int, float]]]:
+    """``{(setup, metric): {seed: {step: value}}}`` of ``results/<path>/runs.csv``, read once."""
+    return _read_runs_csv((RESULTS / path / "runs.csv").resolve())
+
+
+@functools.cache
+def _read_runs_csv(file: Path) -> dict[tuple[str, str], dict[int, dict[int, float]]]:
+    out: dict = {}
+    with file.open() as f:
+        for r in csv.DictReader(f):
+            out.setdefault((r["setup"], r["metric"]), {}).setdefault(int(r["seed"]), {})[
+                int(r["step"])
+            ] = float(r["value"])
+    return out
+
+
 def _curve_at(path: str, setup: str, metric: str, step: int) -> list[float]:
     """Every seed's value of ``metric`` at ``step`` in ``results/<path>/runs.csv``."""
-    with (RESULTS / path / "runs.csv").open() as f:
-        rows = [r for r in csv.DictReader(f) if r["setup"] == setup and r["metric"] == metric]
-    return [float(r["value"]) for r in rows if int(r["step"]) == step]
+    by_seed = _curves(path).get((setup, metric), {})
+    return [curve[step] for _, curve in sorted(by_seed.items()) if step in curve]
 
 
 def _positive(e: Estimate, margin: float = 0.0) -> str:
@@ -156,14 +171,13 @@ def bn_stable_inputs() -> Claim:
 
 
 def _by_seed(path: str, setup: str, metric: str, steps) -> list[list[float]]:
+    """Per seed, the values of ``metric`` at ``steps`` (those logged), in step order."""
     wanted = set(steps)
-    with (RESULTS / path / "runs.csv").open() as f:
-        rows = [r for r in csv.DictReader(f) if r["setup"] == setup and r["metric"] == metric]
-    by_seed: dict[str, list[float]] = {}
-    for r in rows:
-        if int(r["step"]) in wanted:
-            by_seed.setdefault(r["seed"], []).append(float(r["value"]))
-    return [by_seed[k] for k in sorted(by_seed)]
+    by_seed = _curves(path).get((setup, metric), {})
+    values = [
+        [v for st, v in curve.items() if st in wanted] for _, curve in sorted(by_seed.items())
+    ]
+    return [v for v in values if v]
 
 
 def _below_one(e: Estimate) -> str:
@@ -357,15 +371,12 @@ DEPTH = "mechanism/depth"
 def _depth_ratios(setup_base: str, step: int) -> dict[int, dict[int, float]]:
     """``{seed: {depth: gradient ratio at step}}`` of ``setup_base`` from the depth sweep's CSV."""
     out: dict[int, dict[int, float]] = {}
-    with (RESULTS / DEPTH / "runs.csv").open() as f:
-        for r in csv.DictReader(f):
-            if (
-                r["metric"] == "grad_ratio"
-                and int(r["step"]) == step
-                and r["setup"].startswith(f"{setup_base}_d")
-            ):
-                depth = int(r["setup"].rsplit("_d", 1)[1])
-                out.setdefault(int(r["seed"]), {})[depth] = float(r["value"])
+    for (setup, metric), by_seed in _curves(DEPTH).items():
+        if metric == "grad_ratio" and setup.startswith(f"{setup_base}_d"):
+            depth = int(setup.rsplit("_d", 1)[1])
+            for seed, curve in by_seed.items():
+                if step in curve:
+                    out.setdefault(seed, {})[depth] = curve[step]
     return out
 
 
@@ -409,18 +420,6 @@ def bn_explosion_shrinks_after_training() -> Claim:
 
 # -- Mechanism (issue 16): the Figure 1 networks measured every 1,000 steps ---------------------
 MECH = "mechanism/mlp"
-
-
-@functools.cache
-def _curves(path: str) -> dict[tuple[str, str], dict[int, dict[int, float]]]:
-    """``{(setup, metric): {seed: {step: value}}}`` of ``results/<path>/runs.csv``."""
-    out: dict = {}
-    with (RESULTS / path / "runs.csv").open() as f:
-        for r in csv.DictReader(f):
-            out.setdefault((r["setup"], r["metric"]), {}).setdefault(int(r["seed"]), {})[
-                int(r["step"])
-            ] = float(r["value"])
-    return out
 
 
 def _late(path: str, setup: str, metric: str, after: float = 0.5) -> dict[int, float]:

@@ -69,7 +69,7 @@ def test_late_means_and_paired_log_ratios(tmp_path, monkeypatch):
             rows += [f"a,{seed},{step},m,{v * scale}", f"b,{seed},{step},m,{v * scale * 10}"]
     (folder / "runs.csv").write_text("\n".join(rows) + "\n")
     monkeypatch.setattr(claims, "RESULTS", tmp_path)
-    claims._curves.cache_clear()
+    claims._read_runs_csv.cache_clear()
     late = claims._late("study", "a", "m")  # steps after 15: 20 (30 is NaN and skipped)
     assert late == {0: 3.0, 1: 6.0}
     assert claims._late("study", "a", "m", 0.0) == {0: 2.0, 1: 4.0}  # steps 10 and 20
@@ -82,4 +82,4 @@ def test_late_means_and_paired_log_ratios(tmp_path, monkeypatch):
     assert claims._lower(e) == "reproduced" and claims._times(e).startswith("0.1×")
     with pytest.raises(KeyError):
         claims._late("study", "c", "m")
-    claims._curves.cache_clear()
+    claims._read_runs_csv.cache_clear()
