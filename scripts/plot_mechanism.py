@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from scripts.plotting import draw, has, plt, read_curves, read_rows, save, series
+from scripts.plotting import draw, has, mean_band, plt, read_curves, read_rows, save, series
 
 RESULTS = Path("results/mechanism/mlp")
 SIGMOID = {
@@ -48,12 +46,7 @@ def _data() -> dict:
 
 
 def _line(ax, data, setup, metric, color, label, style="-", band=True) -> None:
-    if not has(data, setup) or not any(metric in v for (s, _), v in data.items() if s == setup):
-        return
-    steps, v = series(data, setup, metric)
-    ax.plot(steps, np.nanmean(v, 0), style, color=color, label=f"{label} ({len(v)})")
-    if band and len(v) > 1:
-        ax.fill_between(steps, np.nanmin(v, 0), np.nanmax(v, 0), color=color, alpha=0.15, lw=0)
+    mean_band(ax, data, setup, metric, color, f"{label} ({{n}})", style, band=band)
 
 
 def ics_three_ways() -> Path:

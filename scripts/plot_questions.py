@@ -17,7 +17,17 @@ from pathlib import Path
 import numpy as np
 
 from scripts.claims import Estimate
-from scripts.plotting import TITLES, draw, has, plt, read_curves, read_rows, save, series
+from scripts.plotting import (
+    TITLES,
+    draw,
+    has,
+    mean_band,
+    plt,
+    read_curves,
+    read_rows,
+    save,
+    series,
+)
 
 RESULTS = Path("results/questions")
 GREY = "#7f7f7f"
@@ -30,11 +40,7 @@ def _summary(folder: Path) -> dict:
 def _curves(ax, data: dict, setups: dict, metric: str = "test/acc") -> None:
     """Mean over seeds and the min-max band of ``metric`` for each ``{setup: (label, color)}``."""
     for setup, (label, color) in setups.items():
-        if not has(data, setup):
-            continue
-        steps, v = series(data, setup, metric)
-        ax.plot(steps, np.nanmean(v, 0), color=color, label=f"{label} ({len(v)} seeds)")
-        ax.fill_between(steps, np.nanmin(v, 0), np.nanmax(v, 0), color=color, alpha=0.2, lw=0)
+        mean_band(ax, data, setup, metric, color, f"{label} ({{n}} seeds)", alpha=0.2)
 
 
 def _zoom(ax, data: dict, setups: dict, metric: str = "test/acc", tail: float = 0.5) -> None:

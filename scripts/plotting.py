@@ -58,6 +58,21 @@ def series(data: dict, setup: str, metric: str):
     return np.array(runs[0][0][:n]), np.array([v[:n] for _, v in runs])
 
 
+def mean_band(
+    ax, data: dict, setup: str, metric: str, color: str, label: str, style: str = "-",
+    alpha: float = 0.15, band: bool = True,
+) -> None:  # fmt: skip
+    """``metric`` of every seed of ``setup``: the mean over seeds as a line and the min-max band
+    (NaN-aware: a diverged seed leaves a gap, not a hole in every curve); ``{n}`` in ``label``
+    becomes the number of seeds. Draws nothing if no seed of ``setup`` logged ``metric``."""
+    if not any(metric in v for (s, _), v in data.items() if s == setup):
+        return
+    steps, v = series(data, setup, metric)
+    ax.plot(steps, np.nanmean(v, 0), style, color=color, label=label.format(n=len(v)))
+    if band and len(v) > 1:
+        ax.fill_between(steps, np.nanmin(v, 0), np.nanmax(v, 0), color=color, alpha=alpha, lw=0)
+
+
 def read_rows(path: Path) -> list[dict]:
     with path.open() as f:
         return list(csv.DictReader(f))
