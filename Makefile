@@ -185,13 +185,15 @@ question-nongaussianity: question-mlp ## non-Gaussianity of the sigmoid inputs (
 # Note 000: "to what extent did dropout improve the accuracy?" BN-x5 and BN-Baseline with and without
 # Inception's 40% dropout, BN-Inception at CPU scale, 2 seeds, DROPOUT_STEPS steps each (shorter
 # than the 3,000 of reproduce-inception-cpu, the same for all four).
+# A test-set evaluation (10,000 images) costs as much as 70 training steps: every 500 steps.
 DROPOUT_STEPS ?= 1000
-question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (~25 min); results/questions/dropout/
+DROPOUT_EVAL_EVERY ?= 500
+question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (~15 min); results/questions/dropout/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-dropout/$(STAMP); \
 	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
 	  setup=bn_x5,bn_x5_dropout,bn_baseline,bn_baseline_nodropout seed=0,1 train.steps=$(DROPOUT_STEPS) \
-	  hydra.sweep.dir=$$runs; \
+	  eval.every=$(DROPOUT_EVAL_EVERY) hydra.sweep.dir=$$runs; \
 	$(PY) -m scripts.collect inception $$runs --out results/questions/dropout \
 	  --command "make question-dropout" --wall-time $$(( $$(date +%s) - start ))
 
@@ -200,24 +202,30 @@ question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline 
 # training accuracy, test accuracy and training loss per scale (collect --sweep), and every run's
 # curves over the 20 epochs (--curves).
 SMALL_SCALES := 0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10
-question-init-scale-small: $(ENV) fashion-data ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds (~9 min); results/questions/init_scale_small/
-	@start=$$(date +%s); set -e; for d in mnist fashion_mnist; do \
-	  $(PY) -m experiments.kit.data $$d; \
-	  runs=multirun/question-init-scale-small/$(STAMP)/$$d; \
-	  $(MNIST) data=$$d setup=baseline,bn 'seed=[0,1,2]' train.subset=1000 train.steps=340 eval.every=17 \
-	    population.num_batches=16 model.init_std=$(SMALL_SCALES) hydra.sweep.dir=$$runs; \
-	  $(PY) -m scripts.collect mnist $$runs --sweep --out results/questions/init_scale_small/$$d.csv \
-	    --curves results/questions/init_scale_small/$${d}_curves.csv --curve-metrics test/acc,train/acc_subset,train/loss; \
-	done; echo "wall time: $$(( $$(date +%s) - start )) s"
+question-init-scale-small: question-init-scale-small-mnist question-init-scale-small-fashion_mnist ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST (~9 min); results/questions/init_scale_small/
 
-# Every open question, one after the other, and their figures.
-reproduce-questions: $(ENV) ## the seed notes' open questions: all five (~65 min on 2 cores); results/questions/
+question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-scale-small
+	$(PY) -m experiments.kit.data $*
+	@start=$$(date +%s); set -e; runs=multirun/question-init-scale-small/$(STAMP)/$*; \
+	$(MNIST) data=$* setup=baseline,bn 'seed=[0,1,2]' train.subset=1000 train.steps=340 eval.every=17 \
+	  population.num_batches=16 model.init_std=$(SMALL_SCALES) hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect mnist $$runs --sweep --out results/questions/init_scale_small/$*.csv \
+	  --curves results/questions/init_scale_small/$*_curves.csv --curve-metrics test/acc,train/acc_subset,train/loss; \
+	echo "question-init-scale-small ($*): $$(( $$(date +%s) - start )) s"
+
+# Every open question and their figures. The questions run side by side, JOBS at a time; each runs
+# its networks one after another in one process (JOBS=1 below: no process start, torch import or
+# W&B service per run). The longest start first, so that no core idles at the end. The data are
+# prepared first: two questions must not copy the same files at once.
+QUESTIONS := question-mlp question-dropout question-brn-gradient question-norm-position \
+  question-init-scale-small-mnist question-init-scale-small-fashion_mnist
+reproduce-questions: $(ENV) fashion-data ## the seed notes' open questions: all five (~40 min on 2 cores); results/questions/
+	$(PY) -m experiments.kit.data mnist
+	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; \
-	for q in question-norm-position question-brn-gradient question-dropout question-init-scale-small; do \
-	  $(MAKE) --no-print-directory $$q; \
-	done; \
+	$(MAKE) --no-print-directory -j$(JOBS) JOBS=1 STAMP=$(STAMP) $(QUESTIONS); \
 	$(PY) -m scripts.plot_questions; \
-	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
+	echo "reproduce-questions: wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
