@@ -147,27 +147,36 @@ reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobian
 
 # --- The seed notes' open questions ----------------------------------------------------------
 QUESTION_SEEDS ?= 0,1,2,3,4
+# Arms that are runs of the renorm study already collected in results/renorm (bn32, bn_micro4,
+# brn_micro4: the same config and seeds, bit for bit) are taken from there, not run again
+# (collect --reuse checks the settings and seeds). QUESTION_REUSE= runs them here instead.
+QUESTION_REUSE ?= results/renorm
+comma := ,
+reuse_or_run = $(if $(QUESTION_REUSE),,$(1)$(comma))
+reuse_flags = $(if $(QUESTION_REUSE),--reuse $(QUESTION_REUSE) --reuse-setups $(1))
 
 # Note 000: is Batch Renorm's gain at microbatch 4 its gradient scaling (r) or its forward correction?
 # BN, BRN, BN's output with BRN's gradient (bn_micro4_rgrad), BRN's output with BN's gradient
 # (brn_micro4_bngrad); the renorm study's Fashion-MNIST CPU scale, 5 seeds each.
-question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 4 arms x 5 seeds (Fashion-MNIST, ~15 min); results/questions/brn_gradient/
+BRN_REFERENCE := bn_micro4,brn_micro4
+question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 new arms x 5 seeds + 2 of reproduce-renorm (Fashion-MNIST, ~12 min); results/questions/brn_gradient/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-brn-gradient/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
-	  setup=bn_micro4,brn_micro4,bn_micro4_rgrad,brn_micro4_bngrad seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs; \
-	$(PY) -m scripts.collect renorm $$runs --out results/questions/brn_gradient \
+	  setup=$(call reuse_or_run,$(BRN_REFERENCE))bn_micro4_rgrad,brn_micro4_bngrad seed=$(QUESTION_SEEDS) \
+	  hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect renorm $$runs --out results/questions/brn_gradient $(call reuse_flags,$(BRN_REFERENCE)) \
 	  --command "make question-brn-gradient" --wall-time $$(( $$(date +%s) - start ))
 
 # Note 000: BN before the nonlinearity (the paper), after it (the authors' released model), or none:
 # the renorm study's conv net on Fashion-MNIST (5 seeds), and the Figure 1 sigmoid MLP on MNIST
 # (3 seeds; the MLP runs are question-mlp's, shared with question-nongaussianity: results/questions/mlp/).
-question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 3 arms x 5 seeds + question-mlp (~19 min); results/questions/norm_position/
+question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 2 new arms x 5 seeds + bn32 of reproduce-renorm, and question-mlp (~20 min); results/questions/norm_position/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
-	  setup=bn32,bn32_after,nonorm seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs; \
-	$(PY) -m scripts.collect renorm $$runs --out results/questions/norm_position \
+	  setup=$(call reuse_or_run,bn32)bn32_after,nonorm seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs; \
+	$(PY) -m scripts.collect renorm $$runs --out results/questions/norm_position $(call reuse_flags,bn32) \
 	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start ))
 
 # Note 000: how does BN change each unit's kurtosis and negentropy, and does it matter where BN sits?

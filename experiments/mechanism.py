@@ -37,7 +37,7 @@ import hydra
 import numpy as np
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
 import bn
@@ -81,7 +81,7 @@ class Train(config.TrainConf):
 class Probe:
     percentiles: list[float] = field(default_factory=lambda: [15.0, 50.0, 85.0])
     batches: int = 20  # fixed training batches: population statistics (b) and training mode (c)
-    etas: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])  # x train.lr
+    etas: list[float] = MISSING  # x train.lr (configs/mechanism.yaml)
     jacobian_examples: int = 100
 
 

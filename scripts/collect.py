@@ -5,11 +5,13 @@
     python -m scripts.collect mnist MULTIRUN_DIR --sweep --out results/mnist/lr_sweep.csv
     python -m scripts.collect mnist MULTIRUN_DIR --sweep --out sweep.csv --curves curves.csv --curve-metrics test/acc
     python -m scripts.collect renorm MULTIRUN_DIR --out results/renorm        # one folder per dataset
+    python -m scripts.collect renorm MULTIRUN_DIR --out OUT --reuse results/renorm --reuse-setups bn32
 
 Writes ``runs.csv`` (``setup,seed,step,metric,value``: every run's metrics) and ``summary.json``
 (per setup: mean, spread and per-seed values of the spec's keys, next to the paper's numbers), or
 with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``), and with ``--curves`` every
-run's metrics over training keyed by those keys.
+run's metrics over training keyed by those keys. ``--reuse`` takes the ``--reuse-setups`` runs
+from an earlier collection of the same study and settings instead of running them again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import argparse
 import importlib
 from pathlib import Path
 
-from experiments.kit.results import collect, collect_sweep
+from experiments.kit.results import Reuse, collect, collect_sweep
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,11 +33,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--curve-metrics", help="with --curves: comma-separated metrics (default: all)")
     p.add_argument("--command", default="", help="the command recorded in summary.json")
     p.add_argument("--wall-time", type=float, default=None, help="seconds, recorded too")
+    p.add_argument("--reuse", type=Path, help="an earlier collection (runs.csv, summary.json)")
+    p.add_argument("--reuse-setups", help="with --reuse: comma-separated setups to take from it")
     args = p.parse_args(argv)
     if (args.curves or args.curve_metrics) and not args.sweep:
         p.error("--curves and --curve-metrics go with --sweep")
     if args.curve_metrics and not args.curves:
         p.error("--curve-metrics needs --curves PATH")
+    if bool(args.reuse) != bool(args.reuse_setups) or (args.reuse and args.sweep):
+        p.error("--reuse and --reuse-setups go together, without --sweep")
     try:
         study = importlib.import_module(f"experiments.{args.study}")
     except ModuleNotFoundError:
@@ -44,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
         metrics = args.curve_metrics.split(",") if args.curve_metrics else None
         collect_sweep(study.SPEC, args.sweep_dir, args.out, study.SWEEP_KEYS, args.curves, metrics)
     else:
-        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time)
+        reuse = args.reuse and Reuse(args.reuse, tuple(args.reuse_setups.split(",")))
+        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time, reuse or None)
 
 
 if __name__ == "__main__":

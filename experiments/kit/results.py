@@ -69,17 +69,78 @@ def format_stat(entry: dict, key: str) -> str:
     return f"{entry[key]['mean']:.4f}±{entry[key]['std']:.4f}" if key in entry else "-"
 
 
-def write_runs_csv(path: Path, runs: list[tuple[Path, dict]]) -> None:
-    """Every run's ``metrics.csv`` in one long CSV, keyed by setup and seed."""
+def write_runs_csv(
+    path: Path,
+    runs: list[tuple[Path, dict]],
+    reused: dict[tuple[str, int], list[list[str]]] | None = None,
+    rank: Callable[[str], Any] = str,
+) -> None:
+    """Every run's ``metrics.csv`` in one long CSV, keyed by setup and seed, with the ``reused``
+    runs' rows (``{(setup, seed): rows}``, from :func:`reused_runs`) in their places."""
+    blocks = [((s[RUN_KEY], s["seed"]), run) for run, s in runs] + list((reused or {}).items())
+    blocks.sort(key=lambda b: (rank(b[0][0]), b[0][1]))
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow([RUN_KEY, "seed", "step", "metric", "value"])
-        for run, s in runs:
-            with (run / "metrics.csv").open() as m:
+        for (setup, seed), source in blocks:
+            if isinstance(source, list):
+                w.writerows(source)
+                continue
+            with (source / "metrics.csv").open() as m:
                 w.writerows(
-                    [s[RUN_KEY], s["seed"], r["step"], r["metric"], r["value"]]
-                    for r in csv.DictReader(m)
+                    [setup, seed, r["step"], r["metric"], r["value"]] for r in csv.DictReader(m)
                 )
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """Setups taken from an earlier collection of the same study instead of being run again
+    (e.g. a question's reference arms, already in ``results/renorm``).
+
+    Args:
+        folder: the collected folder (``runs.csv``, ``summary.json``); split like the output
+            (``folder/<split_by value>``) when the spec splits.
+        setups: the setups to take; the sweep must not have run them.
+    """
+
+    folder: Path
+    setups: tuple[str, ...]
+
+    def load(self, spec: StudySpec, group: Any, summary: dict, ran: dict) -> tuple[dict, dict]:
+        """``(summary entries by setup, runs.csv rows by (setup, seed))``, after checking that
+        the earlier collection was made with the same ``spec.summary_keys`` and seeds as the
+        sweep's setups ``ran`` (:func:`per_setup`)."""
+        folder = self.folder if group is None else self.folder / str(group)
+        if not (folder / "summary.json").exists() or not (folder / "runs.csv").exists():
+            raise SystemExit(f"error: {folder} has no summary.json and runs.csv to reuse")
+        earlier = json.loads((folder / "summary.json").read_text())
+        for key in spec.summary_keys:
+            if key != "git_commit" and earlier.get(key) != summary.get(key):
+                raise SystemExit(
+                    f"error: {folder} was made with {key}={earlier.get(key)!r}, this sweep with "
+                    f"{summary.get(key)!r}: run its setups here instead of reusing them"
+                )
+        if both := sorted(set(ran) & set(self.setups)):
+            raise SystemExit(f"error: the sweep ran {both}; reuse only setups it did not run")
+        if missing := sorted(set(self.setups) - set(earlier["setups"])):
+            raise SystemExit(f"error: {folder} has no runs of {missing}")
+        seeds = sorted({seed for e in ran.values() for seed in e["seeds"]})
+        for k in self.setups:
+            if earlier["setups"][k]["seeds"] != seeds:
+                raise SystemExit(
+                    f"error: {folder} has {k} with seeds {earlier['setups'][k]['seeds']}, the "
+                    f"sweep ran seeds {seeds}: run {k} here instead of reusing it"
+                )
+        rows: dict[tuple[str, int], list[list[str]]] = {}
+        with (folder / "runs.csv").open() as f:
+            for r in csv.DictReader(f):
+                if r[RUN_KEY] in self.setups:
+                    rows.setdefault((r[RUN_KEY], int(r["seed"])), []).append(list(r.values()))
+        entries = {k: earlier["setups"][k] for k in self.setups}
+        info = {"folder": str(folder), "setups": list(self.setups)}
+        info.update({k: earlier.get(k) for k in ("git_commit", "command")})
+        summary["reused"] = info
+        return entries, rows
 
 
 def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]:
@@ -98,19 +159,28 @@ def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]
 
 
 def collect(
-    spec: StudySpec, sweep_dir: Path, out: Path, command: str = "", wall_time: float | None = None
+    spec: StudySpec,
+    sweep_dir: Path,
+    out: Path,
+    command: str = "",
+    wall_time: float | None = None,
+    reuse: Reuse | None = None,
 ) -> list[dict]:
-    """``runs.csv`` and ``summary.json`` of a sweep, in ``out`` (or ``out/<split_by value>``)."""
+    """``runs.csv`` and ``summary.json`` of a sweep, in ``out`` (or ``out/<split_by value>``),
+    with ``reuse``'s setups taken from an earlier collection."""
     found = sorted(find_runs(sweep_dir), key=lambda rs: (spec.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
     groups = sorted({s.get(spec.split_by) for _, s in found}) if spec.split_by else [None]
     written = []
     for group in groups:
         runs = [(r, s) for r, s in found if group is None or s.get(spec.split_by) == group]
         folder = out if group is None else out / str(group)
-        folder.mkdir(parents=True, exist_ok=True)
-        write_runs_csv(folder / "runs.csv", runs)
         summary = {key: runs[0][1].get(key) for key in spec.summary_keys}
-        summary.update(command=command, wall_time_s=wall_time, setups=per_setup(spec, runs))
+        setups = per_setup(spec, runs)
+        entries, rows = reuse.load(spec, group, summary, setups) if reuse is not None else ({}, {})
+        setups = {k: {**setups, **entries}[k] for k in sorted({**setups, **entries}, key=spec.rank)}
+        folder.mkdir(parents=True, exist_ok=True)
+        write_runs_csv(folder / "runs.csv", runs, rows, spec.rank)
+        summary.update(command=command, wall_time_s=wall_time, setups=setups)
         if spec.extend is not None:
             spec.extend(summary, runs, folder)
         summary["paper"] = spec.paper

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.kit.results import RUN_KEY, StudySpec, collect, collect_sweep, find_runs
+from experiments.kit.results import RUN_KEY, Reuse, StudySpec, collect, collect_sweep, find_runs
 
 SPEC = StudySpec(
     name="fake",
@@ -173,3 +173,70 @@ def test_collect_command_line(tmp_path, capsys):
     assert [r[-2:] for r in _csv(curves)[1:]] == [["train/loss", "0"], ["train/loss", "1"]]
     with pytest.raises(SystemExit, match="there is no study experiments.nosuch"):
         collect_script.main(["nosuch", str(tmp_path / "sweep"), "--out", str(tmp_path / "x")])
+
+
+# A sweep whose setups share their seeds, as a question's arms do.
+PAIRED = [("0", "alpha", 0, 0.7, 0.75), ("1", "zeta", 1, 0.9, None), ("2", "alpha", 1, 0.5, 0.55), ("3", "zeta", 0, 0.1, 0.15)]  # fmt: skip
+
+
+def _split(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The whole sweep, its alpha runs alone, and its zeta runs alone."""
+    parts = {name: tmp_path / name for name in ("whole", "alpha_only", "zeta_only")}
+    for name, setup, *run in PAIRED:
+        _write_run(parts["whole"] / name, setup, *run)
+        _write_run(parts[f"{setup}_only"] / name, setup, *run)
+    return parts["whole"], parts["alpha_only"], parts["zeta_only"]
+
+
+def test_reused_setups_give_the_same_files_as_running_them(tmp_path):
+    sweep, alpha, zeta = _split(tmp_path)
+    [whole] = collect(SPEC, sweep, tmp_path / "whole_out")
+    collect(SPEC, zeta, tmp_path / "earlier")
+    [part] = collect(SPEC, alpha, tmp_path / "part", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
+    assert (tmp_path / "part" / "runs.csv").read_bytes() == (
+        tmp_path / "whole_out" / "runs.csv"
+    ).read_bytes()  # the reused rows in their places: zeta first, by the spec's order
+    assert part["setups"] == whole["setups"] and list(part["setups"]) == ["zeta", "alpha"]
+    assert part["reused"]["setups"] == ["zeta"]
+    assert part["reused"]["folder"] == str(tmp_path / "earlier")
+
+
+def test_reuse_refuses_other_settings_seeds_missing_setups_and_setups_run_twice(tmp_path):
+    sweep, alpha, zeta = _split(tmp_path)
+    collect(SPEC, zeta, tmp_path / "earlier")
+    with pytest.raises(SystemExit, match="has no runs of \\['beta'\\]"):
+        collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("beta",)))
+    with pytest.raises(SystemExit, match="the sweep ran \\['zeta'\\]"):
+        collect(SPEC, sweep, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
+    with pytest.raises(SystemExit, match="has no summary.json and runs.csv"):
+        collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "nothing", ("zeta",)))
+    _write_run(tmp_path / "alpha_seed0" / "a", "alpha", 0, 0.3, 0.3)
+    with pytest.raises(
+        SystemExit, match="has zeta with seeds \\[0, 1\\], the sweep ran seeds \\[0\\]"
+    ):
+        collect(
+            SPEC,
+            tmp_path / "alpha_seed0",
+            tmp_path / "x",
+            reuse=Reuse(tmp_path / "earlier", ("zeta",)),
+        )
+    summary = tmp_path / "earlier" / "summary.json"
+    summary.write_text(summary.read_text().replace('"steps": 10', '"steps": 20'))
+    with pytest.raises(SystemExit, match="was made with steps=20, this sweep with 10"):
+        collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
+    assert not (tmp_path / "x").exists()  # nothing written on a refusal
+
+
+def test_reuse_on_the_command_line(tmp_path):
+    from scripts import collect as collect_script
+
+    _, alpha, zeta = _split(tmp_path)
+    collect_script.main(["renorm", str(zeta), "--out", str(tmp_path / "earlier")])
+    collect_script.main(
+        ["renorm", str(alpha), "--out", str(tmp_path / "out"),
+         "--reuse", str(tmp_path / "earlier"), "--reuse-setups", "zeta"]
+    )  # fmt: skip
+    summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
+    assert set(summary["setups"]) == {"zeta", "alpha"}  # split by data: mnist/ on both sides
+    with pytest.raises(SystemExit):
+        collect_script.main(["renorm", str(alpha), "--out", "x", "--reuse", "y"])
