@@ -148,9 +148,11 @@ reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobian
 # --- The seed notes' open questions ----------------------------------------------------------
 QUESTION_SEEDS ?= 0,1,2,3,4
 # Arms that are runs of the renorm study already collected in results/renorm (bn32, bn_micro4,
-# brn_micro4: the same config and seeds, bit for bit) are taken from there, not run again
-# (collect --reuse checks the settings and seeds). QUESTION_REUSE= runs them here instead.
-QUESTION_REUSE ?= results/renorm
+# brn_micro4: the same config and seeds, bit for bit) are taken from there, not run again.
+# collect --reuse checks the data, model, run length and seeds, not the code: after changing bn/
+# or the renorm configs, rerun reproduce-renorm or set QUESTION_REUSE= to run them here. Other
+# QUESTION_SEEDS than the renorm study's run them here too.
+QUESTION_REUSE ?= $(if $(subst $(FASHION_SEEDS),,$(QUESTION_SEEDS)),,results/renorm)
 comma := ,
 reuse_or_run = $(if $(QUESTION_REUSE),,$(1)$(comma))
 reuse_flags = $(if $(QUESTION_REUSE),--reuse $(QUESTION_REUSE) --reuse-setups $(1))
@@ -159,7 +161,7 @@ reuse_flags = $(if $(QUESTION_REUSE),--reuse $(QUESTION_REUSE) --reuse-setups $(
 # BN, BRN, BN's output with BRN's gradient (bn_micro4_rgrad), BRN's output with BN's gradient
 # (brn_micro4_bngrad); the renorm study's Fashion-MNIST CPU scale, 5 seeds each.
 BRN_REFERENCE := bn_micro4,brn_micro4
-question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 new arms x 5 seeds, BN and BRN from results/renorm (Fashion-MNIST, 637 s on one core); results/questions/brn_gradient/
+question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 new arms x 5 seeds, BN and BRN from results/renorm (Fashion-MNIST; 637 s in reproduce-questions); results/questions/brn_gradient/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-brn-gradient/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
@@ -171,7 +173,7 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 ne
 # Note 000: BN before the nonlinearity (the paper), after it (the authors' released model), or none:
 # the renorm study's conv net on Fashion-MNIST (5 seeds), and the Figure 1 sigmoid MLP on MNIST
 # (3 seeds; the MLP runs are question-mlp's, shared with question-nongaussianity: results/questions/mlp/).
-question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 2 new arms x 5 seeds, bn32 from results/renorm (402 s on one core), and question-mlp; results/questions/norm_position/
+question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 2 new arms x 5 seeds, bn32 from results/renorm (402 s in reproduce-questions), and question-mlp; results/questions/norm_position/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
@@ -182,7 +184,7 @@ question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after t
 # Note 000: how does BN change each unit's kurtosis and negentropy, and does it matter where BN sits?
 # The Figure 1 MLP (MNIST, 3 seeds) without BN, with BN before and with BN after the sigmoid, with
 # the non-Gaussianity probe (every evaluation, every unit, test set, a standard-normal control).
-question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (871 s on one core); results/questions/mlp/
+question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (871 s in reproduce-questions); results/questions/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-mlp/$(STAMP); \
 	$(MNIST) setup=baseline,bn,bn_after 'seed=[0,1,2]' probe.nongaussian=true hydra.sweep.dir=$$runs; \
@@ -197,7 +199,7 @@ question-nongaussianity: question-mlp ## non-Gaussianity of the sigmoid inputs (
 # A test-set evaluation (10,000 images) costs as much as 70 training steps: every 500 steps.
 DROPOUT_STEPS ?= 1000
 DROPOUT_EVAL_EVERY ?= 500
-question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (2040 s on one core); results/questions/dropout/
+question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (2040 s in reproduce-questions); results/questions/dropout/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-dropout/$(STAMP); \
 	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
@@ -211,7 +213,7 @@ question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline 
 # training accuracy, test accuracy and training loss per scale (collect --sweep), and every run's
 # curves over the 20 epochs (--curves).
 SMALL_SCALES := 0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10
-question-init-scale-small: question-init-scale-small-mnist question-init-scale-small-fashion_mnist ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST (308 + 459 s on one core); results/questions/init_scale_small/
+question-init-scale-small: question-init-scale-small-mnist question-init-scale-small-fashion_mnist ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST (308 + 459 s in reproduce-questions); results/questions/init_scale_small/
 
 question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-scale-small
 	$(PY) -m experiments.kit.data $*
@@ -224,18 +226,20 @@ question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-
 
 # Every open question and their figures. The questions run side by side, JOBS at a time; each runs
 # its networks one after another in one process (JOBS=1 below: no process start, torch import or
-# W&B service per run). The longest start first, so that no core idles at the end: 2525 s
-# on the AMD EPYC 2-core machine (results/README.md). The data are
-# prepared first: two questions must not copy the same files at once.
+# W&B service per run), the longest first: 2525 s on the AMD EPYC 2-core machine
+# (results/README.md). The data are prepared first: two questions must not copy the same files at
+# once. $(MAKE) has a line of its own: make -n runs that line, and only that one.
 QUESTIONS := question-mlp question-dropout question-brn-gradient question-norm-position \
   question-init-scale-small-mnist question-init-scale-small-fashion_mnist
+QUESTIONS_START = multirun/reproduce-questions-$(STAMP).start
 reproduce-questions: $(ENV) fashion-data ## the seed notes' open questions: all five (42 min on 2 cores); results/questions/
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m experiments.kit.data fashion_mnist
-	@start=$$(date +%s); set -e; \
-	$(MAKE) --no-print-directory -j$(JOBS) JOBS=1 STAMP=$(STAMP) $(QUESTIONS); \
-	$(PY) -m scripts.plot_questions; \
-	echo "reproduce-questions: wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
+	@mkdir -p multirun && date +%s > $(QUESTIONS_START)
+	$(MAKE) --no-print-directory -j$(JOBS) JOBS=1 STAMP=$(STAMP) $(QUESTIONS)
+	$(PY) -m scripts.plot_questions
+	@echo "reproduce-questions: wall time (training, collection and figures):" \
+	  "$$(( $$(date +%s) - $$(cat $(QUESTIONS_START)) )) s"
 
 # --- BN paper Figs. 2-3: BN-Inception variants -------------------------------------------------
 INCEPTION_VARIANTS := inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid

@@ -50,8 +50,10 @@ def main(argv: list[str] | None = None) -> None:
         metrics = args.curve_metrics.split(",") if args.curve_metrics else None
         collect_sweep(study.SPEC, args.sweep_dir, args.out, study.SWEEP_KEYS, args.curves, metrics)
     else:
-        reuse = args.reuse and Reuse(args.reuse, tuple(args.reuse_setups.split(",")))
-        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time, reuse or None)
+        reuse = None
+        if args.reuse:
+            reuse = Reuse(args.reuse, tuple(args.reuse_setups.split(",")))
+        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time, reuse)
 
 
 if __name__ == "__main__":

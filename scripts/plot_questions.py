@@ -214,7 +214,7 @@ def dropout() -> Path | None:
     _accuracy_panel(axes[0], data, DROPOUT_ARMS, "test accuracy")
     _curves(axes[1], data, DROPOUT_ARMS, "train/loss")
     axes[1].set(xlabel="training step", ylabel="training loss", yscale="log", title="training loss")
-    key = "max_test_acc"
+    key = "test_acc"
     for i, (setup, (_, color)) in enumerate(DROPOUT_ARMS.items()):
         e = summary["setups"].get(setup)
         if e is None or key not in e:
@@ -225,7 +225,7 @@ def dropout() -> Path | None:
     axes[2].set_xticks(
         range(len(DROPOUT_ARMS)), [lab for lab, _ in DROPOUT_ARMS.values()], rotation=15, fontsize=7
     )
-    axes[2].set(ylabel="best test accuracy (%)", title="per seed (dots) and mean (line)")
+    axes[2].set(ylabel="final test accuracy (%)", title="per seed (dots) and mean (line)")
     fig.suptitle(
         f"Open question 4: dropout with BN (BN-Inception, Fashion-MNIST 32 px, {summary['steps']} steps)"
     )

@@ -38,9 +38,10 @@ def test_reference_arms_are_reused_unless_told_to_run_them(target, new, reused):
     commands = _dry_run(target)
     assert _setups(commands) == new
     assert f"--reuse results/renorm --reuse-setups {','.join(reused)}" in commands
-    commands = _dry_run(target, "QUESTION_REUSE=")
-    assert _setups(commands) == reused + new
-    assert "--reuse" not in commands
+    for assignment in ("QUESTION_REUSE=", "QUESTION_SEEDS=0,1,2"):  # other seeds: run them here
+        commands = _dry_run(target, assignment)
+        assert _setups(commands) == reused + new
+        assert "--reuse" not in commands
 
 
 def test_the_reused_runs_have_the_questions_seeds():
@@ -51,7 +52,9 @@ def test_the_reused_runs_have_the_questions_seeds():
 
 
 def test_reproduce_questions_runs_every_question_side_by_side():
-    commands = _dry_run("reproduce-questions", "JOBS=2")
+    commands = _dry_run("reproduce-questions", "JOBS=2", "PY=echo RAN")
+    # make -n runs a recipe line that calls $(MAKE): no such line may run anything else.
+    assert not [c for c in commands.splitlines() if c.startswith("RAN")]
     [line] = [c for c in commands.splitlines() if "-j2 JOBS=1" in c]
     for target in (
         "question-mlp", "question-dropout", "question-brn-gradient", "question-norm-position",

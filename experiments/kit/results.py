@@ -76,7 +76,7 @@ def write_runs_csv(
     rank: Callable[[str], Any] = str,
 ) -> None:
     """Every run's ``metrics.csv`` in one long CSV, keyed by setup and seed, with the ``reused``
-    runs' rows (``{(setup, seed): rows}``, from :func:`reused_runs`) in their places."""
+    runs' rows (``{(setup, seed): rows}``, from :meth:`Reuse.load`) in their places."""
     blocks = [((s[RUN_KEY], s["seed"]), run) for run, s in runs] + list((reused or {}).items())
     blocks.sort(key=lambda b: (rank(b[0][0]), b[0][1]))
     with path.open("w", newline="") as f:
@@ -101,6 +101,10 @@ class Reuse:
         folder: the collected folder (``runs.csv``, ``summary.json``); split like the output
             (``folder/<split_by value>``) when the spec splits.
         setups: the setups to take; the sweep must not have run them.
+
+    It checks what the summaries record: the spec's ``summary_keys`` but the commit, the setups,
+    their seeds and their rows. It cannot see a change of code or of a setup's config since the
+    earlier runs: rerun them after one.
     """
 
     folder: Path
@@ -136,6 +140,8 @@ class Reuse:
             for r in csv.DictReader(f):
                 if r[RUN_KEY] in self.setups:
                     rows.setdefault((r[RUN_KEY], int(r["seed"])), []).append(list(r.values()))
+        if lacking := sorted({(k, seed) for k in self.setups for seed in seeds} - set(rows)):
+            raise SystemExit(f"error: {folder / 'runs.csv'} has no rows of (setup, seed) {lacking}")
         entries = {k: earlier["setups"][k] for k in self.setups}
         info = {"folder": str(folder), "setups": list(self.setups)}
         info.update({k: earlier.get(k) for k in ("git_commit", "command")})
@@ -168,16 +174,21 @@ def collect(
 ) -> list[dict]:
     """``runs.csv`` and ``summary.json`` of a sweep, in ``out`` (or ``out/<split_by value>``),
     with ``reuse``'s setups taken from an earlier collection."""
+    if reuse is not None and spec.extend is not None:
+        raise SystemExit(f"error: {spec.name}'s results need every run (its extend hook): no reuse")
     found = sorted(find_runs(sweep_dir), key=lambda rs: (spec.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
     groups = sorted({s.get(spec.split_by) for _, s in found}) if spec.split_by else [None]
-    written = []
+    parts = []  # every group checked (reuse.load) before any is written
     for group in groups:
         runs = [(r, s) for r, s in found if group is None or s.get(spec.split_by) == group]
-        folder = out if group is None else out / str(group)
         summary = {key: runs[0][1].get(key) for key in spec.summary_keys}
         setups = per_setup(spec, runs)
         entries, rows = reuse.load(spec, group, summary, setups) if reuse is not None else ({}, {})
-        setups = {k: {**setups, **entries}[k] for k in sorted({**setups, **entries}, key=spec.rank)}
+        parts.append((group, runs, summary, {**setups, **entries}, rows))
+    written = []
+    for group, runs, summary, merged, rows in parts:
+        folder = out if group is None else out / str(group)
+        setups = {k: merged[k] for k in sorted(merged, key=spec.rank)}
         folder.mkdir(parents=True, exist_ok=True)
         write_runs_csv(folder / "runs.csv", runs, rows, spec.rank)
         summary.update(command=command, wall_time_s=wall_time, setups=setups)

@@ -238,5 +238,30 @@ def test_reuse_on_the_command_line(tmp_path):
     )  # fmt: skip
     summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
     assert set(summary["setups"]) == {"zeta", "alpha"}  # split by data: mnist/ on both sides
-    with pytest.raises(SystemExit):
-        collect_script.main(["renorm", str(alpha), "--out", "x", "--reuse", "y"])
+    for flags in (["--reuse", "y"], ["--sweep", "--reuse", "y", "--reuse-setups", "zeta"]):
+        with pytest.raises(SystemExit):
+            collect_script.main(["renorm", str(alpha), "--out", str(tmp_path / "x"), *flags])
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_refusal_in_one_group_writes_no_group(tmp_path):
+    spec = StudySpec(name="fake", order=["zeta", "alpha"], split_by="data")
+    for data in ("fashion_mnist", "mnist"):
+        _write_run(tmp_path / "earlier_runs" / data, "zeta", 0, 0.2, 0.2, data=data)
+        _write_run(tmp_path / "sweep" / data, "alpha", 0, 0.3, 0.3, data=data)
+    collect(spec, tmp_path / "earlier_runs", tmp_path / "earlier")
+    csv_path = tmp_path / "earlier" / "mnist" / "runs.csv"
+    csv_path.write_text(csv_path.read_text().splitlines()[0] + "\n")  # mnist's zeta rows lost
+    with pytest.raises(SystemExit, match="has no rows of \\(setup, seed\\) \\[\\('zeta', 0\\)\\]"):
+        collect(
+            spec, tmp_path / "sweep", tmp_path / "out", reuse=Reuse(tmp_path / "earlier", ("zeta",))
+        )
+    assert not (tmp_path / "out").exists()  # fashion_mnist/ was fine, and is not written either
+
+
+def test_reuse_refuses_a_study_whose_results_need_every_run(tmp_path):
+    _, alpha, zeta = _split(tmp_path)
+    spec = StudySpec(name="fake", order=SPEC.order, extend=lambda summary, runs, out: None)
+    collect(spec, zeta, tmp_path / "earlier")
+    with pytest.raises(SystemExit, match="extend hook"):
+        collect(spec, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
