@@ -425,26 +425,30 @@ MECH = "mechanism/mlp"
 def _late(path: str, setup: str, metric: str, after: float = 0.5) -> dict[int, float]:
     """Per seed, the mean of ``metric`` over the evaluations after ``after`` × the setup's last
     step (the same window for every seed; a seed with no finite value there is left out)."""
-    by_seed = _curves(path).get((setup, metric))
-    if not by_seed:
-        raise KeyError(f"{setup} {metric} in results/{path}")
+    by_seed = _logged(path, setup, metric)
     last = max(max(curve) for curve in by_seed.values())
-    out = {}
-    for seed, curve in by_seed.items():
-        values = [v for step, v in curve.items() if step > after * last and math.isfinite(v)]
-        if values:
-            out[seed] = statistics.fmean(values)
-    return out
+    return _seed_means(by_seed, lambda step: step > after * last)
 
 
 def _window(path: str, setup: str, metric: str, lo: int, hi: int) -> dict[int, float]:
     """Per seed, the mean of ``metric`` over the evaluations at steps ``lo..hi``."""
+    return _seed_means(_logged(path, setup, metric), lambda step: lo <= step <= hi)
+
+
+def _logged(path: str, setup: str, metric: str) -> dict[int, dict[int, float]]:
+    """``{seed: {step: value}}`` of ``metric``; a KeyError (no result) if it was never logged."""
     by_seed = _curves(path).get((setup, metric))
     if not by_seed:
         raise KeyError(f"{setup} {metric} in results/{path}")
+    return by_seed
+
+
+def _seed_means(by_seed: dict, keep: Callable[[int], bool]) -> dict[int, float]:
+    """Per seed, the mean of its finite values at the steps ``keep`` accepts (seeds with none
+    are left out)."""
     out = {}
     for seed, curve in by_seed.items():
-        values = [v for step, v in curve.items() if lo <= step <= hi and math.isfinite(v)]
+        values = [v for step, v in curve.items() if keep(step) and math.isfinite(v)]
         if values:
             out[seed] = statistics.fmean(values)
     return out
