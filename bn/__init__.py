@@ -17,6 +17,7 @@ from .batchrenorm import (
 )
 from .convert import bn_affine, convert_norm, convert_sync_batchnorm, fuse_bn_eval, fuse_linear_bn
 from .factory import get_norm_layer
+from .norm_act import BatchNormAct2d, BatchRenormAct2d
 from .population import set_population_statistics
 from .schedules import LinearRamp, paper_d_max, paper_r_max, scaled_paper_schedules
 
@@ -24,10 +25,12 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "BatchNormAct2d",
     "BatchNormBase",
     "BatchRenorm1d",
     "BatchRenorm2d",
     "BatchRenorm3d",
+    "BatchRenormAct2d",
     "BatchRenormBase",
     "LinearRamp",
     "bn_affine",

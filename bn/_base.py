@@ -109,11 +109,13 @@ class BatchNormBase(_BatchNorm):
             )
         else:
             groups = n // self.microbatch
-        if values_per_channel(x, groups) < 2 and not (self.sync_stats and self._sync()):
+        count = values_per_channel(x, groups)
+        if count < 2 and not (self.sync_stats and self._sync()):
             what = "batch" if self.microbatch is None else f"microbatch of {self.microbatch}"
             raise ValueError(
-                f"{self._get_name()}: a training {what} of input shape {tuple(x.shape)} has one "
-                "value per channel, so its variance is undefined; use a larger batch"
+                f"{self._get_name()}: a training {what} of input shape {tuple(x.shape)} has "
+                f"{count} value{'' if count == 1 else 's'} per channel, so its variance is "
+                "undefined; use a larger batch"
                 + ("" if self.microbatch is None else " or a larger microbatch")
                 + " (or call .eval() to use the running statistics)"
             )
@@ -130,25 +132,32 @@ class BatchNormBase(_BatchNorm):
             return F.batch_norm(
                 x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps
             )
+        if x.numel() == 0 and not self._sync():
+            # An empty batch (a detection head with no proposals, a last shard): torch's
+            # behaviour, an empty output that keeps the graph, the statistics untouched.
+            return self._torch_forward(x)
         groups = self._groups(x)
         if self._uses_torch_forward(groups):
-            # torch's _BatchNorm.forward without its second round of checks: the same fused call.
-            factor = 0.0
-            if self.training and self.track_running_stats:
-                self.num_batches_tracked.add_(1)
-                factor = self._average_factor()
-            return torch.batch_norm(
-                x,
-                self.weight,
-                self.bias,
-                self.running_mean,
-                self.running_var,
-                True,
-                factor,
-                self.eps,
-                torch.backends.cudnn.enabled,
-            )
+            return self._torch_forward(x)
         return self._forward_batch_stats(x, groups)
+
+    def _torch_forward(self, x: Tensor) -> Tensor:
+        """torch's ``_BatchNorm.forward`` in training, without its second round of checks."""
+        factor = 0.0
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.add_(1)
+            factor = self._average_factor()
+        return torch.batch_norm(
+            x,
+            self.weight,
+            self.bias,
+            self.running_mean,
+            self.running_var,
+            True,
+            factor,
+            self.eps,
+            torch.backends.cudnn.enabled,
+        )
 
     def _uses_torch_forward(self, groups: int) -> bool:
         return False
@@ -157,6 +166,8 @@ class BatchNormBase(_BatchNorm):
         sync = self._sync()
         if sync:
             mean, var, count = distributed.global_batch_stats(x, self.process_group)
+            if count == 0:  # every process's batch is empty: as torch, nothing to normalize
+                return self._torch_forward(x)
             if count < 2:
                 raise ValueError(
                     f"{self._get_name()}: the batches of all processes together hold one value "
@@ -169,7 +180,7 @@ class BatchNormBase(_BatchNorm):
         r, d = self._correction(mean, var)
         if self.impl == "reference":
             xv = group_view(x, groups)
-            y = BatchNormFunction.apply(xv, self.weight, self.bias, r, d, self.eps).view_as(x)
+            y = BatchNormFunction.apply(xv, self.weight, self.bias, r, d, self.eps)[0].view_as(x)
         else:
             group = None
             if sync:

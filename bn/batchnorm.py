@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from torch import nn
+
 from ._base import BatchNormBase
 
 _BN_DOC = r"""Batch Normalization over a {shape_desc} input (BN paper, Algorithm 1).
 
     A drop-in replacement for :class:`torch.nn.{name}`: same constructor arguments and defaults,
-    a subclass of torch's ``_BatchNorm``, same parameters, buffers and ``state_dict`` keys.
+    same parameters, buffers and ``state_dict`` keys, and a subclass of it, so code that looks for
+    BN layers with ``isinstance(m, nn.{name})`` (fvcore's PreciseBN, freezing or fusing helpers)
+    finds this one too. An empty batch (``N = 0``) gives an empty output, as torch's.
 
     .. math::
         \mu_B = \frac{{1}}{{m}}\sum_i x_i,\quad
@@ -47,6 +51,10 @@ _BN_DOC = r"""Batch Normalization over a {shape_desc} input (BN paper, Algorithm
 
         >>> m = bn.{name}(16)
         >>> y = m(torch.randn({example}))
+        >>> y.shape == torch.Size([{example}]), isinstance(m, nn.{name})
+        (True, True)
+        >>> y.transpose(0, 1).reshape(16, -1).mean(1).abs().max() < 1e-6  # each channel centred
+        tensor(True)
     """
 
 
@@ -56,7 +64,7 @@ class _BatchNormNd(BatchNormBase):
         return self.impl == "fast" and groups == 1 and not self._sync()
 
 
-class BatchNorm1d(_BatchNormNd):
+class BatchNorm1d(_BatchNormNd, nn.BatchNorm1d):
     __doc__ = _BN_DOC.format(
         name="BatchNorm1d",
         shape_desc="2D or 3D",
@@ -67,7 +75,7 @@ class BatchNorm1d(_BatchNormNd):
     _shape_hint = "(N, C) or (N, C, L); use BatchNorm2d for (N, C, H, W)"
 
 
-class BatchNorm2d(_BatchNormNd):
+class BatchNorm2d(_BatchNormNd, nn.BatchNorm2d):
     __doc__ = _BN_DOC.format(
         name="BatchNorm2d", shape_desc="4D", shape="``(N, C, H, W)``", example="8, 16, 5, 5"
     )
@@ -75,7 +83,7 @@ class BatchNorm2d(_BatchNormNd):
     _shape_hint = "(N, C, H, W); use BatchNorm1d for (N, C) or (N, C, L)"
 
 
-class BatchNorm3d(_BatchNormNd):
+class BatchNorm3d(_BatchNormNd, nn.BatchNorm3d):
     __doc__ = _BN_DOC.format(
         name="BatchNorm3d", shape_desc="5D", shape="``(N, C, D, H, W)``", example="8, 16, 3, 5, 5"
     )

@@ -6,7 +6,7 @@ import numbers
 
 import torch
 import torch.distributed as dist
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import compiled
 from ._base import BatchNormBase, _average
@@ -35,6 +35,12 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
     The moving average is of the standard deviation σ (ε inside), as in the paper. It is stored
     as ``running_var = σ² − ε`` under torch's buffer names, so a checkpoint loads strictly into
     :class:`torch.nn.{bn_name}` and gives the same eval output (``sqrt(running_var + ε) = σ``).
+    The layer is a subclass of :class:`torch.nn.{bn_name}`: tools that read the running statistics
+    for inference (fusion, freezing) see the plain BN that Batch Renorm is at inference. fvcore's
+    PreciseBN recomputes them as the population mean and a variance whose within-batch part is
+    smaller by ``(m − 1)/m`` (it takes ``running_var`` after a momentum-1 step for a
+    Bessel-corrected variance; here it is ``σ_B² − ε``, the biased one);
+    :func:`bn.set_population_statistics` computes the exact estimators.
 
     ``r_max`` and ``d_max`` are numbers (fixed clips) or schedules ``step -> value`` (default: the
     paper's, :func:`bn.paper_r_max` / :func:`bn.paper_d_max`: 1 and 0 for 5000 steps, then linear to
@@ -74,8 +80,13 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
 
     Example::
 
-        >>> m = bn.{name}(16, r_max=3.0, d_max=5.0)
+        >>> m = bn.{name}(16)  # the paper's schedule: r_max = 1, d_max = 0 for 5000 steps
         >>> y = m(torch.randn({example}))
+        >>> m.current_r_max, m.current_d_max, int(m.num_batches_tracked)
+        (1.0, 0.0, 1)
+        >>> m.r_max = 3.0  # or fixed clips
+        >>> m.current_r_max
+        3.0
     """
 
 
@@ -296,6 +307,8 @@ class BatchRenormBase(BatchNormBase):
             and (self.weight is None or self.weight.dtype == dtype)
             and (self.bias is None or self.bias.dtype == dtype)
             and not torch.compiler.is_compiling()
+            # torch.func (grad, vmap, ...) cannot run C++ autograd functions
+            and not torch._C._are_functorch_transforms_active()
         )
 
     # Algorithm 1, the lines before and after the normalization (bn.functional.batch_renorm has
@@ -334,7 +347,7 @@ def is_batch_renorm(module: object) -> bool:
     return isinstance(module, BatchRenormBase)
 
 
-class BatchRenorm1d(BatchRenormBase):
+class BatchRenorm1d(BatchRenormBase, nn.BatchNorm1d):
     __doc__ = _BRN_DOC.format(
         name="BatchRenorm1d",
         bn_name="BatchNorm1d",
@@ -346,7 +359,7 @@ class BatchRenorm1d(BatchRenormBase):
     _shape_hint = "(N, C) or (N, C, L); use BatchRenorm2d for (N, C, H, W)"
 
 
-class BatchRenorm2d(BatchRenormBase):
+class BatchRenorm2d(BatchRenormBase, nn.BatchNorm2d):
     __doc__ = _BRN_DOC.format(
         name="BatchRenorm2d",
         bn_name="BatchNorm2d",
@@ -358,7 +371,7 @@ class BatchRenorm2d(BatchRenormBase):
     _shape_hint = "(N, C, H, W); use BatchRenorm1d for (N, C) or (N, C, L)"
 
 
-class BatchRenorm3d(BatchRenormBase):
+class BatchRenorm3d(BatchRenormBase, nn.BatchNorm3d):
     __doc__ = _BRN_DOC.format(
         name="BatchRenorm3d",
         bn_name="BatchNorm3d",

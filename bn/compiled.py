@@ -7,8 +7,11 @@ times its arithmetic. ``csrc/renorm_cpu.cpp`` computes the same thing (the stati
 each way, as one autograd node. ``tests/bn/test_compiled.py`` holds it equal to the PyTorch path.
 
 It is used for a training-mode Batch Renorm layer (``impl="fast"``, no ``sync_stats``) whose input
-is a CPU float32/float64 ``(N, C)`` tensor of at most :data:`MAX_NUMEL` values; larger inputs go to
-PyTorch's multi-threaded kernels, which are faster there.
+is a CPU float32/float64 ``(N, C)`` tensor of at most :data:`MAX_NUMEL` values, outside
+``torch.compile`` and ``torch.func`` transforms; larger inputs go to PyTorch's multi-threaded
+kernels, which are faster there. A backward pass that will be differentiated again
+(``create_graph=True``) runs in differentiable ATen operations inside the kernel's autograd node,
+so second derivatives are right here too.
 
 The kernel is built with :func:`torch.utils.cpp_extension.load` the first time it is needed (about
 30 s; it needs a C++ compiler and ninja, which ``bn-repro`` depends on) and cached in

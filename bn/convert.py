@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from ._base import BatchNormBase
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNormXd
@@ -21,26 +22,66 @@ from .batchrenorm import (
     BatchRenormBase,
     _BatchRenormXd,
 )
+from .norm_act import (
+    BatchNormAct2d,
+    BatchRenormAct2d,
+    _BatchNormActXd,
+    _BatchRenormActXd,
+    _NormAct,
+)
 
 _KINDS: dict[str, tuple[type[BatchNormBase], ...]] = {
     "batchnorm": (BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNormXd),
     "batchrenorm": (BatchRenorm1d, BatchRenorm2d, BatchRenorm3d, _BatchRenormXd),
 }
+# The same with dropout and an activation after the norm, where such a layer exists.
+_KINDS_ACT: dict[str, dict[int, type[BatchNormBase]]] = {
+    "batchnorm": {1: BatchNormAct2d, 3: _BatchNormActXd},
+    "batchrenorm": {1: BatchRenormAct2d, 3: _BatchRenormActXd},
+}
 # nn.SyncBatchNorm takes any rank (N, C, *): it becomes the any-rank layer, index 3.
 _TORCH_DIMS = {nn.BatchNorm1d: 0, nn.BatchNorm2d: 1, nn.BatchNorm3d: 2, nn.SyncBatchNorm: 3}
+# timm's norm-dropout-activation layers, known by name so that timm need not be installed.
+_TIMM_NORM_ACT = {
+    "timm.layers.norm_act.BatchNormAct2d": 1,
+    "timm.layers.norm_act.SyncBatchNormAct": 3,
+}
 
 
-def _dim_index(layer: nn.Module) -> int | None:
-    """0, 1, 2 for a 1d, 2d, 3d BN layer (torch's or ours), 3 for any rank (``SyncBatchNorm``);
-    None for anything else."""
-    for classes in _KINDS.values():
-        for i, cls in enumerate(classes):
-            if isinstance(layer, cls):
-                return i
-    for cls, i in _TORCH_DIMS.items():
-        if isinstance(layer, cls):
-            return i
+def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | None:
+    """``(dimension index, has drop and act)`` of a layer the converters know exactly (0, 1, 2
+    for 1d, 2d, 3d; 3 for any rank); ``None`` for a module they leave alone. Raises for any other
+    BN layer: a subclass may compute more than the normalization (timm's ``BatchNormAct2d`` adds
+    an activation), which replacing it would silently drop."""
+    cls = type(layer)
+    if isinstance(layer, skip):
+        return None
+    for kind, classes in _KINDS.items():
+        if cls in classes:
+            return classes.index(cls), False
+        for i, act_cls in _KINDS_ACT[kind].items():
+            if cls is act_cls:
+                return i, True
+    if cls in _TORCH_DIMS:
+        return _TORCH_DIMS[cls], False
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if name in _TIMM_NORM_ACT and isinstance(layer, _BatchNorm):
+        return _TIMM_NORM_ACT[name], True
+    if isinstance(layer, _BatchNorm):
+        if isinstance(layer, LazyModuleMixin) and layer.has_uninitialized_params():
+            why = "its parameters are not initialized yet; run one forward pass first"
+        else:
+            why = (
+                "a subclass of a BN layer may compute more than the normalization, which the "
+                "conversion would drop; convert it yourself, or pass skip=(" + cls.__name__ + ",) "
+                "to leave it as it is"
+            )
+        raise ValueError(f"bn: cannot convert {name}: {why}")
     return None
+
+
+def _target(kind: str, index: int, act: bool) -> type[BatchNormBase]:
+    return _KINDS_ACT[kind][index] if act else _KINDS[kind][index]
 
 
 def _settings(layer: _BatchNorm) -> dict:
@@ -88,6 +129,8 @@ def _rebuild(layer: _BatchNorm, cls: type[BatchNormBase], overrides: dict) -> Ba
             new.running_mean.copy_(layer.running_mean)
             new.running_var.copy_(layer.running_var)
             new.num_batches_tracked.copy_(layer.num_batches_tracked)
+    if isinstance(new, _NormAct):
+        new.drop, new.act = layer.drop, layer.act  # shared, as the weights
     new.train(layer.training)
     return new
 
@@ -101,8 +144,17 @@ def _replace(module: nn.Module, fn: Callable[[nn.Module], nn.Module | None]) -> 
     return module
 
 
-def convert_norm(module: nn.Module, kind: str = "batchnorm", **overrides) -> nn.Module:
+def convert_norm(
+    module: nn.Module, kind: str = "batchnorm", *, skip: tuple[type, ...] = (), **overrides
+) -> nn.Module:
     """Replace every BatchNorm1d/2d/3d and SyncBatchNorm (torch's or ours) in ``module`` with ours.
+
+    Only those classes are replaced, matched exactly, and timm's ``BatchNormAct2d`` and
+    ``SyncBatchNormAct`` (norm, dropout, activation), which become :class:`bn.BatchNormAct2d` (or
+    the Batch Renorm one) with their ``drop`` and ``act`` kept. Any other subclass of a BN layer
+    raises a ``ValueError`` naming its class, since replacing it could change what the model
+    computes; list such classes in ``skip`` to leave them as they are. An uninitialized
+    ``LazyBatchNorm*`` raises too (run one forward pass first).
 
     Weights are shared with the old layers, running statistics and ``num_batches_tracked``
     copied; settings (``eps``, ``momentum``, ``affine``, ``microbatch``, ...) are kept unless given
@@ -114,25 +166,33 @@ def convert_norm(module: nn.Module, kind: str = "batchnorm", **overrides) -> nn.
     Args:
         module: a model (changed in place and returned) or a single BN layer (returned new).
         kind: ``"batchnorm"`` or ``"batchrenorm"``.
+        skip: BN classes to leave as they are.
         **overrides: constructor arguments for the new layers, e.g. ``microbatch=4`` or
             ``r_max=3.0``.
 
     Example::
 
-        >>> model = bn.convert_norm(torchvision.models.resnet18(), "batchrenorm", momentum=0.01)
+        >>> model = bn.convert_norm(torchvision.models.resnet18(), "batchrenorm", microbatch=4)
+        >>> sum(isinstance(m, bn.BatchRenorm2d) for m in model.modules())
+        20
+        >>> model.bn1.momentum, model.bn1.microbatch  # BN's momentum becomes the paper's α
+        (0.01, 4)
     """
     if kind not in _KINDS:
         raise ValueError(f"convert_norm: kind={kind!r} is not one of {sorted(_KINDS)}")
 
     def swap(m: nn.Module) -> nn.Module | None:
-        i = _dim_index(m)
-        return None if i is None else _rebuild(m, _KINDS[kind][i], overrides)
+        found = _kind_of(m, skip)
+        return None if found is None else _rebuild(m, _target(kind, *found), overrides)
 
     return _replace(module, swap)
 
 
 def convert_sync_batchnorm(
-    module: nn.Module, process_group: dist.ProcessGroup | None = None
+    module: nn.Module,
+    process_group: dist.ProcessGroup | None = None,
+    *,
+    skip: tuple[type, ...] = (),
 ) -> nn.Module:
     """Make every BN layer compute its statistics across processes; BRN layers stay BRN.
 
@@ -140,16 +200,17 @@ def convert_sync_batchnorm(
     subclass as plain ``SyncBatchNorm`` (silently dropping Batch Renorm), this keeps each layer's
     kind and settings and sets ``sync_stats=True``. torch's BatchNorm layers become ours.
     A layer with ``microbatch`` set is left as it is: its statistics are per microbatch of
-    examples by design, the same whatever the number of processes.
+    examples by design, the same whatever the number of processes. Which classes are converted,
+    and ``skip``, are as in :func:`convert_norm`.
     """
 
     def swap(m: nn.Module) -> nn.Module | None:
-        i = _dim_index(m)
-        if i is None:
+        found = _kind_of(m, skip)
+        if found is None:
             return None
         if getattr(m, "microbatch", None) is not None:
             return m
-        cls = type(m) if isinstance(m, BatchNormBase) else _KINDS["batchnorm"][i]
+        cls = type(m) if isinstance(m, BatchNormBase) else _target("batchnorm", *found)
         return _rebuild(m, cls, {"sync_stats": True, "process_group": process_group})
 
     return _replace(module, swap)
@@ -202,7 +263,16 @@ def fuse_linear_bn(layer: nn.Module, norm: _BatchNorm) -> nn.Module:
 def fuse_bn_eval(model: nn.Module) -> nn.Module:
     """A copy of ``model`` (in eval mode) with each BN that directly follows a ``Linear`` or
     ``Conv`` inside an ``nn.Sequential`` folded into it; the BN becomes ``nn.Identity``.
-    Outputs are unchanged up to floating-point rounding."""
+    Outputs are unchanged up to floating-point rounding.
+
+    Example::
+
+        >>> model = nn.Sequential(nn.Conv2d(3, 8, 3), bn.BatchNorm2d(8), nn.ReLU())
+        >>> _ = model(torch.randn(4, 3, 8, 8))  # a training step moves the running statistics
+        >>> fused = bn.fuse_bn_eval(model)
+        >>> fused[1], torch.allclose(fused(x := torch.randn(2, 3, 8, 8)), model.eval()(x), atol=1e-6)
+        (Identity(), True)
+    """
     fused = copy.deepcopy(model).eval()
     for seq in [m for m in fused.modules() if isinstance(m, nn.Sequential)]:
         names = list(seq._modules)

@@ -4,11 +4,15 @@
   included) in plain differentiable torch operations, line by line. It is the reference: every
   faster path of :class:`bn.BatchRenorm2d` is tested equal to it.
 - :class:`BatchNormFunction`: BN paper Algorithm 1 with its hand-derived backward pass
-  (``impl="reference"``); with Batch Renorm's ``r``, ``d`` it computes the BRN output.
+  (``impl="reference"``, :func:`algorithm1_backward`); with Batch Renorm's ``r``, ``d`` it
+  computes the BRN output.
 - :class:`BatchRenormFunction`: the fast path of every layer. With ``r`` and ``d`` held constant, a
   Batch Renorm training step *is* a BN step with weight ``γ·r`` and bias ``γ·d + β``: the forward
   pass is one fused elementwise pass (``torch.batch_norm`` in its inference form, given the batch's
   statistics), the backward pass torch's own BN backward.
+
+The autograd functions are in the ``setup_context`` style, so ``torch.func`` transforms work
+through them, and their backward passes are differentiable (second derivatives equal torch's BN).
 - :func:`batch_stats`: the per-channel statistics the layers take before normalizing.
 
 Every training-mode computation works on the *group view* of an input of shape ``(N, C, *)``::
@@ -34,7 +38,7 @@ CANCELLATION = 10.0  # mean² > this × var: E[x²] − E[x]² would lose over ~
 
 def group_view(x: Tensor, groups: int) -> Tensor:
     """``x`` of shape ``(N, C, *)`` as ``(G, N/G, C, prod(*))`` (a view when ``x`` is contiguous)."""
-    return x.reshape(groups, x.shape[0] // groups, x.shape[1], -1)
+    return x.reshape(groups, x.shape[0] // groups, x.shape[1], math.prod(x.shape[2:]))
 
 
 def values_per_channel(x: Tensor, groups: int = 1) -> int:
@@ -78,6 +82,15 @@ def batch_renorm(
         eps: ``ε``.
         microbatch: examples per microbatch; each has its own statistics, ``r`` and ``d``, and the
             moving averages get one update with the average of the microbatches' ``μ_B``, ``σ_B``.
+
+    Example::
+
+        >>> x = torch.randn(32, 4, dtype=torch.float64)
+        >>> mean, var = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
+        >>> layer = bn.BatchRenorm1d(4, r_max=2.0, d_max=1.0).double()
+        >>> y = bn.functional.batch_renorm(x, mean, var, r_max=2.0, d_max=1.0)
+        >>> torch.allclose(y, layer(x)), torch.allclose(var, layer.running_var)
+        (True, True)
     """
     n, c = x.shape[:2]
     g = n if microbatch is None else microbatch
@@ -172,11 +185,17 @@ class ScaleGrad(torch.autograd.Function):
     The Batch Renorm gradient ablations use it (:class:`bn.BatchRenorm2d`'s ``ablation``).
     """
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, x, scale, groups):  # type: ignore[override]
+    def forward(x, scale, groups):  # type: ignore[override]
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[override]
+        _, scale, groups = inputs
         ctx.save_for_backward(scale)
         ctx.groups = groups
-        return x.view_as(x)
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
@@ -193,6 +212,9 @@ class BatchRenormFunction(torch.autograd.Function):
     ``mean`` = ``μ_B`` and ``var`` = ``σ²_B`` given (shape ``(G, C)``, no gradient: BN's backward
     accounts for them). Backward: torch's BN backward with weight ``γ·r`` gives ``∂ℓ/∂x``,
     ``Σ ∂ℓ/∂y·x̂`` and ``Σ ∂ℓ/∂y``, and ``∂ℓ/∂γ = r·Σ ∂ℓ/∂y·x̂ + d·Σ ∂ℓ/∂y``, ``∂ℓ/∂β = Σ ∂ℓ/∂y``.
+    When the backward pass is itself differentiated (``create_graph=True``: gradient penalties,
+    meta-learning, Hessian-vector products) it is computed by :func:`algorithm1_backward` in
+    differentiable operations instead, so second derivatives are those of the forward pass.
 
     Args (of ``apply``): ``x`` ``(N, C, *)``; ``weight``, ``bias`` ``(C,)`` or ``None``;
     ``mean``, ``var``, ``r``, ``d`` ``(G, C)`` (``r``, ``d`` may be ``None``); ``eps``; ``groups``
@@ -202,13 +224,12 @@ class BatchRenormFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, bias, mean, var, r, d, eps, groups, process_group, count):  # type: ignore[override]
+    def forward(x, weight, bias, mean, var, r, d, eps, groups, process_group, count):  # type: ignore[override]
         dtype = stats_dtype(x.dtype)
         mean, var = mean.to(dtype), var.to(dtype)
-        invstd = torch.rsqrt(var + eps)
         scale, shift = _fold(weight, bias, r, d, mean.shape, dtype)
         if groups == 1:
-            y = torch.batch_norm(
+            return torch.batch_norm(
                 x,
                 None if scale is None else scale[0],
                 None if shift is None else shift[0],
@@ -219,24 +240,45 @@ class BatchRenormFunction(torch.autograd.Function):
                 eps,
                 torch.backends.cudnn.enabled,
             )
-        else:  # per-microbatch affine maps: one broadcast multiply-add
-            a = invstd if scale is None else scale * invstd
-            b = -mean * a if shift is None else shift - mean * a
-            g, c = mean.shape
-            # Written into a fresh output: a view of an intermediate would be an output that
-            # autograd forbids an in-place op on (an in-place ReLU follows most norms).
-            y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-            a, b = a.view(g, 1, c, 1), b.view(g, 1, c, 1)
-            torch.addcmul(b, group_view(x, groups), a, out=group_view(y, groups))
-        ctx.save_for_backward(x, scale, mean, invstd, r, d)
-        ctx.groups, ctx.eps, ctx.process_group, ctx.count = groups, eps, process_group, count
-        ctx.has_weight, ctx.has_bias = weight is not None, bias is not None
+        # Per-microbatch affine maps: one broadcast multiply-add.
+        invstd = torch.rsqrt(var + eps)
+        a = invstd if scale is None else scale * invstd
+        b = -mean * a if shift is None else shift - mean * a
+        g, c = mean.shape
+        # Written into a fresh output: a view of an intermediate would be an output that
+        # autograd forbids an in-place op on (an in-place ReLU follows most norms).
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        a, b = a.view(g, 1, c, 1), b.view(g, 1, c, 1)
+        torch.addcmul(b, group_view(x, groups), a, out=group_view(y, groups))
         return y
 
     @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[override]
+        x, weight, bias, mean, var, r, d, eps, groups, process_group, count = inputs
+        ctx.save_for_backward(x, weight, mean, var, r, d)
+        ctx.groups, ctx.eps, ctx.process_group, ctx.count = groups, eps, process_group, count
+        ctx.has_bias = bias is not None
+
+    @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
-        x, scale, mean, invstd, r, d = ctx.saved_tensors
+        x, weight, mean, var, r, d = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if torch.is_grad_enabled():  # the backward pass will be differentiated
+            if ctx.process_group is not None:
+                raise NotImplementedError(
+                    "bn: second derivatives through sync_stats=True are not supported (nor are "
+                    "they through torch's SyncBatchNorm); differentiate once, or normalize "
+                    "per process"
+                )
+            xv = group_view(x, ctx.groups)
+            dx, dweight, dbias = algorithm1_backward(
+                group_view(dy, ctx.groups), xv, weight, r, d, ctx.eps, ctx.has_bias
+            )
+            return dx.view_as(x), dweight, dbias, *[None] * 8
+        dtype = stats_dtype(x.dtype)
+        mean, var = mean.to(dtype), var.to(dtype)
+        invstd = torch.rsqrt(var + ctx.eps)
+        scale, _ = _fold(weight, None, r, None, mean.shape, dtype)
         dy = dy.contiguous()
         if ctx.process_group is not None:
             dx, dw, db = _sync_backward(ctx, dy, x, scale, mean, invstd)
@@ -245,13 +287,13 @@ class BatchRenormFunction(torch.autograd.Function):
             mask = [need_x, need_w, (need_w and d is not None) or need_b]
             dx, dw, db = _bn_backward(dy, x, scale, mean, invstd, ctx.eps, ctx.groups, mask)
         dweight = dbias = None
-        if ctx.has_weight and need_w:
+        if weight is not None and need_w:
             dweight = (dw if r is None else dw * r).sum(0)
             if d is not None:
                 dweight = dweight + (db * d).sum(0)
         if ctx.has_bias and need_b:
             dbias = db.sum(0)
-        return dx, dweight, dbias, None, None, None, None, None, None, None, None
+        return dx, dweight, dbias, *[None] * 8
 
 
 def _fold(weight, bias, r, d, shape, dtype) -> tuple[Tensor | None, Tensor | None]:
@@ -261,10 +303,12 @@ def _fold(weight, bias, r, d, shape, dtype) -> tuple[Tensor | None, Tensor | Non
     if r is None:
         scale, shift = w, b
     else:
-        r, d = r.to(dtype), d.to(dtype)
-        scale = r if w is None else r * w
-        shift = d if w is None else d * w
-        shift = shift if b is None else shift + b
+        scale = r.to(dtype) if w is None else r.to(dtype) * w
+        shift = None
+        if d is not None:
+            shift = d.to(dtype) if w is None else d.to(dtype) * w
+        if b is not None:
+            shift = b if shift is None else shift + b
     scale = None if scale is None else scale.expand(shape)
     shift = None if shift is None else shift.expand(shape)
     return scale, shift
@@ -333,9 +377,12 @@ def _sync_backward(ctx, dy, x, scale, mean, invstd):
     The weight and bias gradients stay local (DDP sums them across processes)."""
     w = None if scale is None else scale[0]
     mean, invstd = mean[0], invstd[0]
-    _, dw, db = torch.ops.aten.native_batch_norm_backward(
-        dy, x, w, None, None, mean, invstd, True, ctx.eps, [False, True, True]
-    )
+    if x.numel() == 0:  # an empty shard adds nothing (torch's kernel would divide by its count)
+        dw, db = torch.zeros_like(mean), torch.zeros_like(mean)
+    else:
+        _, dw, db = torch.ops.aten.native_batch_norm_backward(
+            dy, x, w, None, None, mean, invstd, True, ctx.eps, [False, True, True]
+        )
     totals = torch.cat([dw, db]).double()
     dist.all_reduce(totals, group=ctx.process_group)
     total_dw, total_db = (t.to(dw.dtype) for t in totals.chunk(2))
@@ -358,6 +405,62 @@ def _channel_view(t: Tensor | None) -> Tensor | None:
     return t.reshape(-1, 1, t.shape[-1], 1)
 
 
+def _moments(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Mini-batch mean and (biased) variance of a group view ``(G, g, C, S)``, ``(G, 1, C, 1)``."""
+    mu = x.mean(dim=REDUCE_DIMS, keepdim=True)
+    var = ((x - mu) ** 2).mean(dim=REDUCE_DIMS, keepdim=True)
+    return mu, var
+
+
+def algorithm1_backward(
+    dl_dy: Tensor,
+    x: Tensor,
+    gamma: Tensor | None,
+    r: Tensor | None,
+    d: Tensor | None,
+    eps: float,
+    has_beta: bool,
+    mu: Tensor | None = None,
+    var: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """The gradients of BN paper Algorithm 1 (with Batch Renorm's constant ``r``, ``d``), written
+    as the paper derives them: ``∂ℓ/∂x̂``, ``∂ℓ/∂σ²_B``, ``∂ℓ/∂μ_B``, ``∂ℓ/∂x_i``, ``∂ℓ/∂γ``,
+    ``∂ℓ/∂β``.
+
+    ``dl_dy`` and ``x`` are group views ``(G, g, C, S)``; ``gamma`` is ``(C,)`` or ``None``; ``r``
+    and ``d`` are ``(G, C)`` or ``None``. ``mu`` and ``var`` are the forward pass's ``μ_B`` and
+    ``σ²_B`` (``(G, 1, C, 1)``, in :func:`stats_dtype`); without them they are computed here from
+    ``x`` in differentiable operations, so that the result can be differentiated again (second
+    derivatives). float16/bfloat16 are computed in float32; ``∂ℓ/∂x`` has ``x``'s dtype.
+    """
+    dtype = x.dtype
+    x = x.to(stats_dtype(dtype))
+    dl_dy = dl_dy.to(x.dtype)
+    gamma_, r_, d_ = _channel_view(gamma), _channel_view(r), _channel_view(d)
+    m = x.shape[1] * x.shape[3]
+    s = REDUCE_DIMS
+    if mu is None or var is None:
+        mu, var = _moments(x)
+    inv_std = 1.0 / torch.sqrt(var + eps)
+    x_hat = (x - mu) * inv_std
+
+    dl_dz = dl_dy if gamma_ is None else dl_dy * gamma_
+    dl_dxhat = dl_dz if r_ is None else dl_dz * r_
+    dl_dvar = (dl_dxhat * (x - mu)).sum(s, keepdim=True) * -0.5 * inv_std**3
+    dl_dmu = (dl_dxhat * -inv_std).sum(s, keepdim=True) + dl_dvar * (-2.0 * (x - mu)).mean(
+        s, keepdim=True
+    )
+    dl_dx = dl_dxhat * inv_std + dl_dvar * 2.0 * (x - mu) / m + dl_dmu / m
+
+    dl_dgamma = dl_dbeta = None
+    if gamma is not None:
+        z = x_hat if r_ is None else x_hat * r_ + d_
+        dl_dgamma = (dl_dy * z).sum(dim=(0, 1, 3)).to(gamma.dtype)
+    if has_beta:
+        dl_dbeta = dl_dy.sum(dim=(0, 1, 3))
+    return dl_dx.to(dtype), dl_dgamma, dl_dbeta
+
+
 class BatchNormFunction(torch.autograd.Function):
     """BN paper Algorithm 1 with its hand-derived backward pass (the ``reference`` implementation).
 
@@ -366,48 +469,40 @@ class BatchNormFunction(torch.autograd.Function):
     are Batch Renorm's corrections: constants here, they receive no gradient (BRN paper
     Algorithm 1: ``stop_gradient``). With ``r = 1`` and ``d = 0`` this is exactly BN.
 
-    The backward pass follows the paper's chain rule term by term: ``∂ℓ/∂x̂``, ``∂ℓ/∂σ²_B``,
-    ``∂ℓ/∂μ_B``, ``∂ℓ/∂x_i``, ``∂ℓ/∂γ``, ``∂ℓ/∂β``. float16/bfloat16 inputs are computed in
-    float32 and the output has the input's dtype, as torch's BN.
+    The backward pass is :func:`algorithm1_backward`, the paper's chain rule term by term. When it
+    will itself be differentiated (``create_graph=True``), it recomputes ``μ_B`` and ``σ²_B`` from
+    ``x`` so that second derivatives are right. float16/bfloat16 inputs are computed in float32
+    and the output has the input's dtype, as torch's BN.
+
+    Returns ``(y, μ_B, σ²_B)``, the statistics of shape ``(G, 1, C, 1)`` and without gradient.
     """
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, x, gamma, beta, r, d, eps):  # type: ignore[override]
+    def forward(x, gamma, beta, r, d, eps):  # type: ignore[override]
         dtype = x.dtype
         x = x.to(stats_dtype(dtype))
         gamma_, beta_, r_, d_ = (_channel_view(t) for t in (gamma, beta, r, d))
-        mu = x.mean(dim=REDUCE_DIMS, keepdim=True)  # mini-batch mean
-        var = ((x - mu) ** 2).mean(dim=REDUCE_DIMS, keepdim=True)  # mini-batch variance
+        mu, var = _moments(x)  # mini-batch mean and variance
         x_hat = (x - mu) / torch.sqrt(var + eps)  # normalize
         z = x_hat if r_ is None else x_hat * r_ + d_  # Batch Renorm correction
         y = z if gamma_ is None else gamma_ * z  # scale
         y = y if beta_ is None else y + beta_  # and shift
-        ctx.save_for_backward(x, gamma, r, d, mu, var)
-        ctx.eps, ctx.has_beta, ctx.dtype = eps, beta is not None, dtype
-        return y.to(dtype)
+        return y.to(dtype), mu, var
 
     @staticmethod
-    def backward(ctx, dl_dy):  # type: ignore[override]
+    def setup_context(ctx, inputs, output):  # type: ignore[override]
+        x, gamma, beta, r, d, eps = inputs
+        _, mu, var = output
+        ctx.mark_non_differentiable(mu, var)
+        ctx.save_for_backward(x, gamma, r, d, mu, var)
+        ctx.eps, ctx.has_beta = eps, beta is not None
+
+    @staticmethod
+    def backward(ctx, dl_dy, _dl_dmu, _dl_dvar):  # type: ignore[override]
         x, gamma, r, d, mu, var = ctx.saved_tensors
-        dl_dy = dl_dy.to(x.dtype)
-        gamma_, r_, d_ = _channel_view(gamma), _channel_view(r), _channel_view(d)
-        m = x.shape[1] * x.shape[3]
-        s = REDUCE_DIMS
-        inv_std = 1.0 / torch.sqrt(var + ctx.eps)
-        x_hat = (x - mu) * inv_std
-
-        dl_dz = dl_dy if gamma_ is None else dl_dy * gamma_
-        dl_dxhat = dl_dz if r_ is None else dl_dz * r_
-        dl_dvar = (dl_dxhat * (x - mu)).sum(s, keepdim=True) * -0.5 * inv_std**3
-        dl_dmu = (dl_dxhat * -inv_std).sum(s, keepdim=True) + dl_dvar * (-2.0 * (x - mu)).mean(
-            s, keepdim=True
-        )
-        dl_dx = dl_dxhat * inv_std + dl_dvar * 2.0 * (x - mu) / m + dl_dmu / m
-
-        dl_dgamma = dl_dbeta = None
-        if gamma is not None:
-            z = x_hat if r_ is None else x_hat * r_ + d_
-            dl_dgamma = (dl_dy * z).sum(dim=(0, 1, 3)).to(gamma.dtype)
-        if ctx.has_beta:
-            dl_dbeta = dl_dy.sum(dim=(0, 1, 3))
-        return dl_dx.to(ctx.dtype), dl_dgamma, dl_dbeta, None, None, None
+        if torch.is_grad_enabled():  # to be differentiated again: the statistics as functions of x
+            mu = var = None
+        grads = algorithm1_backward(dl_dy, x, gamma, r, d, ctx.eps, ctx.has_beta, mu, var)
+        return *grads, None, None, None

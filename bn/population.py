@@ -111,9 +111,9 @@ def set_population_statistics(
         m = values_per_channel(x, groups)
         if m < 2:
             raise ValueError(
-                f"set_population_statistics: a batch of input shape {tuple(x.shape)} holds one "
-                f"value per channel for {module._get_name()}, so its variance is undefined; use "
-                "batches of at least 2 examples"
+                f"set_population_statistics: a batch of input shape {tuple(x.shape)} holds {m} "
+                f"value{'' if m == 1 else 's'} per channel for {module._get_name()}, so its "
+                "variance is undefined; use batches of at least 2 examples"
             )
         mean, var = (t.double() for t in batch_stats(x, groups))
         acc = sums[module]

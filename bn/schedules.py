@@ -64,7 +64,14 @@ class LinearRamp:
 def paper_r_max(
     warmup_steps: int = 5000, final_step: int = 40_000, final: float = 3.0
 ) -> LinearRamp:
-    """The Batch Renorm paper's ``r_max``: 1 for ``warmup_steps``, then up to ``final``."""
+    """The Batch Renorm paper's ``r_max``: 1 for ``warmup_steps``, then up to ``final``.
+
+    Example::
+
+        >>> r_max = bn.paper_r_max()
+        >>> r_max(0), r_max(5000), r_max(22_500), r_max(40_000), r_max(10**6)
+        (1.0, 1.0, 2.0, 3.0, 3.0)
+    """
     return LinearRamp(1.0, final, warmup_steps, final_step)
 
 

@@ -9,6 +9,7 @@
 // Layout: x is (N, C), row-major, N = G microbatches of g = N / G consecutive rows. Statistics are
 // per microbatch k and channel j; sums are accumulated in double for float and double inputs.
 
+#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -171,6 +172,25 @@ T* data_or_null(const at::Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
+// The same gradients as renorm_backward in differentiable ATen operations, for a backward pass
+// that is itself differentiated (gradient penalties, meta-learning): μ_B and σ_B are recomputed
+// from x so that their dependence on x is kept; r and d stay constants (stop_gradient).
+// Returns {dx, dw, db}; dw is meaningful only when w is defined.
+std::vector<at::Tensor> differentiable_backward(const at::Tensor& dy, const at::Tensor& x,
+                                                const at::Tensor& w, const at::Tensor& stats,
+                                                Shape shape, double eps) {
+  const auto xv = x.view({shape.groups, shape.rows(), shape.c});
+  const auto dyv = dy.reshape({shape.groups, shape.rows(), shape.c});
+  const auto centered = xv - xv.mean({1}, true);
+  const auto invstd = (centered.square().mean({1}, true) + eps).rsqrt();
+  const auto x_hat = centered * invstd;
+  const auto r = stats[2].unsqueeze(1), d = stats[3].unsqueeze(1);  // (G, 1, C)
+  const auto dx_hat = (w.defined() ? dyv * w : dyv) * r;
+  const auto dx = invstd * (dx_hat - dx_hat.mean({1}, true) -
+                            x_hat * (dx_hat * x_hat).mean({1}, true));
+  return {dx.view_as(x), (dyv * (x_hat * r + d)).sum({0, 1}), dyv.sum({0, 1})};
+}
+
 struct RenormTrain : public torch::autograd::Function<RenormTrain> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
                                const std::optional<at::Tensor>& weight,
@@ -203,20 +223,26 @@ struct RenormTrain : public torch::autograd::Function<RenormTrain> {
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, weight.value_or(at::Tensor()), stats});
     ctx->saved_data["groups"] = groups;
+    ctx->saved_data["eps"] = eps;
     ctx->saved_data["has_bias"] = bias.has_value();
     ctx->mark_non_differentiable({r_raw, d_raw});
     return {y, r_raw, d_raw};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    TORCH_CHECK(!at::GradMode::is_enabled(),
-                "the compiled Batch Renorm kernel has no double backward; run with "
-                "BN_COMPILED=0 (or bn.compiled.set_enabled(False)) to use the PyTorch path");
     variable_list out(10);
     if (!grads[0].defined()) return out;
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &w = saved[1], &stats = saved[2];
     const Shape shape{x.size(0), x.size(1), ctx->saved_data["groups"].toInt()};
+    if (at::GradMode::is_enabled()) {  // the backward pass will be differentiated (create_graph)
+      const auto g = differentiable_backward(grads[0], x, w, stats, shape,
+                                             ctx->saved_data["eps"].toDouble());
+      out[0] = g[0];
+      if (w.defined()) out[1] = g[1];
+      if (ctx->saved_data["has_bias"].toBool()) out[2] = g[2];
+      return out;
+    }
     const auto dy = grads[0].contiguous();
     at::Tensor dx = ctx->needs_input_grad(0) ? at::empty_like(x) : at::Tensor();
     at::Tensor dw = w.defined() && ctx->needs_input_grad(1) ? at::empty({shape.c}, x.options())

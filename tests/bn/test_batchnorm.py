@@ -96,10 +96,11 @@ def test_reference_backward_gradcheck(groups, renorm):
     r = torch.rand(groups, 3, dtype=torch.float64) + 0.5 if renorm else None
     d = torch.randn(groups, 3, dtype=torch.float64) if renorm else None
     assert torch.autograd.gradcheck(
-        lambda x, g, b: bn.functional.BatchNormFunction.apply(x, g, b, r, d, 1e-5), (x, gamma, beta)
+        lambda x, g, b: bn.functional.BatchNormFunction.apply(x, g, b, r, d, 1e-5)[0],
+        (x, gamma, beta),
     )
     assert torch.autograd.gradcheck(
-        lambda x: bn.functional.BatchNormFunction.apply(x, None, None, r, d, 1e-5), (x,)
+        lambda x: bn.functional.BatchNormFunction.apply(x, None, None, r, d, 1e-5)[0], (x,)
     )
 
 
@@ -108,13 +109,15 @@ def test_reference_backward_matches_autograd_of_algorithm_1():
     gamma = torch.randn(4, dtype=torch.float64, requires_grad=True)
     beta = torch.randn(4, dtype=torch.float64, requires_grad=True)
     gy = torch.randn_like(x)
-    y = bn.functional.BatchNormFunction.apply(x, gamma, beta, None, None, 1e-5)
+    y, mu_b, var_b = bn.functional.BatchNormFunction.apply(x, gamma, beta, None, None, 1e-5)
     grads = torch.autograd.grad(y, (x, gamma, beta), gy)
     mu = x.mean((1, 3), keepdim=True)
     var = x.var((1, 3), unbiased=False, keepdim=True)
     y_auto = gamma.view(1, 1, -1, 1) * (x - mu) / torch.sqrt(var + 1e-5) + beta.view(1, 1, -1, 1)
     grads_auto = torch.autograd.grad(y_auto, (x, gamma, beta), gy)
     torch.testing.assert_close(y, y_auto)
+    torch.testing.assert_close(mu_b, mu)
+    torch.testing.assert_close(var_b, var)
     for g1, g2 in zip(grads, grads_auto):
         torch.testing.assert_close(g1, g2)
 

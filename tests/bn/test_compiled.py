@@ -132,11 +132,48 @@ def test_non_contiguous_input_and_no_grad(kernel):
     torch.testing.assert_close(a.running_var, b.running_var)
 
 
-def test_double_backward_is_a_clear_error(kernel):
-    layer = bn.BatchRenorm1d(12, r_max=2.0, d_max=1.0)
-    x = torch.randn(8, 12, requires_grad=True)
-    with pytest.raises(RuntimeError, match="no double backward.*BN_COMPILED=0"):
-        torch.autograd.grad(layer(x).pow(2).sum(), x, create_graph=True)
+@pytest.mark.parametrize("microbatch", [None, 4])
+def test_second_derivatives_equal_the_pytorch_path(kernel, microbatch):
+    """A differentiated backward pass (``create_graph=True``) through the kernel gives the
+    PyTorch path's second derivatives, with r and d clipped (the kernel's graph is recorded)."""
+    a, b = _pair(r_max=1.2, d_max=0.1, microbatch=microbatch)
+    x = torch.randn(8, 12, dtype=torch.float64) * 2 + 1
+
+    def penalty_grads(layer):
+        xr = x.clone().requires_grad_(True)
+        y = layer(xr)
+        (gx,) = torch.autograd.grad((y**3).sum(), xr, create_graph=True)
+        return y, torch.autograd.grad(gx.square().sum(), [xr, layer.weight, layer.bias])
+
+    ya, ga = penalty_grads(a)
+    previous = compiled.set_enabled(False)
+    try:
+        yb, gb = penalty_grads(b)
+    finally:
+        compiled.set_enabled(previous)
+    assert _uses_kernel(ya) and not _uses_kernel(yb)
+    assert a.r_clip_fraction > 0 and a.d_clip_fraction > 0
+    for u, v in zip(ga, gb):
+        torch.testing.assert_close(u, v)
+
+
+def test_gradgradcheck_through_the_kernel(kernel):
+    # Every r and d clipped, so locally constant: then Algorithm 1's stop_gradient is the true
+    # derivative and finite differences can check it (an unclipped r moves with x).
+    layer, _ = _pair(r_max=1.2, d_max=0.1, microbatch=4)
+    x = (torch.randn(8, 12, dtype=torch.float64) * 10 + 5).requires_grad_(True)
+    assert _uses_kernel(_call(layer, x, layer.weight, layer.bias))
+    assert layer.r_clip_fraction == 1 and layer.d_clip_fraction == 1
+    torch.autograd.gradgradcheck(
+        lambda t, w, b: _call(layer, t, w, b), (x, layer.weight, layer.bias)
+    )
+
+
+def _call(layer, x, weight, bias):
+    """``layer`` as a pure function: every call starts from the same moving statistics (gradcheck
+    calls it many times; r and d depend on them)."""
+    buffers = {k: b.clone() for k, b in layer.named_buffers()}
+    return torch.func.functional_call(layer, ({"weight": weight, "bias": bias}, buffers), (x,))
 
 
 def test_build_failure_warns_and_falls_back(monkeypatch):

@@ -53,11 +53,12 @@ def _run(layer, xs, gys):
     return outs, {k: v.clone() for k, v in layer.state_dict().items()}
 
 
-def _worker(rank: int, port: int, kind: str, out_dir: str) -> None:
+def _worker(rank: int, port: int, kind: str, out_dir: str, split: int = 4) -> None:
+    """Rank 0 takes the first ``split`` of the 8 examples, rank 1 the rest."""
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
         xs, gys = _data()
-        sl = slice(4 * rank, 4 * rank + 4)
+        sl = slice(0, split) if rank == 0 else slice(split, 8)
         with warnings.catch_warnings():
             # torch.distributed.nn's differentiable collectives are deprecated (FutureWarning)
             warnings.simplefilter("error", FutureWarning)
@@ -74,9 +75,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.parametrize("split", [4, 8], ids=["halves", "empty-shard"])
 @pytest.mark.parametrize("kind", ["bn", "brn"])
-def test_two_processes_equal_one(kind, tmp_path):
-    mp.spawn(_worker, args=(_free_port(), kind, str(tmp_path)), nprocs=2, join=True)
+def test_two_processes_equal_one(kind, split, tmp_path):
+    """With ``split=8`` rank 1's batch is empty (a last shard): it must still take part in the
+    collectives (else rank 0 hangs) and every rank must end with the same statistics."""
+    mp.spawn(_worker, args=(_free_port(), kind, str(tmp_path), split), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     xs, gys = _data()
     single, single_state = _run(_layer(kind, sync=False), xs, gys)
@@ -171,3 +175,28 @@ def test_two_processes_equal_one_without_affine_or_bias(tmp_path):
                 torch.testing.assert_close(got[0][2][k] + got[1][2][k], want)
             for g in got:
                 torch.testing.assert_close(g[3], running_var)
+
+
+def _double_backward_worker(rank: int, port: int, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        layer = _layer("brn", sync=True)
+        x = _data()[0][0][4 * rank : 4 * rank + 4].clone().requires_grad_(True)
+        torch.autograd.grad(layer(x).square().sum(), x)  # once: fine
+        try:
+            torch.autograd.grad(layer(x).square().sum(), x, create_graph=True)
+            message = ""
+        except NotImplementedError as e:
+            message = str(e)
+        torch.save(message, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_second_derivatives_through_sync_stats_are_a_clear_error(tmp_path):
+    """torch's SyncBatchNorm has no double backward either; ours says so instead of computing
+    a wrong one."""
+    mp.spawn(_double_backward_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    for r in range(2):
+        message = torch.load(tmp_path / f"rank{r}.pt")
+        assert "second derivatives through sync_stats=True are not supported" in message

@@ -9,7 +9,7 @@ import bn
 @pytest.mark.parametrize("cls", [bn.BatchNorm1d, bn.BatchRenorm1d])
 @pytest.mark.parametrize("impl", ["fast", "reference"])
 def test_one_value_per_channel(cls, impl):
-    with pytest.raises(ValueError, match="one value per channel.*larger batch"):
+    with pytest.raises(ValueError, match="has 1 value per channel.*larger batch"):
         cls(3, impl=impl)(torch.randn(1, 3))
 
 

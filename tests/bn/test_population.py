@@ -116,7 +116,7 @@ def test_num_batches_as_a_whole_float():
 def test_single_example_is_a_clear_error(bessel):
     layer = bn.BatchNorm1d(3)
     before = layer.running_var.clone()
-    with pytest.raises(ValueError, match=r"one value per channel.*at least 2 examples"):
+    with pytest.raises(ValueError, match=r"holds 1 value per channel.*at least 2 examples"):
         bn.set_population_statistics(layer, [torch.randn(1, 3)], num_batches=1, bessel=bessel)
     torch.testing.assert_close(layer.running_var, before, rtol=0, atol=0)
     assert layer.training
@@ -173,3 +173,48 @@ def test_unknown_estimator():
         bn.set_population_statistics(
             bn.BatchNorm1d(3), [torch.randn(4, 3)], num_batches=1, estimator="precise"
         )
+
+
+def _precise_bn_net(norm2d) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1), norm2d(4), nn.ReLU(), nn.Conv2d(4, 3, 1), norm2d(3)
+    ).double()
+
+
+def test_fvcore_precise_bn_finds_and_recomputes_our_layers():
+    """fvcore's PreciseBN looks for BN layers with ``isinstance(m, nn.BatchNorm2d)``: it finds
+    ours and computes what it computes on torch's (and what our population estimator does)."""
+    precise_bn = pytest.importorskip("fvcore.nn.precise_bn")
+    batches = [torch.randn(6, 2, 5, 5, dtype=torch.float64) * 2 + 1 for _ in range(5)]
+    theirs = _precise_bn_net(nn.BatchNorm2d)
+    ours = bn.convert_norm(copy.deepcopy(theirs))
+    estimate = bn.convert_norm(copy.deepcopy(theirs))
+    assert len(precise_bn.get_bn_modules(ours)) == 2
+    precise_bn.update_bn_stats(theirs, batches, num_iters=5)
+    precise_bn.update_bn_stats(ours, batches, num_iters=5)
+    bn.set_population_statistics(estimate, batches, 5, estimator="population", bessel=False)
+    for k, v in theirs.state_dict().items():
+        torch.testing.assert_close(ours.state_dict()[k], v, rtol=1e-12, atol=1e-12, msg=k)
+        if "running" in k:  # fvcore also counts its batches in num_batches_tracked
+            torch.testing.assert_close(estimate.state_dict()[k], v, rtol=1e-10, atol=1e-12)
+
+
+def test_fvcore_precise_bn_on_batch_renorm():
+    """PreciseBN finds Batch Renorm layers too (they are ``nn.BatchNorm2d``s) and sets the
+    population mean. Its variance is the population variance with each batch's within-batch part
+    shrunk by ``(m − 1)/m``: fvcore reads ``running_var`` after a momentum-1 step as a
+    Bessel-corrected variance, while Batch Renorm's is ``σ_B² − ε``, the biased one."""
+    precise_bn = pytest.importorskip("fvcore.nn.precise_bn")
+    batches = [torch.randn(6, 3, 4, 4, dtype=torch.float64) * 2 + 1 for _ in range(4)]
+    model = nn.Sequential(bn.BatchRenorm2d(3, r_max=3.0, d_max=5.0)).double()
+    assert precise_bn.get_bn_modules(model) == [model[0]]
+    precise_bn.update_bn_stats(model, batches, num_iters=4)
+    m = 6 * 4 * 4
+    x = torch.stack(batches).transpose(1, 2).reshape(4, 3, m)  # (batch, channel, values)
+    mean = x.mean((0, 2))
+    within = x.var(2, correction=0) * (m - 1) / m
+    var = (x.mean(2).square() + within).mean(0) - mean.square()
+    torch.testing.assert_close(model[0].running_mean, mean)
+    torch.testing.assert_close(model[0].running_var, var)
+    assert model[0].momentum == 0.01  # restored

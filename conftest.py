@@ -1,0 +1,12 @@
+"""Names every docstring example in ``bn`` may use (``pytest --doctest-modules bn``)."""
+
+import pytest
+import torch
+import torchvision
+
+import bn
+
+
+@pytest.fixture(autouse=True)
+def _doctest_namespace(doctest_namespace):
+    doctest_namespace.update(bn=bn, nn=torch.nn, torch=torch, torchvision=torchvision)

@@ -1,0 +1,129 @@
+"""``convert_norm`` on real model zoos: torchvision's classification models and timm's families.
+
+BN → BN must change nothing a model computes (train and eval outputs, every gradient); BN →
+Batch Renorm must keep every module that is not a BN layer, timm's activations inside its
+``BatchNormAct2d`` included.
+"""
+
+import copy
+
+import pytest
+import timm
+import torch
+import torchvision
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+import bn
+
+TORCHVISION = [
+    "resnet18",
+    "mobilenet_v3_small",
+    "efficientnet_b0",
+    "regnet_y_400mf",
+    "shufflenet_v2_x0_5",
+    "mnasnet0_5",
+]
+TIMM = ["resnet18", "efficientnet_b0", "mobilenetv3_small_050", "regnety_002", "convnext_atto"]
+
+
+def _build(zoo: str, name: str) -> nn.Module:
+    torch.manual_seed(0)
+    if zoo == "torchvision":
+        model = getattr(torchvision.models, name)(weights=None, num_classes=10)
+    else:
+        model = timm.create_model(name, pretrained=False, num_classes=10)
+    with torch.no_grad():  # running statistics and affine parameters away from their defaults
+        for m in model.modules():
+            if isinstance(m, _BatchNorm):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model.double()
+
+
+def _outputs_and_grads(model: nn.Module, training: bool):
+    x = torch.randn(4, 3, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    model.train(training)
+    torch.manual_seed(2)  # the same dropout and stochastic-depth draws in both models
+    y = model(x)
+    y.square().sum().backward()
+    return y.detach(), {k: p.grad for k, p in model.named_parameters()}
+
+
+MODELS = [("torchvision", n) for n in TORCHVISION] + [("timm", n) for n in TIMM]
+
+
+@pytest.mark.parametrize("zoo,name", MODELS, ids=[f"{z}-{n}" for z, n in MODELS])
+def test_bn_to_bn_changes_nothing(zoo, name):
+    model = _build(zoo, name)
+    converted = bn.convert_norm(copy.deepcopy(model))
+    norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+    ours = [m for m in converted.modules() if isinstance(m, _BatchNorm)]
+    assert len(ours) == len(norms) and all(isinstance(m, bn.BatchNormBase) for m in ours)
+    assert converted.state_dict().keys() == model.state_dict().keys()
+    for training in (True, False):
+        a, b = copy.deepcopy(model), copy.deepcopy(converted)
+        ya, grads_a = _outputs_and_grads(a, training)
+        yb, grads_b = _outputs_and_grads(b, training)
+        torch.testing.assert_close(yb, ya, rtol=1e-12, atol=1e-12)
+        for k, g in grads_a.items():
+            torch.testing.assert_close(grads_b[k], g, rtol=1e-10, atol=1e-12, msg=k)
+        for (k, u), v in zip(a.state_dict().items(), b.state_dict().values()):
+            torch.testing.assert_close(v, u, rtol=1e-12, atol=1e-12, msg=k)
+
+
+def _non_bn_modules(model: nn.Module) -> list[tuple[str, type]]:
+    return [(n, type(m)) for n, m in model.named_modules() if not isinstance(m, _BatchNorm)]
+
+
+@pytest.mark.parametrize("zoo,name", MODELS, ids=[f"{z}-{n}" for z, n in MODELS])
+def test_bn_to_batch_renorm_keeps_every_other_module(zoo, name):
+    model = _build(zoo, name)
+    converted = bn.convert_norm(copy.deepcopy(model), "batchrenorm")
+    assert _non_bn_modules(converted) == _non_bn_modules(model)
+    for (n, m), c in zip(model.named_modules(), converted.modules()):
+        if isinstance(m, _BatchNorm):
+            assert bn.is_batch_renorm(c), n
+    converted.eval()
+    model.eval()
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    # Inference is BN with the same statistics, so the converted model computes the same.
+    torch.testing.assert_close(converted(x), model(x), rtol=1e-10, atol=1e-10)
+
+
+def test_timm_norm_act_keeps_its_activation():
+    layer = timm.layers.BatchNormAct2d(4, act_layer=nn.ReLU)
+    converted = bn.convert_norm(layer)
+    assert type(converted) is bn.BatchNormAct2d and converted.act is layer.act
+    x = torch.randn(3, 4, 2, 2)
+    torch.testing.assert_close(converted(x), layer(x))
+    assert (converted(x) >= 0).all()
+    renorm = bn.convert_norm(layer, "batchrenorm")
+    assert type(renorm) is bn.BatchRenormAct2d and renorm.act is layer.act
+
+
+def test_an_unknown_subclass_is_refused_by_name():
+    class NormThenScale(nn.BatchNorm2d):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), NormThenScale(4), nn.BatchNorm2d(4))
+    with pytest.raises(
+        ValueError, match=r"cannot convert .*NormThenScale.*skip=\(NormThenScale,\)"
+    ):
+        bn.convert_norm(model)
+    assert type(model[1]) is NormThenScale and type(model[2]) is nn.BatchNorm2d  # untouched
+    with pytest.raises(ValueError, match="NormThenScale"):
+        bn.convert_sync_batchnorm(model)
+    converted = bn.convert_norm(model, skip=(NormThenScale,))
+    assert type(converted[1]) is NormThenScale and type(converted[2]) is bn.BatchNorm2d
+
+
+def test_an_uninitialized_lazy_layer_is_refused():
+    model = nn.Sequential(nn.LazyBatchNorm2d())
+    with pytest.raises(ValueError, match="LazyBatchNorm2d.*run one forward pass first"):
+        bn.convert_norm(model)
+    model(torch.randn(2, 3, 4, 4))  # now a BatchNorm2d
+    assert type(bn.convert_norm(model)[0]) is bn.BatchNorm2d
