@@ -15,7 +15,14 @@ from .batchrenorm import (
     BatchRenormBase,
     is_batch_renorm,
 )
-from .convert import bn_affine, convert_norm, convert_sync_batchnorm, fuse_bn_eval, fuse_linear_bn
+from .convert import (
+    bn_affine,
+    convert_norm,
+    convert_sync_batchnorm,
+    fuse_bn_eval,
+    fuse_linear_bn,
+    to_torch,
+)
 from .factory import get_norm_layer
 from .norm_act import BatchNormAct2d, BatchRenormAct2d
 from .population import set_population_statistics
@@ -45,4 +52,5 @@ __all__ = [
     "paper_r_max",
     "scaled_paper_schedules",
     "set_population_statistics",
+    "to_torch",
 ]

@@ -6,6 +6,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
+from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from . import distributed
@@ -18,6 +19,16 @@ from .functional import (
 )
 
 IMPLS = ("fast", "reference")
+
+
+def _tracing() -> bool:
+    """Whether torch.compile, torch.export or torch.fx is tracing (tensors are symbolic)."""
+    return torch.compiler.is_compiling() or is_fx_symbolic_tracing()
+
+
+def _functorch() -> bool:
+    """Whether a torch.func transform (grad, vmap, jvp, ...) is active."""
+    return torch._C._are_functorch_transforms_active()
 
 
 def _average(t: Tensor) -> Tensor:
@@ -126,6 +137,8 @@ class BatchNormBase(_BatchNorm):
 
     # -- forward ------------------------------------------------------------------------------
     def forward(self, x: Tensor) -> Tensor:
+        if is_fx_symbolic_tracing():
+            return self._forward_traced(x)
         self._check_input_dim(x)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         if not use_batch_stats:
@@ -159,6 +172,43 @@ class BatchNormBase(_BatchNorm):
             torch.backends.cudnn.enabled,
         )
 
+    def _forward_traced(self, x: Tensor) -> Tensor:
+        """What ``torch.fx`` records: the same computation without the shape checks and the
+        choice of kernel, which symbolic tracing cannot follow. Inference and whole-batch BN are
+        torch's ``F.batch_norm`` (as ``nn.BatchNorm*d`` records); Batch Renorm overrides this."""
+        if self.training or self.running_mean is None:
+            self._check_traceable()
+            if self.training and self.track_running_stats:
+                self._buffer_node(x, "num_batches_tracked").add_(1)
+            training, momentum = True, self.momentum
+        else:
+            training, momentum = False, 0.0
+        rm, rv = self.running_mean, self.running_var
+        return F.batch_norm(x, rm, rv, self.weight, self.bias, training, momentum, self.eps)
+
+    def _buffer_node(self, x: Tensor, name: str) -> Tensor:
+        """This layer's buffer ``name`` as a node of the graph ``torch.fx`` is recording (``x`` is
+        a proxy). The tracer records a buffer only when it reaches an operation as an argument:
+        reading or updating the tensor itself would happen once, at trace time."""
+        tracer = x.tracer  # type: ignore[attr-defined]
+        path = "" if self is tracer.root else tracer.path_of_module(self) + "."
+        return tracer.create_proxy("get_attr", path + name, (), {})
+
+    def _check_traceable(self, microbatch_ok: bool = False) -> None:
+        """Raise if this layer's training step cannot be recorded by ``torch.fx``."""
+        why = None
+        if self.sync_stats:
+            why = "cross-process statistics (sync_stats=True) are computed outside the graph"
+        elif self.microbatch is not None and not microbatch_ok:
+            why = "BN's per-microbatch statistics have no traced form"
+        elif self.momentum is None and self.track_running_stats:
+            why = "the cumulative average (momentum=None) needs the step count as a number"
+        if why is not None:
+            raise NotImplementedError(
+                f"{self._get_name()}: cannot be traced by torch.fx in training mode: {why}; "
+                "trace it in eval mode, or use torch.compile / torch.export"
+            )
+
     def _uses_torch_forward(self, groups: int) -> bool:
         return False
 
@@ -178,7 +228,14 @@ class BatchNormBase(_BatchNorm):
             count = values_per_channel(x, groups)
 
         r, d = self._correction(mean, var)
-        if self.impl == "reference":
+        if sync and _functorch():
+            raise NotImplementedError(
+                f"{self._get_name()}: torch.func transforms cannot run through sync_stats=True "
+                "(its backward pass all-reduces outside autograd)"
+            )
+        # Under torch.func the reference's autograd function serves: it has a vmap rule and a
+        # forward-mode derivative (jvp), and gives the same numbers.
+        if self.impl == "reference" or _functorch():
             xv = group_view(x, groups)
             y = BatchNormFunction.apply(xv, self.weight, self.bias, r, d, self.eps)[0].view_as(x)
         else:

@@ -9,11 +9,19 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from . import compiled
-from ._base import BatchNormBase, _average
-from .functional import BatchRenormFunction, ScaleGrad, batch_stats, values_per_channel
+from ._base import BatchNormBase, _average, _functorch, _tracing
+from .functional import (
+    BatchRenormFunction,
+    ScaleGrad,
+    batch_renorm,
+    batch_stats,
+    values_per_channel,
+)
 from .schedules import LinearRamp, Schedule, paper_d_max, paper_r_max
 
 PAPER_MOMENTUM = 0.01  # the paper's moving-average rate α
+
+
 # Batch Renorm's gradient ablations (the class docstring; seed note 000's hypothesis).
 ABLATIONS = (None, "bn_forward_r_grad", "renorm_forward_bn_grad")
 
@@ -40,7 +48,9 @@ _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm pap
     PreciseBN recomputes them as the population mean and a variance whose within-batch part is
     smaller by ``(m − 1)/m`` (it takes ``running_var`` after a momentum-1 step for a
     Bessel-corrected variance; here it is ``σ_B² − ε``, the biased one);
-    :func:`bn.set_population_statistics` computes the exact estimators.
+    :func:`bn.set_population_statistics` computes the exact estimators (SWA's
+    ``torch.optim.swa_utils.update_bn`` runs this layer's own update with ``momentum=None``, a
+    cumulative average of ``σ_B`` with ``r``, ``d`` applied, not Algorithm 2).
 
     ``r_max`` and ``d_max`` are numbers (fixed clips) or schedules ``step -> value`` (default: the
     paper's, :func:`bn.paper_r_max` / :func:`bn.paper_d_max`: 1 and 0 for 5000 steps, then linear to
@@ -210,8 +220,8 @@ class BatchRenormBase(BatchNormBase):
         value = bound(step)
         if isinstance(bound, LinearRamp):  # its range was checked when it was set
             return value
-        if isinstance(value, Tensor) and value.device.type != "cpu":
-            # Checked on the device: reading the value here would wait for it.
+        if isinstance(value, Tensor) and (value.device.type != "cpu" or _tracing()):
+            # Checked on the device (or in the graph): reading the value would wait for it.
             torch._assert_async(value >= minimum, f"{type(self).__name__}: {name} < {minimum:g}")
         elif not value >= minimum:
             raise _bound_error(
@@ -219,12 +229,14 @@ class BatchRenormBase(BatchNormBase):
             )
         return value
 
-    def _bounds(self) -> tuple[float | Tensor, float | Tensor]:
-        """``(r_max, d_max)`` at the current step (``num_batches_tracked``)."""
-        step = self.num_batches_tracked
-        # On CPU reading the step is free and plain-number schedules save a dozen tiny tensor
-        # ops per call; on GPU, tensor arithmetic avoids a device sync.
-        step = int(step) if step.device.type == "cpu" else step
+    def _bounds(self, step: Tensor | None = None) -> tuple[float | Tensor, float | Tensor]:
+        """``(r_max, d_max)`` at the current step (``num_batches_tracked``, or ``step``)."""
+        step = self.num_batches_tracked if step is None else step
+        # On CPU in eager mode reading the step is free and plain-number schedules save a dozen
+        # tiny tensor ops per call; on GPU, and when traced (compile, export, fx) or transformed
+        # (torch.func), tensor arithmetic avoids a device sync or a data-dependent value.
+        if not (_tracing() or _functorch()) and step.device.type == "cpu":
+            step = int(step)
         return self._at("r_max", self.r_max, step, 1.0), self._at("d_max", self.d_max, step, 0.0)
 
     @property
@@ -293,6 +305,32 @@ class BatchRenormBase(BatchNormBase):
         self._update_running_stats(mean, var, count)
         return y
 
+    def _forward_traced(self, x: Tensor) -> Tensor:
+        """What ``torch.fx`` records in training: Algorithm 1 in plain tensor operations
+        (:func:`bn.functional.batch_renorm`), the bounds computed from the step buffer."""
+        if not self.training:
+            return super()._forward_traced(x)
+        self._check_traceable(microbatch_ok=True)
+        if self.ablation is not None:
+            raise NotImplementedError(
+                f"{self._get_name()}: ablation={self.ablation!r} cannot be traced by torch.fx"
+            )
+        step = self._buffer_node(x, "num_batches_tracked")
+        r_max, d_max = self._bounds(step)
+        step.add_(1)
+        return batch_renorm(
+            x,
+            self._buffer_node(x, "running_mean"),
+            self._buffer_node(x, "running_var"),
+            self.weight,
+            self.bias,
+            r_max=r_max,
+            d_max=d_max,
+            momentum=self.momentum,
+            eps=self.eps,
+            microbatch=self.microbatch,
+        )
+
     def _compiled_applies(self, x: Tensor) -> bool:
         """Whether :mod:`bn.compiled`'s kernel computes this training step (see there)."""
         dtype = x.dtype
@@ -307,8 +345,7 @@ class BatchRenormBase(BatchNormBase):
             and (self.weight is None or self.weight.dtype == dtype)
             and (self.bias is None or self.bias.dtype == dtype)
             and not torch.compiler.is_compiling()
-            # torch.func (grad, vmap, ...) cannot run C++ autograd functions
-            and not torch._C._are_functorch_transforms_active()
+            and not _functorch()  # torch.func cannot run C++ autograd functions
         )
 
     # Algorithm 1, the lines before and after the normalization (bn.functional.batch_renorm has
@@ -320,7 +357,8 @@ class BatchRenormBase(BatchNormBase):
         r = torch.sqrt(var + self.eps) * inv_sigma  # σ_B / σ
         d = (mean - self.running_mean.to(mean.dtype)) * inv_sigma  # (μ_B − μ) / σ
         r_max, d_max = self._bounds()
-        self._last = (r, d, r_max, d_max)
+        if not (torch.compiler.is_exporting() or _functorch()):  # keep no traced tensors
+            self._last = (r, d, r_max, d_max)
         return torch.clamp(r, 1.0 / r_max, r_max), torch.clamp(d, -d_max, d_max)
 
     @torch.no_grad()
@@ -331,7 +369,7 @@ class BatchRenormBase(BatchNormBase):
         sigma = torch.sqrt(self.running_var + self.eps)
         sigma.lerp_(_average(torch.sqrt(var + self.eps)).to(sigma.dtype), factor)
         self.running_mean.lerp_(_average(mean).to(self.running_mean.dtype), factor)
-        torch.sub(sigma.square_(), self.eps, out=self.running_var)
+        self.running_var.copy_(sigma.square_().sub_(self.eps))  # no out=: vmap refuses it
 
     def extra_repr(self) -> str:
         s = super().extra_repr() + f", r_max={self.r_max!r}, d_max={self.d_max!r}"

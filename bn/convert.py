@@ -48,14 +48,10 @@ _TIMM_NORM_ACT = {
 }
 
 
-def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | None:
-    """``(dimension index, has drop and act)`` of a layer the converters know exactly (0, 1, 2
-    for 1d, 2d, 3d; 3 for any rank); ``None`` for a module they leave alone. Raises for any other
-    BN layer: a subclass may compute more than the normalization (timm's ``BatchNormAct2d`` adds
-    an activation), which replacing it would silently drop."""
+def _classify(layer: nn.Module) -> tuple[int, bool] | None:
+    """``(dimension index, has drop and act)`` of a BN layer the converters know exactly (0, 1, 2
+    for 1d, 2d, 3d; 3 for any rank); ``None`` for any other module."""
     cls = type(layer)
-    if isinstance(layer, skip):
-        return None
     for kind, classes in _KINDS.items():
         if cls in classes:
             return classes.index(cls), False
@@ -67,7 +63,18 @@ def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | Non
     name = f"{cls.__module__}.{cls.__qualname__}"
     if name in _TIMM_NORM_ACT and isinstance(layer, _BatchNorm):
         return _TIMM_NORM_ACT[name], True
-    if isinstance(layer, _BatchNorm):
+    return None
+
+
+def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | None:
+    """:func:`_classify`, ``None`` for the ``skip`` classes, and an error for any other BN layer:
+    a subclass may compute more than the normalization (timm's ``BatchNormAct2d`` adds an
+    activation), which replacing it would silently drop."""
+    if isinstance(layer, skip):
+        return None
+    found = _classify(layer)
+    if found is None and isinstance(layer, _BatchNorm):
+        cls = type(layer)
         if isinstance(layer, LazyModuleMixin) and layer.has_uninitialized_params():
             why = "its parameters are not initialized yet; run one forward pass first"
         else:
@@ -76,15 +83,30 @@ def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | Non
                 "conversion would drop; convert it yourself, or pass skip=(" + cls.__name__ + ",) "
                 "to leave it as it is"
             )
-        raise ValueError(f"bn: cannot convert {name}: {why}")
-    return None
+        raise ValueError(f"bn: cannot convert {cls.__module__}.{cls.__qualname__}: {why}")
+    return found
+
+
+def _swap_all(module: nn.Module, skip: tuple[type, ...], make) -> nn.Module:
+    """``module`` with every BN layer ``m`` the converters know replaced by ``make(m, found)``
+    (``found`` from :func:`_kind_of`; ``make`` may return ``m``). Every layer is checked before
+    any is replaced, so a refusal leaves the model as it was."""
+    for m in module.modules():
+        _kind_of(m, skip)
+
+    def swap(m: nn.Module) -> nn.Module | None:
+        found = _kind_of(m, skip)
+        return None if found is None else make(m, found)
+
+    return _replace(module, swap)
 
 
 def _target(kind: str, index: int, act: bool) -> type[BatchNormBase]:
     return _KINDS_ACT[kind][index] if act else _KINDS[kind][index]
 
 
-def _settings(layer: _BatchNorm) -> dict:
+def _settings(layer: _BatchNorm, cls: type[_BatchNorm]) -> dict:
+    """The constructor arguments of a ``cls`` that computes what ``layer`` computes."""
     s = dict(
         eps=layer.eps,
         momentum=layer.momentum,
@@ -92,29 +114,28 @@ def _settings(layer: _BatchNorm) -> dict:
         track_running_stats=layer.track_running_stats,
         bias=layer.bias is not None or not layer.affine,
     )
-    if isinstance(layer, BatchNormBase):
-        s.update(
-            impl=layer.impl,
-            microbatch=layer.microbatch,
-            sync_stats=layer.sync_stats,
-            process_group=layer.process_group,
-        )
-    elif isinstance(layer, nn.SyncBatchNorm):
-        s.update(sync_stats=True, process_group=layer.process_group)
-    if isinstance(layer, BatchRenormBase):
-        s.update(r_max=layer.r_max, d_max=layer.d_max)
+    if issubclass(cls, BatchNormBase):
+        if isinstance(layer, BatchNormBase):
+            s.update(
+                impl=layer.impl,
+                microbatch=layer.microbatch,
+                sync_stats=layer.sync_stats,
+                process_group=layer.process_group,
+            )
+        elif isinstance(layer, nn.SyncBatchNorm):
+            s.update(sync_stats=True, process_group=layer.process_group)
+        if issubclass(cls, BatchRenormBase):
+            if isinstance(layer, BatchRenormBase):
+                s.update(r_max=layer.r_max, d_max=layer.d_max)
+            else:  # BN's update rate (torch's 0.1) is not Batch Renorm's: the paper's α
+                s["momentum"] = PAPER_MOMENTUM
+    elif issubclass(cls, nn.SyncBatchNorm):
+        s["process_group"] = getattr(layer, "process_group", None)
     return s
 
 
-def _rebuild(layer: _BatchNorm, cls: type[BatchNormBase], overrides: dict) -> BatchNormBase:
-    settings = _settings(layer)
-    if not issubclass(cls, BatchRenormBase):
-        settings.pop("r_max", None)
-        settings.pop("d_max", None)
-    elif not isinstance(layer, BatchRenormBase):
-        # BN's update rate (torch's 0.1) is not Batch Renorm's: the paper's α for a new BRN.
-        settings["momentum"] = PAPER_MOMENTUM
-    settings.update(overrides)
+def _rebuild(layer: _BatchNorm, cls: type[_BatchNorm], overrides: dict) -> _BatchNorm:
+    settings = _settings(layer, cls) | overrides
     p = layer.weight if layer.weight is not None else layer.running_mean
     new = cls(
         layer.num_features,
@@ -181,11 +202,7 @@ def convert_norm(
     if kind not in _KINDS:
         raise ValueError(f"convert_norm: kind={kind!r} is not one of {sorted(_KINDS)}")
 
-    def swap(m: nn.Module) -> nn.Module | None:
-        found = _kind_of(m, skip)
-        return None if found is None else _rebuild(m, _target(kind, *found), overrides)
-
-    return _replace(module, swap)
+    return _swap_all(module, skip, lambda m, found: _rebuild(m, _target(kind, *found), overrides))
 
 
 def convert_sync_batchnorm(
@@ -204,16 +221,45 @@ def convert_sync_batchnorm(
     and ``skip``, are as in :func:`convert_norm`.
     """
 
-    def swap(m: nn.Module) -> nn.Module | None:
-        found = _kind_of(m, skip)
-        if found is None:
-            return None
+    def make(m: nn.Module, found: tuple[int, bool]) -> nn.Module:
         if getattr(m, "microbatch", None) is not None:
             return m
         cls = type(m) if isinstance(m, BatchNormBase) else _target("batchnorm", *found)
         return _rebuild(m, cls, {"sync_stats": True, "process_group": process_group})
 
-    return _replace(module, swap)
+    return _swap_all(module, skip, make)
+
+
+_TORCH_CLASSES = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
+def to_torch(module: nn.Module) -> nn.Module:
+    """Replace every layer of :mod:`bn` in ``module`` with ``torch.nn``'s, e.g. for deployment.
+
+    Parameters are shared with the old layers and running statistics copied, so inference
+    computes exactly what it computed (Batch Renorm's ``running_var = σ² − ε`` is what torch's
+    BN reads as its variance). ``bn.BatchNorm1d/2d/3d`` and ``bn.BatchRenorm1d/2d/3d`` become
+    ``nn.BatchNorm1d/2d/3d`` (training then is torch's BN: whole-batch statistics, no ``r``,
+    ``d``); layers with ``sync_stats=True`` and any-rank layers become ``nn.SyncBatchNorm``;
+    :class:`bn.BatchNormAct2d` and :class:`bn.BatchRenormAct2d` become
+    ``nn.Sequential(norm, drop, act)`` (their ``state_dict`` keys gain a ``0.``).
+
+    Example::
+
+        >>> model = bn.convert_norm(torchvision.models.resnet18(), "batchrenorm").eval()
+        >>> plain = bn.to_torch(copy.deepcopy(model))
+        >>> type(plain.bn1), torch.equal(plain(x := torch.randn(2, 3, 32, 32)), model(x))
+        (<class 'torch.nn.modules.batchnorm.BatchNorm2d'>, True)
+    """
+
+    def make(m: nn.Module, found: tuple[int, bool]) -> nn.Module:
+        if not isinstance(m, BatchNormBase):
+            return m
+        index, act = found
+        new = _rebuild(m, nn.SyncBatchNorm if m.sync_stats else _TORCH_CLASSES[index], {})
+        return nn.Sequential(new, m.drop, m.act) if act else new
+
+    return _swap_all(module, (), make)
 
 
 @torch.no_grad()
@@ -237,9 +283,22 @@ def bn_affine(layer: _BatchNorm) -> tuple[torch.Tensor, torch.Tensor]:
 _FOLDABLE = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
-@torch.no_grad()
 def fuse_linear_bn(layer: nn.Module, norm: _BatchNorm) -> nn.Module:
-    """A copy of the ``Linear``/``Conv`` ``layer`` with the eval-mode ``norm`` after it folded in."""
+    """A copy of the ``Linear``/``Conv`` ``layer`` with the eval-mode ``norm`` after it folded in.
+
+    ``norm`` must be a BN layer the converters know exactly (torch's or ours, not one that also
+    applies an activation, whose output the fused layer could not give)."""
+    found = _classify(norm)
+    if found is None or found[1]:
+        raise ValueError(
+            f"fuse_linear_bn: {type(norm).__qualname__} computes more than the normalization; "
+            "only plain BN layers fold into the layer before them (see fuse_bn_eval)"
+        )
+    return _fold_into(layer, norm)
+
+
+@torch.no_grad()
+def _fold_into(layer: nn.Module, norm: _BatchNorm) -> nn.Module:
     if not isinstance(layer, _FOLDABLE):
         raise ValueError(f"fuse_linear_bn: cannot fold BN into {type(layer).__name__}")
     if norm.training:
@@ -262,8 +321,10 @@ def fuse_linear_bn(layer: nn.Module, norm: _BatchNorm) -> nn.Module:
 
 def fuse_bn_eval(model: nn.Module) -> nn.Module:
     """A copy of ``model`` (in eval mode) with each BN that directly follows a ``Linear`` or
-    ``Conv`` inside an ``nn.Sequential`` folded into it; the BN becomes ``nn.Identity``.
-    Outputs are unchanged up to floating-point rounding.
+    ``Conv`` inside an ``nn.Sequential`` folded into it; the BN becomes ``nn.Identity`` (a
+    norm-act layer, ``nn.Sequential(drop, act)``). Only the BN classes the converters know are
+    folded; other subclasses are left as they are. Outputs are unchanged up to floating-point
+    rounding.
 
     Example::
 
@@ -277,9 +338,10 @@ def fuse_bn_eval(model: nn.Module) -> nn.Module:
     for seq in [m for m in fused.modules() if isinstance(m, nn.Sequential)]:
         names = list(seq._modules)
         for prev, name in itertools.pairwise(names):
-            if isinstance(seq._modules[name], _BatchNorm) and isinstance(
-                seq._modules[prev], _FOLDABLE
-            ):
-                seq._modules[prev] = fuse_linear_bn(seq._modules[prev], seq._modules[name])
-                seq._modules[name] = nn.Identity()
+            before, norm = seq._modules[prev], seq._modules[name]
+            found = _classify(norm)
+            if found is None or not isinstance(before, _FOLDABLE):
+                continue  # not BN, or a BN subclass that may do more: left as it is
+            seq._modules[prev] = _fold_into(before, norm)
+            seq._modules[name] = nn.Sequential(norm.drop, norm.act) if found[1] else nn.Identity()
     return fused

@@ -34,7 +34,7 @@ def global_batch_stats(
     processes. Sums travel in float64, so counts and sums stay exact across many processes.
     """
     group = process_group if process_group is not None else dist.group.WORLD
-    xv = group_view(x, 1)
+    xv = group_view(x.detach(), 1)
     xv = xv.to(stats_dtype(x.dtype))
     local = torch.tensor([float(xv.shape[1] * xv.shape[3])], dtype=torch.float64, device=x.device)
     packed = torch.cat([xv.sum(dim=REDUCE_DIMS).view(-1).double(), local])

@@ -10,10 +10,11 @@
   Batch Renorm training step *is* a BN step with weight ``γ·r`` and bias ``γ·d + β``: the forward
   pass is one fused elementwise pass (``torch.batch_norm`` in its inference form, given the batch's
   statistics), the backward pass torch's own BN backward.
+- :func:`batch_stats`: the per-channel statistics the layers take before normalizing.
 
 The autograd functions are in the ``setup_context`` style, so ``torch.func`` transforms work
-through them, and their backward passes are differentiable (second derivatives equal torch's BN).
-- :func:`batch_stats`: the per-channel statistics the layers take before normalizing.
+through them, and their backward passes are differentiable: second derivatives are those of the
+forward pass (torch's BN for BN; for Batch Renorm, Algorithm 1's with ``r``, ``d`` constant).
 
 Every training-mode computation works on the *group view* of an input of shape ``(N, C, *)``::
 
@@ -30,6 +31,7 @@ import math
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 REDUCE_DIMS = (1, 3)
 SMALL = 2**16  # below this many elements, per-call overhead outweighs memory traffic
@@ -92,30 +94,29 @@ def batch_renorm(
         >>> torch.allclose(y, layer(x)), torch.allclose(var, layer.running_var)
         (True, True)
     """
-    n, c = x.shape[:2]
-    g = n if microbatch is None else microbatch
-    if n % g:
+    if microbatch is not None and not is_fx_symbolic_tracing() and x.shape[0] % microbatch:
         raise ValueError(
-            f"batch_renorm: microbatch={microbatch} does not divide the batch size {n}"
+            f"batch_renorm: microbatch={microbatch} does not divide the batch size {x.shape[0]}"
         )
-    xv = group_view(x, n // g)  # (G, g, C, S)
-    mu = running_mean.view(1, 1, c, 1)
-    sigma = torch.sqrt(running_var + eps).view(1, 1, c, 1)
+    rows = x.unsqueeze(-1).flatten(2)  # (N, C, S) without shape arithmetic, for torch.fx
+    xv = rows.unsqueeze(0) if microbatch is None else rows.unflatten(0, (-1, microbatch))
+    mu = running_mean.view(1, 1, -1, 1)  # xv: (G, g, C, S)
+    sigma = torch.sqrt(running_var + eps).view(1, 1, -1, 1)
 
     mu_b = xv.mean(REDUCE_DIMS, keepdim=True)
     sigma_b = torch.sqrt(((xv - mu_b) ** 2).mean(REDUCE_DIMS, keepdim=True) + eps)
     r = torch.clamp(sigma_b / sigma, 1 / r_max, r_max).detach()  # stop_gradient
     d = torch.clamp((mu_b - mu) / sigma, -d_max, d_max).detach()  # stop_gradient
     x_hat = (xv - mu_b) / sigma_b * r + d
-    y = x_hat if weight is None else x_hat * weight.view(1, 1, c, 1)
-    y = y if bias is None else y + bias.view(1, 1, c, 1)
+    y = x_hat if weight is None else x_hat * weight.view(1, 1, -1, 1)
+    y = y if bias is None else y + bias.view(1, 1, -1, 1)
 
     with torch.no_grad():  # μ ← μ + α(μ_B − μ),  σ ← σ + α(σ_B − σ)
-        new_mu = mu + momentum * (mu_b.mean(0, keepdim=True) - mu)
-        new_sigma = sigma + momentum * (sigma_b.mean(0, keepdim=True) - sigma)
-        running_mean.copy_(new_mu.view(c))
-        running_var.copy_((new_sigma**2 - eps).view(c))
-    return y.reshape(x.shape)
+        new_mu = mu + momentum * (mu_b.detach().mean(0, keepdim=True) - mu)
+        new_sigma = sigma + momentum * (sigma_b.detach().mean(0, keepdim=True) - sigma)
+        running_mean.copy_(new_mu.view(-1))
+        running_var.copy_((new_sigma**2 - eps).view(-1))
+    return y.view_as(x)
 
 
 # -- batch statistics -----------------------------------------------------------------------------
@@ -141,6 +142,7 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
 
     No gradient: the layers use these for Batch Renorm's ``r``, ``d`` and for the moving averages.
     """
+    x = x.detach()  # no_grad does not stop forward-mode AD (torch.func.jvp, hessian)
     n, c = x.shape[:2]
     acc = stats_dtype(x.dtype)
     if x.dim() == 2:
@@ -161,7 +163,8 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
     rows = rows if rows.dtype == acc else rows.to(acc)
     m = (n // groups) * rows.shape[-1]
     mean = rows.sum(-1).view(groups, -1, c).sum(1) / m
-    two_pass = x.device.type != "cpu"
+    # Traced by torch.compile or torch.export, too: the choice would be data-dependent.
+    two_pass = x.device.type != "cpu" or torch.compiler.is_compiling()
     if not two_pass:
         sq = torch.linalg.vector_norm(rows, dim=-1).square_().view(groups, -1, c).sum(1)
         var = sq / m - mean.square()
@@ -249,7 +252,10 @@ class BatchRenormFunction(torch.autograd.Function):
         # autograd forbids an in-place op on (an in-place ReLU follows most norms).
         y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         a, b = a.view(g, 1, c, 1), b.view(g, 1, c, 1)
-        torch.addcmul(b, group_view(x, groups), a, out=group_view(y, groups))
+        if torch.compiler.is_compiling():  # traced with autograd, which refuses out=
+            group_view(y, groups).copy_(torch.addcmul(b, group_view(x, groups), a))
+        else:
+            torch.addcmul(b, group_view(x, groups), a, out=group_view(y, groups))
         return y
 
     @staticmethod
@@ -497,7 +503,32 @@ class BatchNormFunction(torch.autograd.Function):
         _, mu, var = output
         ctx.mark_non_differentiable(mu, var)
         ctx.save_for_backward(x, gamma, r, d, mu, var)
+        ctx.save_for_forward(x, gamma, r, d, mu, var)
         ctx.eps, ctx.has_beta = eps, beta is not None
+
+    @staticmethod
+    def jvp(ctx, x_t, gamma_t, beta_t, r_t, d_t, eps_t):  # type: ignore[override]
+        """Forward-mode derivative: ``ẋ̂ = (ẋ − mean ẋ − x̂·mean(ẋ·x̂)) / σ_B`` and
+        ``ẏ = γ·r·ẋ̂ + γ̇·(r·x̂ + d) + β̇`` (``r``, ``d`` constants)."""
+        x, gamma, r, d, mu, var = ctx.saved_tensors
+        xs = x.to(mu.dtype)
+        gamma_, r_, d_ = _channel_view(gamma), _channel_view(r), _channel_view(d)
+        inv_std = torch.rsqrt(var + ctx.eps)
+        x_hat = (xs - mu) * inv_std
+        y_t = torch.zeros_like(xs)
+        if x_t is not None:
+            t = x_t.to(xs.dtype)
+            s = REDUCE_DIMS
+            t_hat = inv_std * (
+                t - t.mean(s, keepdim=True) - x_hat * (t * x_hat).mean(s, keepdim=True)
+            )
+            t_hat = t_hat if r_ is None else t_hat * r_
+            y_t = y_t + (t_hat if gamma_ is None else gamma_ * t_hat)
+        if gamma_t is not None:
+            y_t = y_t + _channel_view(gamma_t) * (x_hat if r_ is None else x_hat * r_ + d_)
+        if beta_t is not None:
+            y_t = y_t + _channel_view(beta_t)
+        return y_t.to(x.dtype), None, None
 
     @staticmethod
     def backward(ctx, dl_dy, _dl_dmu, _dl_dvar):  # type: ignore[override]

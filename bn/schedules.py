@@ -10,6 +10,7 @@ tensor step (the layer passes its ``num_batches_tracked`` buffer, so no device s
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,10 +45,10 @@ class LinearRamp:
 
     def __call__(self, step: int | Tensor) -> float | Tensor:
         span = max(self.end_step - self.start_step, 1)
-        if isinstance(step, Tensor):
-            frac = ((step.to(torch.float32) - self.start_step) / span).clamp(0.0, 1.0)
-        else:
+        if isinstance(step, numbers.Real):
             frac = min(max((step - self.start_step) / span, 0.0), 1.0)
+        else:  # a tensor, or a torch.fx proxy of one
+            frac = ((step.to(torch.float32) - self.start_step) / span).clamp(0.0, 1.0)
         return self.start + (self.end - self.start) * frac
 
     def bounds(self) -> tuple[float, float]:

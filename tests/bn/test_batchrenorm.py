@@ -191,3 +191,58 @@ def test_is_batch_renorm():
 
     assert not any(hasattr(m, "_NormBase") for m in (bn, _base, batchnorm, batchrenorm, convert))
     assert set(bn.__all__) <= set(dir(bn)) and not any(n.startswith("_") for n in bn.__all__)
+
+
+def _second_order_grads(f, x, params):
+    """Gradients of a gradient penalty: ``∂/∂(x, θ) (‖∂L/∂x‖² + Σ‖∂L/∂θ‖²)``, ``L = Σ f(x)³``."""
+    x = x.clone().requires_grad_(True)
+    gx, *gp = torch.autograd.grad((f(x, *params) ** 3).sum(), [x, *params], create_graph=True)
+    penalty = gx.square().sum() + sum(g.square().sum() for g in gp)
+    return torch.autograd.grad(penalty, [x, *params])
+
+
+@pytest.mark.parametrize("affine,bias", [(True, True), (True, False), (False, False)])
+@pytest.mark.parametrize("microbatch", [None, 4])
+@pytest.mark.parametrize("impl", ["fast", "reference"])
+@pytest.mark.parametrize("shape", [(8, 6), (8, 6, 3, 3)], ids=["2d", "4d"])
+def test_second_derivatives_equal_algorithm_1(shape, impl, microbatch, affine, bias):
+    """With r and d clipped in some channels and not others, the second derivatives of every
+    path (the compiled kernel for 2-D inputs included) are those of Algorithm 1 written out in
+    autograd (bn.functional.batch_renorm, r and d stop-gradient)."""
+    cls = bn.BatchRenorm1d if len(shape) == 2 else bn.BatchRenorm2d
+    layer = cls(6, r_max=1.3, d_max=0.2, impl=impl, microbatch=microbatch, affine=affine, bias=bias)
+    layer = layer.double()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        layer.running_mean.uniform_(-1, 1, generator=g)
+        layer.running_var.uniform_(0.3, 3, generator=g)
+    params = [p.detach().uniform_(0.5, 1.5).requires_grad_(True) for p in layer.parameters()]
+    names = [n for n, _ in layer.named_parameters()]
+    x = torch.randn(*shape, dtype=torch.float64, generator=g) * 1.5 + 0.3
+
+    def ours(x, *params):
+        buffers = {k: b.clone() for k, b in layer.named_buffers()}
+        return torch.func.functional_call(layer, (dict(zip(names, params)), buffers), (x,))
+
+    def algorithm_1(x, *params):
+        weight, bias_ = (*params, None, None)[:2] if affine else (None, None)
+        return bn.functional.batch_renorm(
+            x,
+            layer.running_mean.clone(),
+            layer.running_var.clone(),
+            weight,
+            bias_,
+            r_max=1.3,
+            d_max=0.2,
+            momentum=layer.momentum,
+            eps=layer.eps,
+            microbatch=microbatch,
+        )
+
+    ours(x, *params)
+    r_clipped = float(layer.r_clip_fraction)
+    assert 0 < r_clipped < 1 or 0 < float(layer.d_clip_fraction) < 1
+    for a, b in zip(
+        _second_order_grads(ours, x, params), _second_order_grads(algorithm_1, x, params)
+    ):
+        torch.testing.assert_close(a, b)

@@ -109,16 +109,31 @@ def test_an_unknown_subclass_is_refused_by_name():
         def forward(self, x):
             return 2 * super().forward(x)
 
-    model = nn.Sequential(nn.Conv2d(3, 4, 1), NormThenScale(4), nn.BatchNorm2d(4))
-    with pytest.raises(
-        ValueError, match=r"cannot convert .*NormThenScale.*skip=\(NormThenScale,\)"
-    ):
-        bn.convert_norm(model)
-    assert type(model[1]) is NormThenScale and type(model[2]) is nn.BatchNorm2d  # untouched
-    with pytest.raises(ValueError, match="NormThenScale"):
-        bn.convert_sync_batchnorm(model)
+    model = nn.Sequential(
+        nn.BatchNorm2d(3), nn.Conv2d(3, 4, 1), NormThenScale(4), nn.BatchNorm2d(4)
+    )
+    kinds = [type(m) for m in model]
+    refused = r"cannot convert .*NormThenScale.*skip=\(NormThenScale,\)"
+    for convert in (bn.convert_norm, bn.convert_sync_batchnorm, bn.to_torch):
+        with pytest.raises(ValueError, match=refused):
+            convert(model)
+        assert [type(m) for m in model] == kinds  # nothing replaced, before or after it
     converted = bn.convert_norm(model, skip=(NormThenScale,))
-    assert type(converted[1]) is NormThenScale and type(converted[2]) is bn.BatchNorm2d
+    assert type(converted[2]) is NormThenScale and type(converted[3]) is bn.BatchNorm2d
+
+
+def test_fusion_keeps_the_activation_of_a_norm_act_layer():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), bn.BatchNormAct2d(8, act=nn.ReLU())).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].bias.uniform_(-1, 1)
+    fused = bn.fuse_bn_eval(model)
+    assert isinstance(fused[1], nn.Sequential) and isinstance(fused[1][1], nn.ReLU)
+    x = torch.randn(2, 3, 6, 6)
+    torch.testing.assert_close(fused(x), model(x))
+    with pytest.raises(ValueError, match="BatchNormAct2d computes more than the normalization"):
+        bn.fuse_linear_bn(model[0], model[1])
 
 
 def test_an_uninitialized_lazy_layer_is_refused():

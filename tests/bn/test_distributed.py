@@ -200,3 +200,72 @@ def test_second_derivatives_through_sync_stats_are_a_clear_error(tmp_path):
     for r in range(2):
         message = torch.load(tmp_path / f"rank{r}.pt")
         assert "second derivatives through sync_stats=True are not supported" in message
+
+
+def _module_db_layers(torch_cls, args: dict, sync: bool):
+    """BN and Batch Renorm (``r_max=1, d_max=0``) built from a torch ``ModuleInput``'s arguments."""
+    from tests.bn.test_module_db import IDENTITY, OURS
+
+    layers = {"bn": OURS[torch_cls][0](**args, sync_stats=sync)}
+    if args["track_running_stats"]:  # Batch Renorm refuses to do without
+        layers["brn"] = OURS[torch_cls][1](**args, **IDENTITY, sync_stats=sync)
+    return layers
+
+
+def _module_db_cases():
+    """torch's BatchNorm ``ModuleInfo`` inputs in float64 training mode: (class, arguments, x)."""
+    from tests.bn.test_module_db import INFOS, _inputs, _torch_arguments
+
+    torch.manual_seed(3)
+    for torch_cls in INFOS:
+        for module_input in _inputs(torch_cls):
+            x = module_input.forward_input.args[0].detach()
+            args = _torch_arguments(torch_cls, module_input) | {"dtype": torch.float64}
+            yield torch_cls, args, x
+
+
+def _module_db_step(layer, x):
+    x = x.clone().requires_grad_(True)
+    y = layer(x)
+    dy = torch.sin(3 * x.detach())  # an upstream gradient that splits with the batch
+    params = list(layer.parameters())
+    grads = torch.autograd.grad(y, [x, *params], dy) if y.requires_grad else [x * 0]
+    return y.detach(), list(grads), {k: b.clone() for k, b in layer.named_buffers()}
+
+
+def _module_db_worker(rank: int, port: int, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        results = []
+        for torch_cls, args, x in _module_db_cases():
+            half = x.shape[0] // 2
+            mine = x[:half] if rank == 0 else x[half:]
+            for name, layer in _module_db_layers(torch_cls, args, sync=True).items():
+                results.append((name, _module_db_step(layer, mine)))
+        torch.save(results, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_torch_module_inputs_over_two_processes(tmp_path):
+    """torch's BatchNorm test inputs (tests/bn/test_module_db.py), each batch split over two
+    processes with ``sync_stats=True`` (the empty batch: both shards empty), equal one process
+    with the whole batch: outputs, input gradients, parameter gradients summed over the
+    processes (as DDP sums them), and the running statistics on every process."""
+    mp.spawn(_module_db_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    expected = [
+        (name, _module_db_step(layer, x))
+        for torch_cls, args, x in _module_db_cases()
+        for name, layer in _module_db_layers(torch_cls, args, sync=False).items()
+    ]
+    assert len(expected) == len(ranks[0]) == len(ranks[1]) > 30
+    for (name, (y, grads, buffers)), (_, a), (_, b) in zip(expected, *ranks, strict=True):
+        torch.testing.assert_close(torch.cat([a[0], b[0]]), y, msg=name)
+        torch.testing.assert_close(torch.cat([a[1][0], b[1][0]]), grads[0], msg=name)
+        for k, g in enumerate(grads[1:], start=1):
+            torch.testing.assert_close(a[1][k] + b[1][k], g, msg=name)
+        for shard in (a, b):
+            assert shard[2].keys() == buffers.keys()
+            for key, value in buffers.items():
+                torch.testing.assert_close(shard[2][key], value, msg=f"{name} {key}")

@@ -1,9 +1,11 @@
 """``torch.func`` over models holding ``bn`` layers works as over ``torch.nn``'s, in float64."""
 
+import copy
+
 import pytest
 import torch
 from torch import nn
-from torch.func import functional_call, grad, stack_module_state, vmap
+from torch.func import functional_call, grad, hessian, stack_module_state, vmap
 
 import bn
 
@@ -59,31 +61,67 @@ def test_maml_meta_gradient_equals_torch(layer, dims):
         torch.testing.assert_close(got[k], expected[k], rtol=1e-10, atol=1e-12, msg=k)
 
 
-@pytest.mark.parametrize("impl", ["fast", "reference"])
-def test_vmap_over_an_ensemble(impl):
-    """Model ensembling (``stack_module_state`` + ``vmap``) with batch statistics, as torch's
-    documentation does it for BN (``track_running_stats=False``)."""
+LAYERS_1D = {
+    "bn-fast": lambda: bn.BatchNorm1d(3),
+    "bn-reference": lambda: bn.BatchNorm1d(3, impl="reference"),
+    "bn-microbatch": lambda: bn.BatchNorm1d(3, microbatch=6),
+    "brn-fast": lambda: bn.BatchRenorm1d(3, **IDENTITY),
+    "brn-reference": lambda: bn.BatchRenorm1d(3, impl="reference", **IDENTITY),
+    "brn-microbatch": lambda: bn.BatchRenorm1d(3, microbatch=6, **IDENTITY),
+}
+
+
+def _hessian(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    def loss(x):
+        buffers = {k: b.clone() for k, b in layer.named_buffers()}
+        return (functional_call(layer, buffers, (x,)) ** 3).sum()
+
+    return hessian(loss)(x)
+
+
+@pytest.mark.parametrize("layer", list(LAYERS_1D))
+def test_hessian_equals_torch(layer):
+    """``torch.func.hessian`` (forward mode over reverse mode) through every path."""
+    x = torch.randn(6, 3, dtype=torch.float64)
+    expected = _hessian(nn.BatchNorm1d(3).double(), x)
+    torch.testing.assert_close(_hessian(LAYERS_1D[layer]().double(), x), expected)
+
+
+ENSEMBLE = {
+    "bn-fast": lambda: bn.BatchNorm1d(8, track_running_stats=False),
+    "bn-reference": lambda: bn.BatchNorm1d(8, impl="reference", track_running_stats=False),
+    "bn-microbatch": lambda: bn.BatchNorm1d(8, microbatch=5),
+    "brn": lambda: bn.BatchRenorm1d(8, r_max=2.0, d_max=1.0),
+    "brn-schedule": lambda: bn.BatchRenorm1d(8),  # mid-ramp, below
+    "brn-microbatch": lambda: bn.BatchRenorm1d(8, r_max=2.0, d_max=1.0, microbatch=5),
+}
+
+
+@pytest.mark.parametrize("layer", list(ENSEMBLE))
+def test_vmap_over_an_ensemble(layer):
+    """Model ensembling (``stack_module_state`` + ``vmap``): each copy's output, gradients and
+    moving statistics are those of the copy run alone (the schedule is evaluated in float32
+    under torch.func, as on a GPU: equal to float rounding)."""
+    torch.manual_seed(0)
     models = [
-        nn.Sequential(
-            nn.Linear(5, 8), bn.BatchNorm1d(8, impl=impl, track_running_stats=False), nn.ReLU()
-        ).double()
-        for _ in range(3)
+        nn.Sequential(nn.Linear(5, 8), ENSEMBLE[layer](), nn.ReLU()).double() for _ in range(3)
     ]
+    for model in models:
+        if model[1].running_mean is not None:
+            with torch.no_grad():
+                model[1].running_mean.uniform_(-1, 1)
+                model[1].num_batches_tracked.fill_(10_000)
+    alone = [copy.deepcopy(m) for m in models]
     params, buffers = stack_module_state(models)
     x = torch.randn(10, 5, dtype=torch.float64)
-    base = models[0]
 
-    def run(p, b, x):
-        return functional_call(base, (p, b), (x,))
+    def loss(p, b, x):
+        return functional_call(models[0], (p, b), (x,)).square().sum()
 
-    ys = vmap(run, in_dims=(0, 0, None))(params, buffers, x)
-    for y, model in zip(ys, models):
-        torch.testing.assert_close(y, model(x))
-    gs = vmap(grad(lambda p, b, x: run(p, b, x).square().sum()), in_dims=(0, 0, None))(
-        params, buffers, x
-    )
-    for k, model in enumerate(models):
-        model.zero_grad()
+    grads = vmap(grad(loss), in_dims=(0, 0, None))(params, buffers, x)
+    for k, model in enumerate(alone):
         model(x).square().sum().backward()
         for name, p in model.named_parameters():
-            torch.testing.assert_close(gs[name][k], p.grad, msg=name)
+            torch.testing.assert_close(grads[name][k], p.grad, msg=name)
+        for name, b in model.named_buffers():
+            torch.testing.assert_close(buffers[name][k], b, msg=name)

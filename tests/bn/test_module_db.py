@@ -3,19 +3,20 @@
 The inputs are the ``ModuleInfo`` entries of ``torch.nn.BatchNorm1d/2d/3d`` that torch's generic
 module tests (``test/test_modules.py``) use: affine and not, no bias, ``momentum=None`` (a
 cumulative average), not tracking statistics, an empty batch (``N = 0``), 2-5D inputs. Each is run,
-in float32 and float64, in training and in eval mode, through eight ``bn`` variants, and the
+in float32 and float64, in training and in eval mode, through six ``bn`` variants, and the
 properties those tests check are checked against ``torch.nn``: forward outputs and buffers,
 gradients, second derivatives, ``state_dict`` both ways, pickling, non-contiguous inputs, memory
 formats, factory arguments, bad arguments.
 
 Variants: BN ``impl="fast"`` and ``"reference"``; Batch Renorm with ``r_max=1, d_max=0`` (exactly
 BN in training) in both impls; BN and Batch Renorm with microbatches (statistics per half batch,
-compared with torch's layer on each half) and with ``sync_stats=True`` (in one process). Deliberate differences from torch, tested as such:
+compared with torch's layer on each half). ``sync_stats=True`` gets these inputs split over two
+processes in ``tests/bn/test_distributed.py``. Deliberate differences from torch, tested as such:
 Batch Renorm's ``running_var`` follows its documented convention (``σ² − ε`` with σ the moving
 average of ``σ_B``, not the moving average of the unbiased variance); Batch Renorm refuses
 ``track_running_stats=False``; a non-positive ``eps`` is refused when the layer is built, not at
 its first forward pass; microbatch layers keep one running-statistics update per step (the average
-over the microbatches).
+over the microbatches), and return a contiguous output for a channels-last input.
 """
 
 from __future__ import annotations
@@ -55,9 +56,6 @@ VARIANTS = {  # name: (Batch Renorm?, constructor arguments, microbatches?)
     "brn-reference": (True, {**IDENTITY, "impl": "reference"}, False),
     "bn-microbatch": (False, {}, True),
     "brn-microbatch": (True, IDENTITY, True),
-    # One process: the statistics are local (tests/bn/test_distributed.py has two processes).
-    "bn-sync": (False, {"sync_stats": True}, False),
-    "brn-sync": (True, {**IDENTITY, "sync_stats": True}, False),
 }
 DTYPES = (torch.float32, torch.float64)
 
