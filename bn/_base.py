@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -248,6 +248,20 @@ class BatchNormBase(_BatchNorm):
         if self.training and self.track_running_stats:
             self._update_running_stats(mean, var, count)
         return y
+
+    def __prepare_scriptable__(self) -> nn.Module:
+        """``torch.jit.script`` (deprecated by torch): TorchScript cannot compile this layer's
+        Python, so a whole-batch, single-process BN is scripted as the ``torch.nn`` layer that
+        computes the same (:func:`bn.to_torch`: parameters shared, statistics copied); any other
+        layer is refused in one line."""
+        if self.microbatch is not None or self.sync_stats:
+            raise RuntimeError(
+                f"{self._get_name()}: TorchScript cannot run microbatch or sync_stats layers; "
+                "use torch.compile or torch.export, or bn.to_torch(model) for inference"
+            )
+        from .convert import to_torch
+
+        return to_torch(self)
 
     # -- hooks for subclasses -----------------------------------------------------------------
     def _correction(self, mean: Tensor, var: Tensor) -> tuple[Tensor | None, Tensor | None]:

@@ -331,6 +331,12 @@ class BatchRenormBase(BatchNormBase):
             microbatch=self.microbatch,
         )
 
+    def __prepare_scriptable__(self) -> nn.Module:
+        raise RuntimeError(
+            f"{self._get_name()}: TorchScript cannot run Batch Renorm; use torch.compile or "
+            "torch.export, or bn.to_torch(model) for inference (plain BN with its statistics)"
+        )
+
     def _compiled_applies(self, x: Tensor) -> bool:
         """Whether :mod:`bn.compiled`'s kernel computes this training step (see there)."""
         dtype = x.dtype

@@ -72,6 +72,11 @@ def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | Non
     activation), which replacing it would silently drop."""
     if isinstance(layer, skip):
         return None
+    if isinstance(layer, torch.jit.ScriptModule) and "BatchNorm" in layer.original_name:
+        raise ValueError(
+            f"bn: cannot convert a TorchScript {layer.original_name}: convert the eager model, "
+            "then script it"
+        )
     found = _classify(layer)
     if found is None and isinstance(layer, _BatchNorm):
         cls = type(layer)

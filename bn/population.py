@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,7 +32,7 @@ def _check_num_batches(num_batches: Any) -> int:
             f"set_population_statistics: num_batches={num_batches!r} must be a whole number >= 1 "
             "(how many batches to average over)"
         )
-    return int(num_batches)
+    return min(int(num_batches), sys.maxsize)  # islice takes no more; no loader holds more
 
 
 @torch.no_grad()

@@ -246,3 +246,18 @@ def test_second_derivatives_equal_algorithm_1(shape, impl, microbatch, affine, b
         _second_order_grads(ours, x, params), _second_order_grads(algorithm_1, x, params)
     ):
         torch.testing.assert_close(a, b)
+
+
+def test_clip_fractions_count_both_sides():
+    """r is clipped below 1/r_max as well as above r_max, d below -d_max as well as above d_max:
+    one channel of each of four on each side gives exactly one half."""
+    brn = bn.BatchRenorm1d(4, r_max=2.0, d_max=0.5).double()
+    with torch.no_grad():
+        brn.running_var.copy_(torch.tensor([0.01, 100.0, 1.0, 1.0]))  # σ_B/σ ≈ 10, 0.1, 1, 1
+        brn.running_mean.copy_(torch.tensor([-3.0, 10.0, 0.0, 0.0]))  # d ≈ 30, −1, 0, 0
+    x = torch.randn(64, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    brn(x / x.std(0) * 0.9)
+    r, d, _, _ = brn._last
+    assert (r[0, 0] > 2 and r[0, 1] < 0.5) and (d[0, 0] > 0.5 and d[0, 1] < -0.5)
+    assert float(brn.r_clip_fraction) == 0.5
+    assert float(brn.d_clip_fraction) == 0.5

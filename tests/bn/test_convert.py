@@ -1,5 +1,7 @@
 """bn.convert_norm, bn.convert_sync_batchnorm and inference fusion."""
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -159,3 +161,30 @@ def test_convert_sync_keeps_microbatch():
     assert [m.microbatch for m in synced] == [2, 4]
     assert not any(m.sync_stats for m in synced)  # per-microbatch statistics stay per microbatch
     assert bn.is_batch_renorm(synced[0])
+
+
+def test_conversion_keeps_the_step_count():
+    """num_batches_tracked is copied, so a Batch Renorm schedule goes on where it was."""
+    layer = nn.BatchNorm2d(3)
+    layer.num_batches_tracked.fill_(22_500)
+    converted = bn.convert_norm(layer, "batchrenorm")
+    assert int(converted.num_batches_tracked) == 22_500
+    assert converted.current_r_max == 2.0  # the paper's ramp, halfway from 5k to 40k
+
+
+def test_a_scripted_bn_layer_is_refused_by_name():
+    scripted = torch.jit.script(nn.Sequential(nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3)))
+    with pytest.raises(ValueError, match="cannot convert a TorchScript BatchNorm2d"):
+        bn.convert_norm(scripted)
+
+
+def test_torchscript_gets_the_equivalent_torch_layer():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), bn.BatchNorm2d(4), nn.ReLU())
+    scripted = torch.jit.script(copy.deepcopy(model))
+    x = torch.randn(2, 3, 5, 5)
+    for mode in (True, False):
+        torch.testing.assert_close(scripted.train(mode)(x), model.train(mode)(x))
+    assert type(model[1]) is bn.BatchNorm2d  # the model itself is not changed
+    for layer in (bn.BatchRenorm2d(4), bn.BatchNorm2d(4, microbatch=2)):
+        with pytest.raises(RuntimeError, match="TorchScript cannot run .*torch.compile"):
+            torch.jit.script(nn.Sequential(layer))

@@ -303,3 +303,14 @@ def test_an_in_place_op_may_follow_the_layer(layer, microbatch):
     x2 = x.detach().clone().requires_grad_()
     torch.relu(ref(x2)).sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
+
+
+def test_one_cancelling_channel_takes_the_two_pass_route():
+    """E[x²] − E[x]² cancels in a channel whose mean dwarfs its spread; one such channel among
+    ordinary ones must still get an accurate variance (float32, >= 2^16 values)."""
+    x = torch.randn(16, 4, 32, 34, dtype=torch.float64) * 0.5
+    x[:, 2] += 1e4
+    assert x.numel() >= SMALL
+    mean, var = batch_stats(x.float())
+    torch.testing.assert_close(var[0].double(), x.var((0, 2, 3), correction=0), rtol=1e-4, atol=0)
+    torch.testing.assert_close(mean[0].double(), x.mean((0, 2, 3)), rtol=1e-6, atol=0)

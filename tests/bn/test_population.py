@@ -218,3 +218,8 @@ def test_fvcore_precise_bn_on_batch_renorm():
     torch.testing.assert_close(model[0].running_mean, mean)
     torch.testing.assert_close(model[0].running_var, var)
     assert model[0].momentum == 0.01  # restored
+
+
+def test_num_batches_may_exceed_what_islice_takes():
+    batches = [torch.randn(4, 3) for _ in range(3)]
+    assert bn.set_population_statistics(bn.BatchNorm1d(3), batches, num_batches=10**30) == 3
