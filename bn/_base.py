@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.fx._symbolic_trace import is_fx_symbolic_tracing
+from torch.fx import Proxy
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from . import distributed
@@ -21,9 +21,10 @@ from .functional import (
 IMPLS = ("fast", "reference")
 
 
-def _tracing() -> bool:
-    """Whether torch.compile, torch.export or torch.fx is tracing (tensors are symbolic)."""
-    return torch.compiler.is_compiling() or is_fx_symbolic_tracing()
+def _symbolic(t: object) -> bool:
+    """Whether ``t`` has no value to read now: a ``torch.fx`` proxy, or a tensor while
+    ``torch.compile`` / ``torch.export`` trace (cheap checks: this runs at every step)."""
+    return isinstance(t, Proxy) or torch.compiler.is_compiling()
 
 
 def _functorch() -> bool:
@@ -137,7 +138,7 @@ class BatchNormBase(_BatchNorm):
 
     # -- forward ------------------------------------------------------------------------------
     def forward(self, x: Tensor) -> Tensor:
-        if is_fx_symbolic_tracing():
+        if isinstance(x, Proxy):  # torch.fx symbolic tracing
             return self._forward_traced(x)
         self._check_input_dim(x)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)

@@ -9,7 +9,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from . import compiled
-from ._base import BatchNormBase, _average, _functorch, _tracing
+from ._base import BatchNormBase, _average, _functorch, _symbolic
 from .functional import (
     BatchRenormFunction,
     ScaleGrad,
@@ -220,7 +220,7 @@ class BatchRenormBase(BatchNormBase):
         value = bound(step)
         if isinstance(bound, LinearRamp):  # its range was checked when it was set
             return value
-        if isinstance(value, Tensor) and (value.device.type != "cpu" or _tracing()):
+        if _symbolic(value) or (isinstance(value, Tensor) and value.device.type != "cpu"):
             # Checked on the device (or in the graph): reading the value would wait for it.
             torch._assert_async(value >= minimum, f"{type(self).__name__}: {name} < {minimum:g}")
         elif not value >= minimum:
@@ -235,7 +235,7 @@ class BatchRenormBase(BatchNormBase):
         # On CPU in eager mode reading the step is free and plain-number schedules save a dozen
         # tiny tensor ops per call; on GPU, and when traced (compile, export, fx) or transformed
         # (torch.func), tensor arithmetic avoids a device sync or a data-dependent value.
-        if not (_tracing() or _functorch()) and step.device.type == "cpu":
+        if not (_symbolic(step) or _functorch()) and step.device.type == "cpu":
             step = int(step)
         return self._at("r_max", self.r_max, step, 1.0), self._at("d_max", self.d_max, step, 0.0)
 

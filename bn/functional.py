@@ -31,7 +31,7 @@ import math
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.fx._symbolic_trace import is_fx_symbolic_tracing
+from torch.fx import Proxy
 
 REDUCE_DIMS = (1, 3)
 SMALL = 2**16  # below this many elements, per-call overhead outweighs memory traffic
@@ -94,7 +94,7 @@ def batch_renorm(
         >>> torch.allclose(y, layer(x)), torch.allclose(var, layer.running_var)
         (True, True)
     """
-    if microbatch is not None and not is_fx_symbolic_tracing() and x.shape[0] % microbatch:
+    if microbatch is not None and not isinstance(x, Proxy) and x.shape[0] % microbatch:
         raise ValueError(
             f"batch_renorm: microbatch={microbatch} does not divide the batch size {x.shape[0]}"
         )
