@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 from torch.fx import Proxy
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from . import distributed
 from .functional import (
     BatchNormFunction,
+    BatchNormFunctionForwardAD,
     BatchRenormFunction,
     batch_stats,
     group_view,
@@ -236,9 +237,11 @@ class BatchNormBase(_BatchNorm):
             )
         # Under torch.func the reference's autograd function serves: it has a vmap rule and a
         # forward-mode derivative (jvp), and gives the same numbers.
-        if self.impl == "reference" or _functorch():
-            xv = group_view(x, groups)
-            y = BatchNormFunction.apply(xv, self.weight, self.bias, r, d, self.eps)[0].view_as(x)
+        functorch = _functorch()
+        if self.impl == "reference" or functorch:
+            fn = BatchNormFunctionForwardAD if functorch else BatchNormFunction
+            y = fn.apply(group_view(x, groups), self.weight, self.bias, r, d, self.eps)[0]
+            y = y.view_as(x)
         else:
             group = None
             if sync:
@@ -250,19 +253,15 @@ class BatchNormBase(_BatchNorm):
             self._update_running_stats(mean, var, count)
         return y
 
-    def __prepare_scriptable__(self) -> nn.Module:
-        """``torch.jit.script`` (deprecated by torch): TorchScript cannot compile this layer's
-        Python, so a whole-batch, single-process BN is scripted as the ``torch.nn`` layer that
-        computes the same (:func:`bn.to_torch`: parameters shared, statistics copied); any other
-        layer is refused in one line."""
-        if self.microbatch is not None or self.sync_stats:
-            raise RuntimeError(
-                f"{self._get_name()}: TorchScript cannot run microbatch or sync_stats layers; "
-                "use torch.compile or torch.export, or bn.to_torch(model) for inference"
-            )
-        from .convert import to_torch
-
-        return to_torch(self)
+    def __prepare_scriptable__(self) -> BatchNormBase:
+        """``torch.jit.script`` (deprecated by torch) cannot compile this layer's Python. Torch
+        would put whatever this returns into the user's model, so nothing is substituted: the
+        error names the route (:func:`bn.to_torch` on a copy, then script that)."""
+        raise RuntimeError(
+            f"{self._get_name()}: TorchScript is not supported; use torch.compile or "
+            "torch.export, or script bn.to_torch(copy.deepcopy(model)) (torch's layers, the same "
+            "inference)"
+        )
 
     # -- hooks for subclasses -----------------------------------------------------------------
     def _correction(self, mean: Tensor, var: Tensor) -> tuple[Tensor | None, Tensor | None]:

@@ -220,6 +220,8 @@ class BatchRenormBase(BatchNormBase):
         value = bound(step)
         if isinstance(bound, LinearRamp):  # its range was checked when it was set
             return value
+        if _functorch():  # a value under torch.func cannot be read to check it (eager steps do)
+            return value
         if _symbolic(value) or (isinstance(value, Tensor) and value.device.type != "cpu"):
             # Checked on the device (or in the graph): reading the value would wait for it.
             torch._assert_async(value >= minimum, f"{type(self).__name__}: {name} < {minimum:g}")
@@ -307,7 +309,9 @@ class BatchRenormBase(BatchNormBase):
 
     def _forward_traced(self, x: Tensor) -> Tensor:
         """What ``torch.fx`` records in training: Algorithm 1 in plain tensor operations
-        (:func:`bn.functional.batch_renorm`), the bounds computed from the step buffer."""
+        (:func:`bn.functional.batch_renorm`), the bounds computed from the step buffer. A graph
+        checks no shapes: an empty batch or one value per channel, which the layer refuses or
+        passes through, are not caught there."""
         if not self.training:
             return super()._forward_traced(x)
         self._check_traceable(microbatch_ok=True)
@@ -329,12 +333,6 @@ class BatchRenormBase(BatchNormBase):
             momentum=self.momentum,
             eps=self.eps,
             microbatch=self.microbatch,
-        )
-
-    def __prepare_scriptable__(self) -> nn.Module:
-        raise RuntimeError(
-            f"{self._get_name()}: TorchScript cannot run Batch Renorm; use torch.compile or "
-            "torch.export, or bn.to_torch(model) for inference (plain BN with its statistics)"
         )
 
     def _compiled_applies(self, x: Tensor) -> bool:
@@ -363,7 +361,7 @@ class BatchRenormBase(BatchNormBase):
         r = torch.sqrt(var + self.eps) * inv_sigma  # σ_B / σ
         d = (mean - self.running_mean.to(mean.dtype)) * inv_sigma  # (μ_B − μ) / σ
         r_max, d_max = self._bounds()
-        if not (torch.compiler.is_exporting() or _functorch()):  # keep no traced tensors
+        if not _functorch():  # no batched or wrapped tensor may stay on the layer
             self._last = (r, d, r_max, d_max)
         return torch.clamp(r, 1.0 / r_max, r_max), torch.clamp(d, -d_max, d_max)
 

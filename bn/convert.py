@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -94,16 +93,24 @@ def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | Non
 
 def _swap_all(module: nn.Module, skip: tuple[type, ...], make) -> nn.Module:
     """``module`` with every BN layer ``m`` the converters know replaced by ``make(m, found)``
-    (``found`` from :func:`_kind_of`; ``make`` may return ``m``). Every layer is checked before
-    any is replaced, so a refusal leaves the model as it was."""
-    for m in module.modules():
-        _kind_of(m, skip)
-
-    def swap(m: nn.Module) -> nn.Module | None:
-        found = _kind_of(m, skip)
-        return None if found is None else make(m, found)
-
-    return _replace(module, swap)
+    (``found`` from :func:`_kind_of`; ``make`` may return ``m``). Every replacement is built
+    before any is put in place, so a refusal leaves the model as it was; a layer that appears
+    twice gets one replacement."""
+    found = _kind_of(module, skip)
+    if found is not None:  # a single layer
+        return make(module, found)
+    built: dict[int, nn.Module] = {}
+    places = []
+    for parent in module.modules():
+        for name, child in parent._modules.items():  # every slot (named_children skips repeats)
+            found = None if child is None else _kind_of(child, skip)
+            if found is not None:
+                if id(child) not in built:
+                    built[id(child)] = make(child, found)
+                places.append((parent, name, built[id(child)]))
+    for parent, name, new in places:
+        parent.add_module(name, new)
+    return module
 
 
 def _target(kind: str, index: int, act: bool) -> type[BatchNormBase]:
@@ -159,15 +166,6 @@ def _rebuild(layer: _BatchNorm, cls: type[_BatchNorm], overrides: dict) -> _Batc
         new.drop, new.act = layer.drop, layer.act  # shared, as the weights
     new.train(layer.training)
     return new
-
-
-def _replace(module: nn.Module, fn: Callable[[nn.Module], nn.Module | None]) -> nn.Module:
-    new = fn(module)
-    if new is not None:
-        return new
-    for name, child in module.named_children():
-        module.add_module(name, _replace(child, fn))
-    return module
 
 
 def convert_norm(

@@ -70,7 +70,9 @@ def batch_renorm(
     r"""Batch Renorm's training step (Batch Renorm paper, Algorithm 1) on ``x`` of shape ``(N, C, *)``.
 
     Written for reading, in plain differentiable torch operations; :class:`bn.BatchRenorm1d` /
-    ``2d`` / ``3d`` compute the same thing faster. Like :func:`torch.nn.functional.batch_norm`,
+    ``2d`` / ``3d`` compute the same thing faster, and record this function when ``torch.fx``
+    traces them. It computes in the dtype of ``running_var`` and returns ``x``'s dtype; it checks
+    no shapes beyond the microbatch size (an empty batch would write NaN into the statistics). Like :func:`torch.nn.functional.batch_norm`,
     it returns the output and updates ``running_mean`` and ``running_var`` in place; the moving
     average is of ``σ = sqrt(running_var + ε)``, stored back as ``running_var = σ² − ε``.
 
@@ -98,7 +100,9 @@ def batch_renorm(
         raise ValueError(
             f"batch_renorm: microbatch={microbatch} does not divide the batch size {x.shape[0]}"
         )
-    rows = x.unsqueeze(-1).flatten(2)  # (N, C, S) without shape arithmetic, for torch.fx
+    # (N, C, S) without shape arithmetic (for torch.fx), in the moving statistics' dtype (float32
+    # for a float16 input of a float32 layer, as the layers compute their statistics)
+    rows = x.unsqueeze(-1).flatten(2).to(running_var.dtype)
     xv = rows.unsqueeze(0) if microbatch is None else rows.unflatten(0, (-1, microbatch))
     mu = running_mean.view(1, 1, -1, 1)  # xv: (G, g, C, S)
     sigma = torch.sqrt(running_var + eps).view(1, 1, -1, 1)
@@ -116,7 +120,7 @@ def batch_renorm(
         new_sigma = sigma + momentum * (sigma_b.detach().mean(0, keepdim=True) - sigma)
         running_mean.copy_(new_mu.view(-1))
         running_var.copy_((new_sigma**2 - eps).view(-1))
-    return y.view_as(x)
+    return y.to(x.dtype).view_as(x)
 
 
 # -- batch statistics -----------------------------------------------------------------------------
@@ -503,8 +507,27 @@ class BatchNormFunction(torch.autograd.Function):
         _, mu, var = output
         ctx.mark_non_differentiable(mu, var)
         ctx.save_for_backward(x, gamma, r, d, mu, var)
-        ctx.save_for_forward(x, gamma, r, d, mu, var)
         ctx.eps, ctx.has_beta = eps, beta is not None
+
+    @staticmethod
+    def backward(ctx, dl_dy, _dl_dmu, _dl_dvar):  # type: ignore[override]
+        x, gamma, r, d, mu, var = ctx.saved_tensors
+        if torch.is_grad_enabled():  # to be differentiated again: the statistics as functions of x
+            mu = var = None
+        grads = algorithm1_backward(dl_dy, x, gamma, r, d, ctx.eps, ctx.has_beta, mu, var)
+        return *grads, None, None, None
+
+
+class BatchNormFunctionForwardAD(BatchNormFunction):
+    """:class:`BatchNormFunction` with a forward-mode derivative, for ``torch.func``'s ``jvp``,
+    ``jacfwd`` and ``hessian`` (the layers use it under ``torch.func`` transforms; elsewhere not,
+    since ``torch.compile`` does not trace a custom ``jvp``)."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[override]
+        BatchNormFunction.setup_context(ctx, inputs, output)
+        x, gamma, _, r, d, _ = inputs
+        ctx.save_for_forward(x, gamma, r, d, *output[1:])
 
     @staticmethod
     def jvp(ctx, x_t, gamma_t, beta_t, r_t, d_t, eps_t):  # type: ignore[override]
@@ -529,11 +552,3 @@ class BatchNormFunction(torch.autograd.Function):
         if beta_t is not None:
             y_t = y_t + _channel_view(beta_t)
         return y_t.to(x.dtype), None, None
-
-    @staticmethod
-    def backward(ctx, dl_dy, _dl_dmu, _dl_dvar):  # type: ignore[override]
-        x, gamma, r, d, mu, var = ctx.saved_tensors
-        if torch.is_grad_enabled():  # to be differentiated again: the statistics as functions of x
-            mu = var = None
-        grads = algorithm1_backward(dl_dy, x, gamma, r, d, ctx.eps, ctx.has_beta, mu, var)
-        return *grads, None, None, None

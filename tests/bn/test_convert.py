@@ -178,13 +178,15 @@ def test_a_scripted_bn_layer_is_refused_by_name():
         bn.convert_norm(scripted)
 
 
-def test_torchscript_gets_the_equivalent_torch_layer():
+def test_torchscript_is_refused_plainly_and_to_torch_is_the_route():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), bn.BatchNorm2d(4), nn.ReLU())
-    scripted = torch.jit.script(copy.deepcopy(model))
+    for layer in (bn.BatchNorm2d(4), bn.BatchRenorm2d(4), bn.BatchNorm2d(4, microbatch=2)):
+        with pytest.raises(RuntimeError, match="TorchScript is not supported.*bn.to_torch"):
+            torch.jit.script(nn.Sequential(layer))
+    with pytest.raises(RuntimeError):
+        torch.jit.script(model)
+    assert type(model[1]) is bn.BatchNorm2d  # the refused model is as it was
+    scripted = torch.jit.script(bn.to_torch(copy.deepcopy(model)))
     x = torch.randn(2, 3, 5, 5)
     for mode in (True, False):
         torch.testing.assert_close(scripted.train(mode)(x), model.train(mode)(x))
-    assert type(model[1]) is bn.BatchNorm2d  # the model itself is not changed
-    for layer in (bn.BatchRenorm2d(4), bn.BatchNorm2d(4, microbatch=2)):
-        with pytest.raises(RuntimeError, match="TorchScript cannot run .*torch.compile"):
-            torch.jit.script(nn.Sequential(layer))

@@ -142,3 +142,19 @@ def test_an_uninitialized_lazy_layer_is_refused():
         bn.convert_norm(model)
     model(torch.randn(2, 3, 4, 4))  # now a BatchNorm2d
     assert type(bn.convert_norm(model)[0]) is bn.BatchNorm2d
+
+
+def test_a_layer_that_cannot_be_built_leaves_the_model_as_it_was():
+    """Batch Renorm refuses track_running_stats=False when it is built: the BN before it in the
+    model must not have been replaced already."""
+    model = nn.Sequential(nn.BatchNorm2d(3), nn.BatchNorm2d(3, track_running_stats=False))
+    with pytest.raises(ValueError, match="track_running_stats=False is impossible"):
+        bn.convert_norm(model, "batchrenorm")
+    assert [type(m) for m in model] == [nn.BatchNorm2d, nn.BatchNorm2d]
+
+
+def test_a_shared_layer_gets_one_replacement():
+    norm = nn.BatchNorm2d(3)
+    model = nn.Sequential(norm, nn.ReLU(), norm)
+    converted = bn.convert_norm(model)
+    assert converted[0] is converted[2] and type(converted[0]) is bn.BatchNorm2d

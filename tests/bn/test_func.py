@@ -5,7 +5,15 @@ import copy
 import pytest
 import torch
 from torch import nn
-from torch.func import functional_call, grad, hessian, stack_module_state, vmap
+from torch.func import (
+    functional_call,
+    grad,
+    hessian,
+    jacfwd,
+    jacrev,
+    stack_module_state,
+    vmap,
+)
 
 import bn
 
@@ -125,3 +133,32 @@ def test_vmap_over_an_ensemble(layer):
             torch.testing.assert_close(grads[name][k], p.grad, msg=name)
         for name, b in model.named_buffers():
             torch.testing.assert_close(buffers[name][k], b, msg=name)
+
+
+FORWARD_MODE = {
+    **LAYERS_1D,
+    "bn-microbatch-3": lambda: bn.BatchNorm1d(3, microbatch=2),
+    "brn-clipped-microbatch-3": lambda: bn.BatchRenorm1d(3, microbatch=2, r_max=1.3, d_max=0.2),
+    "brn-clipped": lambda: bn.BatchRenorm1d(3, r_max=1.3, d_max=0.2),
+}
+
+
+@pytest.mark.parametrize("layer", list(FORWARD_MODE))
+def test_forward_mode_equals_reverse_mode(layer):
+    """jacfwd (the layers' forward-mode derivative) equals jacrev, with respect to the input and
+    the affine parameters, microbatches of 2 and clipped r and d included."""
+    norm = FORWARD_MODE[layer]().double()
+    with torch.no_grad():
+        norm.running_mean.uniform_(-1, 1, generator=torch.Generator().manual_seed(0))
+        norm.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(6, 3, dtype=torch.float64) * 1.5 + 0.3
+
+    def f(x, weight, bias):
+        buffers = {k: b.clone() for k, b in norm.named_buffers()}
+        return functional_call(norm, ({"weight": weight, "bias": bias}, buffers), (x,))
+
+    args = (x, norm.weight.detach(), norm.bias.detach())
+    forward = jacfwd(f, argnums=(0, 1, 2))(*args)
+    reverse = jacrev(f, argnums=(0, 1, 2))(*args)
+    for a, b in zip(forward, reverse, strict=True):
+        torch.testing.assert_close(a, b)

@@ -121,12 +121,25 @@ def test_compile_fullgraph_computes_what_eager_computes(layer):
 def test_export_in_training_mode(layer):
     model = _net(layer).train()
     x = torch.randn(8, 3, 6, 6, dtype=torch.float64)
-    exported = torch.export.export(copy.deepcopy(model), (x,)).module()
+    traced = copy.deepcopy(model)
+    exported = torch.export.export(traced, (x,)).module()
     for _ in range(2):  # the buffers move, and the exported module moves them the same way
         torch.testing.assert_close(exported(x), model(x))
         for (name, a), b in zip(model.named_buffers(), exported.buffers(), strict=True):
             torch.testing.assert_close(b, a, msg=name)
-    assert model[1]._last is None or not isinstance(model[1]._last[0], torch._subclasses.FakeTensor)
+    last = traced[1]._last  # the exported layer keeps no fake tensor for its clip fractions
+    assert last is None or not any(isinstance(t, torch._subclasses.FakeTensor) for t in last)
+
+
+def test_fx_graph_reads_the_step_when_it_runs():
+    """The schedule is computed in the graph from the step buffer: traced at one step, run at
+    another, the graph clips as the layer does there (not as at trace time)."""
+    model = _net("brn-schedule").train()
+    traced = torch.fx.symbolic_trace(copy.deepcopy(model))
+    for m in (model, traced):
+        m.get_submodule("1").num_batches_tracked.fill_(5_000)  # r_max = 1, d_max = 0 there
+    _assert_same_steps(_steps(model, 1), _steps(traced, 1))
+    assert model[1].current_r_max > 1.0  # and it moved on by one step
 
 
 def test_to_torch_gives_plain_layers_with_the_same_inference():
