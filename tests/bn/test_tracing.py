@@ -109,6 +109,14 @@ def test_compile_has_no_graph_break():
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
 
+@pytest.mark.parametrize("layer", list(LAYERS))
+def test_every_layer_compiles_without_a_graph_break(layer):
+    explanation = torch._dynamo.explain(_net(layer).train())(
+        torch.randn(8, 3, 6, 6, dtype=torch.float64)
+    )
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layer", ["brn", "brn-schedule", "brn-microbatch", "bn-fast"])
 def test_compile_fullgraph_computes_what_eager_computes(layer):
