@@ -5,6 +5,8 @@ functions (Batch Renorm's Algorithm 1 as a reference, the autograd functions beh
 are in :mod:`bn.functional`.
 """
 
+__version__ = "0.2.0"
+
 from . import functional
 from ._base import BatchNormBase
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
@@ -40,6 +42,7 @@ __all__ = [
     "BatchRenormAct2d",
     "BatchRenormBase",
     "LinearRamp",
+    "__version__",
     "bn_affine",
     "convert_norm",
     "convert_sync_batchnorm",

@@ -14,7 +14,8 @@ kernels, which are faster there. A backward pass that will be differentiated aga
 so second derivatives are right here too.
 
 The kernel is built with :func:`torch.utils.cpp_extension.load` the first time it is needed (about
-30 s; it needs a C++ compiler and ninja, which ``bn-repro`` depends on) and cached in
+30 s; it needs a C++ compiler and ninja: ``pip install bn-repro[compiled]``, or the research
+environment) and cached in
 :func:`build_directory` (under ``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``);
 ``make install`` builds it ahead. If the build fails, a warning says why and the layers use the
 PyTorch path, which gives the same results, more slowly. ``BN_COMPILED=0`` in the environment, or ``set_enabled(False)``, turns it off.
