@@ -42,7 +42,6 @@ __all__ = [
     "BatchRenormAct2d",
     "BatchRenormBase",
     "LinearRamp",
-    "__version__",
     "bn_affine",
     "convert_norm",
     "convert_sync_batchnorm",
