@@ -230,14 +230,14 @@ class BatchNormBase(_BatchNorm):
             count = values_per_channel(x, groups)
 
         r, d = self._correction(mean, var)
-        if sync and _functorch():
+        functorch = _functorch()
+        if sync and functorch:
             raise NotImplementedError(
                 f"{self._get_name()}: torch.func transforms cannot run through sync_stats=True "
                 "(its backward pass all-reduces outside autograd)"
             )
         # Under torch.func the reference's autograd function serves: it has a vmap rule and a
         # forward-mode derivative (jvp), and gives the same numbers.
-        functorch = _functorch()
         if self.impl == "reference" or functorch:
             fn = BatchNormFunctionForwardAD if functorch else BatchNormFunction
             y = fn.apply(group_view(x, groups), self.weight, self.bias, r, d, self.eps)[0]

@@ -20,8 +20,6 @@ from .functional import (
 from .schedules import LinearRamp, Schedule, paper_d_max, paper_r_max
 
 PAPER_MOMENTUM = 0.01  # the paper's moving-average rate α
-
-
 # Batch Renorm's gradient ablations (the class docstring; seed note 000's hypothesis).
 ABLATIONS = (None, "bn_forward_r_grad", "renorm_forward_bn_grad")
 

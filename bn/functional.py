@@ -72,9 +72,10 @@ def batch_renorm(
     Written for reading, in plain differentiable torch operations; :class:`bn.BatchRenorm1d` /
     ``2d`` / ``3d`` compute the same thing faster, and record this function when ``torch.fx``
     traces them. It computes in the dtype of ``running_var`` and returns ``x``'s dtype; it checks
-    no shapes beyond the microbatch size (an empty batch would write NaN into the statistics). Like :func:`torch.nn.functional.batch_norm`,
-    it returns the output and updates ``running_mean`` and ``running_var`` in place; the moving
-    average is of ``σ = sqrt(running_var + ε)``, stored back as ``running_var = σ² − ε``.
+    no shapes beyond the microbatch size (an empty batch would write NaN into the statistics).
+    Like :func:`torch.nn.functional.batch_norm`, it returns the output and updates
+    ``running_mean`` and ``running_var`` in place; the moving average is of
+    ``σ = sqrt(running_var + ε)``, stored back as ``running_var = σ² − ε``.
 
     Args:
         x: the input, ``(N, C, *)``.
@@ -288,7 +289,7 @@ class BatchRenormFunction(torch.autograd.Function):
         dtype = stats_dtype(x.dtype)
         mean, var = mean.to(dtype), var.to(dtype)
         invstd = torch.rsqrt(var + ctx.eps)
-        scale, _ = _fold(weight, None, r, None, mean.shape, dtype)
+        scale = _scale(weight, r, mean.shape, dtype)
         dy = dy.contiguous()
         if ctx.process_group is not None:
             dx, dw, db = _sync_backward(ctx, dy, x, scale, mean, invstd)
@@ -306,22 +307,22 @@ class BatchRenormFunction(torch.autograd.Function):
         return dx, dweight, dbias, *[None] * 8
 
 
+def _scale(weight, r, shape, dtype) -> Tensor | None:
+    """``γ·r`` per microbatch, ``(G, C)``; ``None`` where it is 1."""
+    w = None if weight is None else weight.detach().to(dtype)
+    scale = w if r is None else (r.to(dtype) if w is None else r.to(dtype) * w)
+    return None if scale is None else scale.expand(shape)
+
+
 def _fold(weight, bias, r, d, shape, dtype) -> tuple[Tensor | None, Tensor | None]:
     """``(γ·r, γ·d + β)`` per microbatch, ``(G, C)``; ``None`` where they are 1 and 0."""
-    w = None if weight is None else weight.detach().to(dtype)
     b = None if bias is None else bias.detach().to(dtype)
     if r is None:
-        scale, shift = w, b
+        shift = b
     else:
-        scale = r.to(dtype) if w is None else r.to(dtype) * w
-        shift = None
-        if d is not None:
-            shift = d.to(dtype) if w is None else d.to(dtype) * w
-        if b is not None:
-            shift = b if shift is None else shift + b
-    scale = None if scale is None else scale.expand(shape)
-    shift = None if shift is None else shift.expand(shape)
-    return scale, shift
+        shift = d.to(dtype) if weight is None else d.to(dtype) * weight.detach().to(dtype)
+        shift = shift if b is None else shift + b
+    return _scale(weight, r, shape, dtype), None if shift is None else shift.expand(shape)
 
 
 def _bn_backward(dy, x, scale, mean, invstd, eps, groups, mask):
