@@ -22,8 +22,8 @@ PyTorch path, which gives the same results, more slowly. ``BN_COMPILED=0`` in th
 
     python -m scripts.build_kernel    # build it now
 
-:func:`load_extension` builds any such one-file extension the same way; the MNIST study's
-binary-input layer (``experiments/nets/binary_linear.py``) uses it.
+:func:`load_extension` builds any such extension the same way; the MNIST network's kernels
+(``experiments/nets/kernels.py``) use it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -126,17 +126,27 @@ renorm_op = LazyOp(
 )
 
 
-def build_directory(name: str = NAME, source: Path = SOURCE) -> Path:
-    """Where an extension is built and cached: one folder per source text, torch and Python, so
-    checkouts of different versions never rebuild over each other's build."""
-    key = f"{sys.version}|{torch.__version__}|".encode() + source.read_bytes()
+def _sources(source: Path | Sequence[Path]) -> list[Path]:
+    return [source] if isinstance(source, Path) else list(source)
+
+
+def build_directory(name: str = NAME, source: Path | Sequence[Path] = SOURCE) -> Path:
+    """Where an extension is built and cached: one folder per source text (the ``.cpp`` files and
+    the headers beside them), torch and Python, so checkouts of different versions never rebuild
+    over each other's build."""
+    sources = _sources(source)
+    headers = sorted({h for s in sources for h in s.parent.glob("*.h")})
+    key = f"{sys.version}|{torch.__version__}|".encode()
+    key += b"".join(path.read_bytes() for path in (*sources, *headers))
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or _cpp_extension().get_default_build_root()
     return Path(root) / f"{name}-{hashlib.sha256(key).hexdigest()[:12]}"
 
 
-def load_extension(name: str, source: Path, what: str, verbose: bool = False) -> None:
-    """Build (once per machine and source text) and load a one-file C++ extension that registers
-    torch operators; raises if the build fails. ``what`` names it in the one-line notice.
+def load_extension(
+    name: str, source: Path | Sequence[Path], what: str, verbose: bool = False
+) -> None:
+    """Build (once per machine and source text) and load a C++ extension (one or more files) that
+    registers torch operators; raises if the build fails. ``what`` names it in the one-line notice.
 
     A finished build is loaded as it is: its folder is named after the source's text, so a newer
     file date alone (a fresh checkout of the same code) does not rebuild it, as torch's build
@@ -160,7 +170,7 @@ def load_extension(name: str, source: Path, what: str, verbose: bool = False) ->
         try:
             cpp_extension.load(  # builds and loads the library
                 name=name,
-                sources=[str(source)],
+                sources=[str(path) for path in _sources(source)],
                 extra_cflags=["-O3"],
                 build_directory=str(staging),
                 is_python_module=False,

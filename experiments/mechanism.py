@@ -58,6 +58,7 @@ from experiments.kit.runlog import read_metrics, run_command
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
+from experiments.nets.mlp_step import SGDStep
 from experiments.nets.noisy import CovariateShiftNoise
 
 STUDY = "mechanism"
@@ -274,30 +275,26 @@ def layer_parameters(model: SigmoidMLP) -> list[list[Tensor]]:
 
 def sgd_step(model: SigmoidMLP, lr: float, weight_decay: float, every: int):
     """Plain SGD (the MNIST study's), with L2 on the weight matrices; at every ``every``-th step
-    also each layer's ``‖W‖``, ``‖∇W‖`` and relative update ``‖ΔW‖/‖W‖`` (the step's)."""
-    params = list(model.parameters())
+    also each layer's ``‖W‖``, ``‖∇W‖`` and relative update ``‖ΔW‖/‖W‖`` (the step's). Those
+    steps run in PyTorch operations (the gradients are needed); the others are
+    :class:`~experiments.nets.mlp_step.SGDStep`'s compiled call where it applies."""
+    sgd = SGDStep(model, lr, weight_decay)
     layer_of = {id(w): i + 1 for i, w in enumerate(weight_matrices(model))}
-    layers = [layer_of.get(id(p)) for p in params]  # None: a bias, γ or β (no decay)
+    layers = [layer_of.get(id(p)) for p in sgd.params]  # None: a bias, γ or β (no decay)
 
     def step_fn(step: int, batch) -> dict[str, float]:
-        x, y = batch
-        loss = F.cross_entropy(model(x).transpose(1, 2), y)
-        grads = torch.autograd.grad(loss, params)
-        out: dict[str, float] = {"loss": loss.item()}
+        if (step + 1) % every:
+            return {"loss": sgd(*batch).item()}
+        losses, grads, updates = sgd.gradients(*batch)
+        out: dict[str, float] = {"loss": losses.item()}
         with torch.no_grad():
-            updates = grads
-            if weight_decay:
-                updates = [g + weight_decay * p if layer else g for p, g, layer in zip(params, grads, layers)]  # fmt: skip
-            if (step + 1) % every == 0:
-                for p, g, u, layer in zip(params, grads, updates, layers):
-                    if layer:
-                        norm = p.norm().item()
-                        out[f"weights/layer{layer}/norm"] = norm
-                        out[f"weights/layer{layer}/grad_norm"] = g.norm().item()
-                        out[f"weights/layer{layer}/relative_update"] = lr * u.norm().item() / norm
-            # lr·u rounded, then subtracted: the same numbers as p.sub_(lr * u) one by one (a fused
-            # p − lr·u would round differently at lr ≠ 1), in two kernel launches for all tensors
-            torch._foreach_sub_(params, torch._foreach_mul(updates, lr))
+            for p, g, u, layer in zip(sgd.params, grads, updates, layers):
+                if layer:
+                    norm = p.norm().item()
+                    out[f"weights/layer{layer}/norm"] = norm
+                    out[f"weights/layer{layer}/grad_norm"] = g.norm().item()
+                    out[f"weights/layer{layer}/relative_update"] = lr * u.norm().item() / norm
+        sgd.apply(updates)
         return out
 
     return step_fn

@@ -5,7 +5,8 @@
 Times one training step of three networks side by side (as ``make reproduce-mnist`` runs them:
 forward, loss, backward, SGD update, one thread), for the baseline and the BN network, with the
 first layer as :class:`~experiments.nets.binary_linear.BinaryInputLinear` (compiled kernel) or as the
-dense :class:`~experiments.nets.mlp.StackedLinear`; and the first layer alone. Inputs are MNIST's
+dense :class:`~experiments.nets.mlp.StackedLinear`; the whole step as the study takes it, one
+compiled call (:class:`~experiments.nets.mlp_step.SGDStep`); and the first layer alone. Inputs are MNIST's
 binarized training images when ``data/MNIST/raw`` holds them (``make reproduce-mnist`` puts them
 there), else synthetic digits (13% of the pixels set, inside a 20x20 box, as in MNIST; the
 compiled layer is somewhat slower on them, their strokes being less clustered). Times are medians
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 from experiments.kit.data import DataUnavailable, compact_inputs, ensure_dataset, load_split
 from experiments.nets import binary_linear
 from experiments.nets.mlp import SigmoidMLP
+from experiments.nets.mlp_step import SGDStep
 from scripts.bench_layers import write_report
 
 COPIES, BATCH, PIXELS = 3, 60, 784
@@ -70,6 +72,23 @@ def training_step(norm: str, binary: bool, pixels: torch.Tensor) -> Callable[[],
     return step
 
 
+def compiled_step(norm: str, pixels: torch.Tensor) -> Callable[[], None]:
+    """The same step as the study takes it: :class:`~experiments.nets.mlp_step.SGDStep`, one
+    compiled call (binary first layer)."""
+    kwargs = {"momentum": 0.1, "eps": 1e-5} if norm != "none" else {}
+    model = SigmoidMLP(norm, copies=COPIES, seeds=range(COPIES), binary_input=True, **kwargs)
+    sgd = SGDStep(model, 0.1)
+    labels = torch.randint(0, 10, (len(pixels),))
+    g = torch.Generator().manual_seed(0)
+
+    def step() -> None:
+        idx = torch.randint(0, len(pixels), (COPIES * BATCH,), generator=g)
+        x = torch.index_select(pixels, 0, idx).view(COPIES, BATCH, PIXELS)
+        sgd(x, torch.index_select(labels, 0, idx).view(COPIES, BATCH))
+
+    return step
+
+
 def first_layer(binary: bool, backward: bool, pixels: torch.Tensor) -> Callable[[], None]:
     """The first layer alone: forward, or forward and weight gradient."""
     model = SigmoidMLP("batchnorm", copies=COPIES, seeds=range(COPIES), binary_input=binary)
@@ -109,6 +128,7 @@ def main() -> None:
     for norm in ("none", "batchnorm"):
         for binary in (False, True):
             cases[("training step", norm, binary)] = (training_step(norm, binary, pixels), 100)
+        cases[("compiled step", norm, True)] = (compiled_step(norm, pixels), 100)
     for backward in (False, True):
         what = "first layer fwd+bwd" if backward else "first layer forward"
         for binary in (False, True):
@@ -125,7 +145,9 @@ def main() -> None:
     rows = []
     for (what, norm, binary), values in times.items():
         ms = statistics.median(values)
-        dense = statistics.median(times[(what, norm, False)])
+        dense = statistics.median(
+            times[("training step" if what == "compiled step" else what, norm, False)]
+        )
         layer = "binary" if binary else "dense"
         network = {"none": "baseline", "batchnorm": "BN"}.get(norm, "-")
         print(f"{what:22} {network:10} {layer:12} {ms:8.3f} {ms / dense:8.2f}")

@@ -1,5 +1,6 @@
 """Build (or load the cached builds of) the compiled CPU kernels: bn's Batch Renorm kernel
-(bn/compiled.py) and the MNIST network's binary-input layer (experiments/nets/binary_linear.py).
+(bn/compiled.py) and the MNIST network's binary-input layer and fused training step
+(experiments/nets/kernels.py).
 
     python -m scripts.build_kernel [-v]
 
@@ -13,11 +14,15 @@ import sys
 import time
 
 from bn import compiled
-from experiments.nets import binary_linear
+from experiments.nets import kernels
 
 KERNELS = (
     ("bn's Batch Renorm kernel", compiled.build, "BatchRenorm1d"),
-    ("the binary-input linear layer", binary_linear.build, "the MNIST network's first layer"),
+    (
+        "the MNIST network's kernels",
+        kernels.build,
+        "the MNIST network's first layer and training step",
+    ),
 )
 
 

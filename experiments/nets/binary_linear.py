@@ -3,44 +3,24 @@
 The BN paper's network reads "28x28 binary images"; about one pixel in eight is set. For a 0/1 input
 ``u``, ``Wu`` is the sum of the columns of ``W`` picked by the ones of ``u``, and the weight gradient
 of a column is the sum of the output gradients of the examples that have that pixel set.
-``csrc/binary_linear_cpu.cpp`` computes both that way: at the study's sizes (three networks, 60
-images) in 0.43x the dense layer's time for the forward pass and 0.56x with the weight gradient
+``csrc/binary_linear_cpu.cpp`` (with ``csrc/binary_rows.h``) computes both that way: at the study's
+sizes (three networks, 60 images) in 0.43x the dense layer's time for the forward pass and 0.56x with the weight gradient
 (``python -m scripts.bench_mnist``; the dense products spend most of their work multiplying by
 zero). The numbers are those of the dense layer up to float rounding;
 ``tests/experiments/nets/test_binary_linear.py`` holds them equal.
 
-The operator is built on first use like :mod:`bn.compiled`'s kernel (about 30 s, cached; ``make
-install`` builds it ahead). Without it (no compiler, ``BN_COMPILED=0``, a non-CPU or grayscale
-input) the layer computes the same thing with a dense batched matrix product.
+The operator is built on first use (:mod:`experiments.nets.kernels`). Without it (no compiler,
+``BN_COMPILED=0``, a non-CPU or grayscale input) the layer computes the same thing with a dense batched matrix product.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import torch
 from torch import Tensor, nn
 
-from bn import compiled
+from experiments.nets.kernels import binary_linear_op
 
-SOURCE = Path(__file__).parent / "csrc" / "binary_linear_cpu.cpp"
-NAME = "bn_repro_experiments_ops"  # the operator lives in torch.ops.bn_repro_experiments
-
-
-def build(verbose: bool = False) -> Callable:
-    """Compile (or load the cached build of) ``csrc/binary_linear_cpu.cpp``; raises on failure."""
-    compiled.load_extension(NAME, SOURCE, "the binary-input linear layer", verbose=verbose)
-    return torch.ops.bn_repro_experiments.binary_linear
-
-
-# torch.ops.bn_repro_experiments.binary_linear, built on first use; None when compiled kernels are
-# turned off (BN_COMPILED=0) or the build failed (warned once).
-binary_linear_op = compiled.LazyOp(
-    build,
-    "the binary-input linear layer",
-    "the MNIST network's first layer uses a dense matrix product instead (same results, slower)",
-)
+__all__ = ["BinaryInputLinear", "binary_linear_op"]
 
 
 class BinaryInputLinear(nn.Module):

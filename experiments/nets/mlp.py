@@ -51,8 +51,8 @@ class SigmoidMLP(nn.Module):
     paper's ``Wu``. One batched matmul computes every copy's layer, and one norm layer with
     ``copies × units`` channels sees the ``(1, copies × units, batch)`` view, so every unit of
     every copy is normalized over its own mini-batch, as in a single network. Nothing is shared
-    between copies; stacking them only shares the per-step overhead of these tiny layers, which
-    makes three seeds ~1.5× cheaper than three processes on a CPU.
+    between copies; stacking them only shares the per-step overhead of these tiny layers.
+    :class:`~experiments.nets.mlp_step.SGDStep` trains it (one compiled call a step).
 
     Args:
         norm: ``"none"`` (the baseline) or a per-unit batch norm of :func:`bn.get_norm_layer`:

@@ -1,0 +1,248 @@
+"""What each study's training costs against the script a user would write instead, in one run.
+
+    python -m scripts.bench_studies [--rounds 3] [--out results/bench] [--only mlp,conv]
+
+For every network the studies train (the BN paper's Figure 1 MLP, the Batch Renorm conv net,
+BN-Inception at CPU scale, the depth study's deep MLPs) it runs the study's own entry point and a
+plain-PyTorch peer of the same network (:mod:`scripts.peers`: ``torch.nn`` layers,
+``torch.optim.SGD``, one run per process) as subprocesses, one thread each, on MNIST, at two run
+lengths with the same evaluation cadence. The difference of their CPU seconds (user + system),
+divided by the extra run-steps, is the cost of one run-step with everything the run does per
+step and per evaluation, and without start-up (imports, data, compilation, the last evaluation).
+A run-step is one step of one network: the MNIST study trains three seeds side by side in one
+process (three run-steps a step), as ``make reproduce-mnist`` does. Cases alternate within each
+round (drift on a busy machine hits all alike); the table gives medians over rounds and the ratio
+peer / study (above 1: the study is cheaper). Target: the Figure 1 MLP at >= 4x.
+
+For the Figure 1 MLP it also states the compute floor of a run-step: its arithmetic (forward,
+backward and update; the binary first layer's additions counted as they are done, one per set
+pixel and unit; the evaluation's forward passes spread over the steps) at the rate this core's
+matrix product attains, measured in the same run, at the network's own shapes and at a large one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from experiments.kit.data import compact_inputs, ensure_dataset, load_split
+from scripts.bench_layers import write_report
+
+TARGET = {"mlp": 4.0}  # the Figure 1 MLP: the study's run-step at least 4x cheaper than the peer's
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str
+    what: str
+    study: list[str]  # the study's entry point and overrides (steps appended)
+    runs: int  # networks the study trains side by side in its process
+    peer: list[str]  # the peer's module and arguments (steps and data appended)
+    data: str  # which of the prepared tensors files the peer reads
+    lengths: tuple[int, int]  # run lengths in steps; their difference is what is timed
+
+
+def cases() -> list[Case]:
+    off = ["threads=1", "logger.mode=disabled", "data=mnist"]
+    return [
+        Case(
+            "mlp", "Figure 1 MLP, BN (MNIST study, 3 seeds a process)",
+            ["experiments.mnist", "setup=bn", "seed=[0,1,2]", "eval.every=500", *off], 3,
+            ["scripts.peers.mlp", "--eval-every", "500"], "binary", (500, 2500),
+        ),
+        Case(
+            "mlp_baseline", "Figure 1 MLP, no BN (MNIST study, 3 seeds a process)",
+            ["experiments.mnist", "setup=baseline", "seed=[0,1,2]", "eval.every=500", *off], 3,
+            ["scripts.peers.mlp", "--eval-every", "500", "--norm", "none"], "binary", (500, 2500),
+        ),
+        Case(
+            "conv", "Batch Renorm study's conv net, BN, batch 32",
+            ["experiments.renorm", "setup=bn32", "eval.every=300", *off], 1,
+            ["scripts.peers.convnet", "--eval-every", "300", "--train-eval", "5000"], "images",
+            (300, 1200),
+        ),
+        Case(
+            "inception", "BN-Inception at CPU scale, BN-Baseline",
+            ["experiments.inception", "setup=bn_baseline", "eval.every=100", *off], 1,
+            ["scripts.peers.inception", "--eval-every", "100", "--train-eval", "2000"], "rgb32",
+            (100, 300),
+        ),
+        Case(
+            "depth", "depth study, six deep MLPs with BN (one run)",
+            ["experiments.depth", "setup=deep_mlp_bn", *off], 1,
+            ["scripts.peers.deep_mlp"], "gray", (10, 40),
+        ),
+    ]  # fmt: skip
+
+
+def prepare_data(root: Path, out: Path) -> dict[str, Path]:
+    """MNIST as each peer reads it: binary pixels (the MLP), standardized grayscale images (the
+    conv net), 32x32 RGB (Inception), grayscale vectors (the deep MLPs)."""
+    raw = ensure_dataset("mnist", root, download=False, verify=False)
+    train, test = load_split(raw, "train"), load_split(raw, "test")
+    mean, std = train.images.float().mean() / 255, train.images.float().std() / 255
+
+    def views(images: torch.Tensor) -> dict[str, torch.Tensor]:
+        gray = images.float().div(255).view(-1, 1, 28, 28)
+        standard = (gray - mean) / std
+        return {
+            "binary": compact_inputs(images, True).float(),
+            "gray": gray.flatten(1),
+            "images": standard,
+            "rgb32": F.pad(standard, (2, 2, 2, 2)).expand(-1, 3, -1, -1).contiguous(),
+        }
+
+    tr, te = views(train.images), views(test.images)
+    files = {}
+    for name in tr:
+        files[name] = out / f"{name}.pt"
+        torch.save(
+            {
+                "x_train": tr[name],
+                "y_train": train.labels,
+                "x_test": te[name],
+                "y_test": test.labels,
+            },
+            files[name],
+        )
+    return files
+
+
+def gemm_gflops(copies: int, m: int, k: int, n: int, repeats: int) -> float:
+    """The rate of ``copies`` batched ``(m, k) @ (k, n)`` float32 products, one thread."""
+    a, b = torch.randn(copies, m, k), torch.randn(copies, k, n)
+    out = torch.empty(copies, m, n)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            torch.bmm(a, b, out=out)
+        times.append((time.perf_counter() - t0) / repeats)
+    return 2 * copies * m * k * n / min(times) / 1e9
+
+
+def mlp_floor(pixels: torch.Tensor, eval_every: int = 500, test_images: int = 10_000) -> dict:
+    """The Figure 1 MLP's arithmetic per run-step (BN setup, batch 60) and its time at the
+    attained matrix-product rates: ``{"mflop", "gflops_own_shapes", "gflops_large", "ms_own",
+    "ms_large"}``."""
+    ones = pixels.float().sum(1).mean().item()  # set pixels per binarized image
+    batch, hidden, classes = 60, 100, 10
+    binary = 2 * batch * ones * hidden  # forward sums and the update's, one add per pixel and unit
+    dense = 2 * 3 * (2 * batch * hidden * hidden)  # layers 2, 3: forward, input grad, update
+    output = 3 * 2 * batch * hidden * classes
+    elementwise = 3 * batch * hidden * 20  # norm, sigmoid, their backward, the γ/β step
+    forward = ones * hidden + 2 * 2 * hidden * hidden + 2 * hidden * classes
+    evaluation = test_images * forward / eval_every
+    flop = binary + dense + output + elementwise + evaluation
+    own = gemm_gflops(3, hidden, hidden, batch, 2000)
+    large = gemm_gflops(1, 512, 512, 512, 20)
+    return {
+        "mflop": flop / 1e6, "gflops_own_shapes": own, "gflops_large": large,
+        "ms_own": flop / own / 1e6, "ms_large": flop / large / 1e6,
+    }  # fmt: skip
+
+
+def cpu_seconds(cmd: list[str]) -> float:
+    """CPU seconds (user + system) of a child process running ``cmd`` to completion."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"error: {' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    ap.add_argument("--data", type=Path, default=Path("data"), help="where MNIST's files are")
+    ap.add_argument("--only", default="", help="comma-separated case keys (default: all)")
+    args = ap.parse_args()
+    chosen = [c for c in cases() if not args.only or c.key in args.only.split(",")]
+    scratch = Path(tempfile.mkdtemp(prefix="bench_studies-"))
+    files = prepare_data(args.data, scratch)
+    py = [sys.executable, "-m"]
+    cost: dict[tuple[str, str], list[float]] = {}
+    for r in range(args.rounds):
+        for case in chosen:
+            seconds: dict[str, list[float]] = {"study": [], "peer": []}
+            for steps in case.lengths:
+                run_dir = scratch / f"{case.key}-r{r}-{steps}"
+                study = [*py, *case.study, f"train.steps={steps}", f"hydra.run.dir={run_dir}"]
+                peer = [*py, *case.peer, "--steps", str(steps), "--data", str(files[case.data])]
+                seconds["study"].append(cpu_seconds(study))
+                seconds["peer"].append(cpu_seconds(peer))
+            extra = case.lengths[1] - case.lengths[0]
+            for route, runs in (("study", case.runs), ("peer", 1)):
+                per_step = (seconds[route][1] - seconds[route][0]) / (runs * extra)
+                cost.setdefault((case.key, route), []).append(per_step * 1e3)
+            print(f"round {r + 1}/{args.rounds}: {case.key} done", file=sys.stderr)
+    print(f"torch {torch.__version__}, one thread per process, {cpu_name()}")
+    print(f"CPU ms per run-step (medians of {args.rounds} rounds); ratio = peer / study")
+    print(f"{'network':56} {'study':>8} {'peer':>8} {'ratio':>7}")
+    rows, failed = [], []
+    for case in chosen:
+        study = statistics.median(cost[(case.key, "study")])
+        peer = statistics.median(cost[(case.key, "peer")])
+        ratio = peer / study
+        print(f"{case.what:56} {study:8.3f} {peer:8.3f} {ratio:7.2f}")
+        target = TARGET.get(case.key)
+        if target is not None and ratio < target:
+            failed.append(f"{case.key}: {ratio:.2f}x < {target}x")
+        rows.append(
+            {
+                "network": case.what, "key": case.key, "study_runs_per_process": case.runs,
+                "study_ms_per_run_step": round(study, 4), "peer_ms_per_run_step": round(peer, 4),
+                "ratio_peer_to_study": round(ratio, 3), "target": target or "",
+                "steps_timed": case.lengths[1] - case.lengths[0], "rounds": args.rounds,
+                "cpu": cpu_name(), "torch": torch.__version__,
+                "floor_mflop": "", "floor_ms_own_shapes": "", "floor_ms_large_gemm": "",
+            }
+        )  # fmt: skip
+    if any(c.key == "mlp" for c in chosen):
+        torch.set_num_threads(1)
+        pixels = torch.load(files["binary"], weights_only=True)["x_train"]
+        floor = mlp_floor(pixels)
+        study = statistics.median(cost[("mlp", "study")])
+        print(
+            f"Figure 1 MLP compute floor: {floor['mflop']:.1f} MFLOP a run-step = "
+            f"{floor['ms_own']:.3f} ms at {floor['gflops_own_shapes']:.0f} GFLOP/s (its own "
+            f"100x100x60 products; study / floor = {study / floor['ms_own']:.1f}x), "
+            f"{floor['ms_large']:.3f} ms at {floor['gflops_large']:.0f} GFLOP/s (512^3; "
+            f"{study / floor['ms_large']:.1f}x)"
+        )
+        for row in rows:
+            if row["key"] == "mlp":
+                row |= {
+                    "floor_mflop": round(floor["mflop"], 2),
+                    "floor_ms_own_shapes": round(floor["ms_own"], 4),
+                    "floor_ms_large_gemm": round(floor["ms_large"], 4),
+                }
+    write_report(args.out / "studies_cpu.csv", rows, failed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""experiments.nets.mlp_step: the compiled SGD step equals the PyTorch step for every variant the
+studies train, and anything it does not serve falls back to the PyTorch step."""
+
+import copy
+import itertools
+
+import pytest
+import torch
+from torch import nn
+
+from bn import compiled
+from experiments.nets import kernels
+from experiments.nets.mlp import SigmoidMLP
+from experiments.nets.mlp_step import SGDStep, fused_reason
+from experiments.nets.noisy import CovariateShiftNoise
+from tests.compiled_ops import built_or_skip, without_compiler
+
+
+@pytest.fixture
+def op():
+    return built_or_skip(kernels.mlp_step_op(), str(kernels.mlp_step_op.error))
+
+
+def _model(norm="batchnorm", copies=2, noise=False, dtype=torch.float64, **kwargs):
+    model = SigmoidMLP(
+        norm, hidden=(12, 9, 7), in_features=40, copies=copies, seeds=range(copies), **kwargs
+    ).to(dtype)
+    if noise:
+        model.norms = nn.ModuleList(nn.Sequential(n, CovariateShiftNoise()) for n in model.norms)
+    return model
+
+
+def _batches(copies, binary, dtype, steps=4, batch=10, shared=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = (torch.rand(1 if shared else copies, batch, 40, generator=g) < 0.2).to(torch.uint8)
+        if not binary:
+            x = torch.rand(x.shape, generator=g, dtype=dtype)
+        yield x, torch.randint(0, 10, (copies, batch), generator=g)
+
+
+def _train_both(model, lr, weight_decay, batches):
+    """The same steps on two copies of ``model``: compiled and PyTorch; returns both models and
+    the losses of each step."""
+    twin = copy.deepcopy(model)
+    fused, plain = SGDStep(model, lr, weight_decay), SGDStep(twin, lr, weight_decay, compiled=False)
+    assert fused.fallback_reason is None and plain.fallback_reason == "compiled=False"
+    losses = []
+    for step, (x, y) in enumerate(batches):
+        torch.manual_seed(step)  # noisy BN draws from the global generator: the same draws
+        a = fused(x, y)
+        torch.manual_seed(step)
+        losses.append((a, plain(x, y)))
+    return model, twin, losses
+
+
+def _assert_states_close(a, b, **tol):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        torch.testing.assert_close(sa[key], sb[key], msg=key, **tol)
+
+
+VARIANTS = [
+    # norm, position, activation, noise, weight decay, binary input
+    ("none", "before", "sigmoid", False, 0.0, True),
+    ("none", "before", "relu", False, 1e-2, False),
+    ("batchnorm", "before", "sigmoid", False, 0.0, True),
+    ("batchnorm", "before", "sigmoid", False, 0.0, False),
+    ("batchnorm", "after", "sigmoid", False, 0.0, True),
+    ("batchnorm", "after", "relu", False, 1e-3, False),
+    ("batchnorm", "before", "sigmoid", True, 0.0, True),
+    ("batchnorm", "after", "sigmoid", True, 1e-2, True),
+    ("batchnorm", "before", "relu", False, 1e-3, True),
+    ("torch_batchnorm", "before", "sigmoid", False, 0.0, True),
+]
+
+
+@pytest.mark.parametrize("norm,position,activation,noise,decay,binary", VARIANTS)
+@pytest.mark.parametrize("copies", [1, 3])
+def test_compiled_step_equals_the_pytorch_step_in_float64(
+    op, norm, position, activation, noise, decay, binary, copies
+):
+    kwargs = {"momentum": 0.3, "eps": 1e-3} if norm != "none" else {}
+    model = _model(
+        norm, copies, noise, binary_input=binary, norm_position=position,
+        activation=activation, **kwargs,
+    )  # fmt: skip
+    a, b, losses = _train_both(model, 0.7, decay, _batches(copies, binary, torch.float64))
+    for fused, plain in losses:
+        assert fused.shape == (copies,) and fused.dtype == torch.float64
+        torch.testing.assert_close(fused, plain, rtol=1e-12, atol=1e-12)
+    _assert_states_close(a, b, rtol=1e-11, atol=1e-12)  # weights, γ, β, running stats, counters
+    if a.norms is not None:
+        assert int((a.norms[0][0] if noise else a.norms[0]).num_batches_tracked) == 4
+
+
+def test_an_input_shared_by_every_copy(op):
+    model = _model(copies=3, binary_input=True)
+    a, b, _ = _train_both(model, 0.5, 0.0, _batches(3, True, torch.float64, shared=True))
+    _assert_states_close(a, b, rtol=1e-11, atol=1e-12)
+
+
+def test_float32_matches_to_float_rounding(op):
+    model = _model(copies=3, dtype=torch.float32, binary_input=True)
+    a, b, losses = _train_both(model, 0.5, 0.0, _batches(3, True, torch.float32, steps=1))
+    torch.testing.assert_close(losses[0][0], losses[0][1], rtol=1e-5, atol=1e-6)
+    _assert_states_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_a_diverged_copy_reports_a_non_finite_loss_and_leaves_the_others(op):
+    model = _model(copies=2, dtype=torch.float32, binary_input=True)
+    with torch.no_grad():
+        model.output.weight[1].fill_(float("nan"))
+    twin = copy.deepcopy(model)
+    x, y = next(_batches(2, True, torch.float32))
+    fused, plain = SGDStep(model, 0.5)(x, y), SGDStep(twin, 0.5, compiled=False)(x, y)
+    assert fused[0].isfinite() and not fused[1].isfinite() and not plain[1].isfinite()
+    torch.testing.assert_close(fused[0], plain[0])
+    torch.testing.assert_close(model.output.weight[0], twin.output.weight[0])
+
+
+def test_a_loss_beyond_float32_range_is_inf_as_in_pytorch(op):
+    model = _model("none", copies=1, dtype=torch.float32, binary_input=True, init_std=1e37)
+    twin = copy.deepcopy(model)
+    x, y = next(_batches(1, True, torch.float32, batch=60))
+    assert SGDStep(model, 1.0)(x, y).isinf().all()
+    assert SGDStep(twin, 1.0, compiled=False)(x, y).isinf().all()
+
+
+def test_a_label_out_of_range_is_refused(op):
+    step = SGDStep(_model(copies=1, binary_input=True), 0.1)
+    x, _ = next(_batches(1, True, torch.float64))
+    with pytest.raises(RuntimeError, match="label is outside"):
+        step(x, torch.full((1, 10), 10))
+
+
+def test_the_operator_checks_every_shape_before_reading(op):
+    model = _model(copies=2, binary_input=True)
+    step = SGDStep(model, 0.1)
+    tensors, _, options = step._fused
+    x, y = next(_batches(2, True, torch.float64))
+    wrong = [w.transpose(1, 2).contiguous() for w in tensors[0]]  # dense layout, binary flag on
+    with pytest.raises(RuntimeError, match="hidden weight 0 has shape"):
+        op(x, y, wrong, *tensors[1:], [], [], 0.1, 0.0, *options)
+    with pytest.raises(RuntimeError, match="the output weight must be"):
+        op(x, y, tensors[0], tensors[1], tensors[2][:, :, :3].contiguous(), *tensors[3:], [], [],
+           0.1, 0.0, *options)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "make,reason",
+    [
+        (lambda: _model("batchrenorm"), "BatchRenorm1d"),
+        (lambda: _model(microbatch=5), "microbatch"),
+        (lambda: _model(momentum=None), "momentum=None"),
+        (lambda: _model(affine=False), "affine=False"),
+        (lambda: _model(dtype=torch.float16), "float16"),
+    ],
+)
+def test_what_the_compiled_step_does_not_serve_takes_the_pytorch_step(make, reason):
+    model = make()
+    assert reason in fused_reason(model)
+    step = SGDStep(model, 0.1)
+    assert reason in step.fallback_reason
+
+
+def test_a_frozen_parameter_and_a_subclass_take_the_pytorch_step():
+    model = _model()
+    model.norms[0].weight.requires_grad_(False)
+    assert "frozen" in fused_reason(model)
+
+    class Custom(SigmoidMLP):
+        pass
+
+    assert "not a SigmoidMLP" in fused_reason(Custom("batchnorm", copies=1))
+
+
+@pytest.mark.parametrize("disable", ["BN_COMPILED", "no compiler"])
+def test_without_the_kernel_the_pytorch_step_gives_the_same_numbers(monkeypatch, disable):
+    if disable == "BN_COMPILED":
+        monkeypatch.setattr(compiled, "_enabled", False)
+    else:
+        without_compiler(monkeypatch, kernels.mlp_step_op)
+        monkeypatch.setattr(compiled, "_enabled", True)
+    model = _model(copies=2, binary_input=False)
+    twin = copy.deepcopy(model)
+    fused, plain = SGDStep(model, 0.5), SGDStep(twin, 0.5, compiled=False)
+    for x, y in itertools.islice(_batches(2, False, torch.float64), 2):
+        if disable == "no compiler" and kernels.mlp_step_op.error is None:
+            with pytest.warns(RuntimeWarning, match="could not build the MNIST network's fused"):
+                fused(x, y)
+        else:
+            fused(x, y)
+        plain(x, y)
+    _assert_states_close(model, twin, rtol=0, atol=0)  # the same path: bit for bit
+
+
+def test_in_inference_mode_the_step_is_the_pytorch_one(op):
+    model = _model(copies=1, binary_input=True).eval()
+    twin = copy.deepcopy(model)
+    x, y = next(_batches(1, True, torch.float64))
+    SGDStep(model, 0.1)(x, y)
+    SGDStep(twin, 0.1, compiled=False)(x, y)
+    _assert_states_close(model, twin, rtol=0, atol=0)
+    assert int(model.norms[0].num_batches_tracked) == 0  # inference: no statistics update
