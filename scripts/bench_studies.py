@@ -23,6 +23,7 @@ matrix product attains, measured in the same run, at the network's own shapes an
 from __future__ import annotations
 
 import argparse
+import csv
 import resource
 import statistics
 import subprocess
@@ -179,7 +180,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     ap.add_argument("--data", type=Path, default=Path("data"), help="where MNIST's files are")
-    ap.add_argument("--only", default="", help="comma-separated case keys (default: all)")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma-separated case keys (default: all); the other cases' rows of an existing "
+        "studies_cpu.csv are kept",
+    )
     args = ap.parse_args()
     chosen = [c for c in cases() if not args.only or c.key in args.only.split(",")]
     scratch = Path(tempfile.mkdtemp(prefix="bench_studies-"))
@@ -241,7 +247,24 @@ def main() -> None:
                     "floor_ms_own_shapes": round(floor["ms_own"], 4),
                     "floor_ms_large_gemm": round(floor["ms_large"], 4),
                 }
-    write_report(args.out / "studies_cpu.csv", rows, failed)
+    path = args.out / "studies_cpu.csv"
+    write_report(path, _merged(path, rows) if args.only else rows, failed)
+
+
+def _merged(path: Path, rows: list[dict]) -> list[dict]:
+    """``rows``, and the rows of the other cases from an earlier ``path`` (timed in that run),
+    in the order of :func:`cases`."""
+    try:
+        with path.open(newline="") as f:
+            earlier = {r["key"]: r for r in csv.DictReader(f)}
+    except (OSError, KeyError, csv.Error):
+        earlier = {}
+    fresh = {r["key"]: r for r in rows}
+    kept = [k for k in earlier if k not in fresh]
+    if kept:
+        print(f"kept from the earlier {path}: {', '.join(kept)}")
+    by_key = {**earlier, **fresh}
+    return [by_key[c.key] for c in cases() if c.key in by_key]
 
 
 if __name__ == "__main__":

@@ -255,8 +255,7 @@ class TrainLoop:
         )
         batches = self.batches(self.step)
         # Everything built so far (torch, the data, the networks) lives through the loop: out of
-        # the collector's generations, it is not walked again at every full collection (a few
-        # per cent of a small network's step).
+        # the collector's generations, it is not walked again at every full collection.
         gc.freeze()
         try:
             while (

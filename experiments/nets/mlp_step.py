@@ -57,13 +57,13 @@ class SGDStep:
         if op is None:
             return self.pytorch(x, y)
         tensors, noises, options = self._fused
-        like = self.params[0]
-        draws = [noise.sample((1, channels, x.shape[1]), like) for channels, noise in noises]
+        scales, shifts = [], []
+        for channels, noise in noises:
+            s, m, _, _ = noise.sample((1, channels, x.shape[1]), self.params[0])
+            scales.append(s)
+            shifts.append(m)
         with torch.no_grad():
-            return op(
-                x, y, *tensors, [d[0] for d in draws], [d[1] for d in draws],
-                self.lr, self.weight_decay, *options,
-            )  # fmt: skip
+            return op(x, y, *tensors, scales, shifts, self.lr, self.weight_decay, *options)
 
     def pytorch(self, x: Tensor, y: Tensor) -> Tensor:
         """The step in PyTorch operations; returns the losses as :meth:`__call__` does."""
@@ -100,6 +100,7 @@ class SGDStep:
             and x.is_contiguous()
             and (binary or x.dtype == self.params[0].dtype)
         )
+
 
 def fused_reason(model: nn.Module) -> str | None:
     """Why the compiled step cannot train ``model`` (``None``: it can)."""

@@ -22,10 +22,14 @@ def network(norm: bool) -> nn.Sequential:
     return nn.Sequential(*layers, nn.ReLU(inplace=True), nn.Linear(128, 10))
 
 
-if __name__ == "__main__":
+def main() -> None:
     args = arguments(
         __doc__, lr=0.05, momentum=0.9, batch_size=32, eval_every=300,
         lr_decay_every=500, lr_decay_factor=0.76,
     )  # fmt: skip
     torch.manual_seed(args.seed)
     train(args, network(args.norm == "bn"))
+
+
+if __name__ == "__main__":
+    main()

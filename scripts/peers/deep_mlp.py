@@ -30,7 +30,7 @@ def network(depth: int, norm: bool) -> nn.Sequential:
     return net
 
 
-if __name__ == "__main__":
+def main() -> None:
     args = arguments(__doc__, lr=0.01, batch_size=60, eval_every=1)
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -51,3 +51,7 @@ if __name__ == "__main__":
                 with torch.no_grad():
                     F.cross_entropy(net(x[fixed]), y[fixed]).item()
     print(f"trained depths {DEPTHS} for {args.steps} steps each")
+
+
+if __name__ == "__main__":
+    main()

@@ -63,10 +63,14 @@ def network() -> nn.Sequential:
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10))
 
 
-if __name__ == "__main__":
+def main() -> None:
     args = arguments(
         __doc__, lr=0.0015, momentum=0.9, weight_decay=2e-4, batch_size=32, eval_every=300,
         lr_decay_every=160, lr_decay_factor=0.96, channels_last=True,
     )  # fmt: skip
     torch.manual_seed(args.seed)
     train(args, network())
+
+
+if __name__ == "__main__":
+    main()

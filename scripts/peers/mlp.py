@@ -26,7 +26,11 @@ def network(norm: bool) -> nn.Sequential:
     return net
 
 
-if __name__ == "__main__":
+def main() -> None:
     args = arguments(__doc__, lr=1.0, batch_size=60, eval_every=500)
     torch.manual_seed(args.seed)
     train(args, network(args.norm == "bn"))
+
+
+if __name__ == "__main__":
+    main()

@@ -51,28 +51,44 @@ struct Layer {
   at::Tensor invstd;  // 1/sqrt(σ²_B + ε) per unit (K·H), double
 };
 
-// Sums in double over a row of n values, in eight interleaved partial sums: independent chains
-// the compiler vectorizes (one running sum would be a chain of dependent additions).
+// Two sums in double over a row of n values, Σ f(v[i], i) and Σ g(v[i], i), in eight
+// interleaved partial sums each: independent chains the compiler vectorizes (one running sum would
+// be a chain of dependent additions).
 constexpr int kLanes = 8;
 
-template <typename T, typename F>
-BN_REPRO_AVX2_CLONES double lane_sum(const T* v, int64_t n, F term) {
-  double lanes[kLanes] = {};
+template <typename T, typename F, typename G>
+BN_REPRO_AVX2_CLONES void lane_sums(const T* v, int64_t n, F f, G g, double& sum_f,
+                                    double& sum_g) {
+  double lanes_f[kLanes] = {}, lanes_g[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lanes[j] += term(v[i + j], i + j);
-  double sum = 0;
-  for (; i < n; ++i) sum += term(v[i], i);
-  for (int j = 0; j < kLanes; ++j) sum += lanes[j];
+    for (int j = 0; j < kLanes; ++j) {
+      lanes_f[j] += f(v[i + j], i + j);
+      lanes_g[j] += g(v[i + j], i + j);
+    }
+  sum_f = sum_g = 0;
+  for (; i < n; ++i) sum_f += f(v[i], i), sum_g += g(v[i], i);
+  for (int j = 0; j < kLanes; ++j) sum_f += lanes_f[j], sum_g += lanes_g[j];
+}
+
+template <typename T>
+double row_sum(const T* v, int64_t n) {
+  double sum, unused;
+  lane_sums(v, n, [](T a, int64_t) { return double(a); }, [](T, int64_t) { return 0.0; }, sum,
+            unused);
   return sum;
 }
 
-// One unit's batch statistics over its row of n values, in double.
+// One unit's batch statistics over its row of n values: Σv and Σv² in one pass, in double (the
+// cancellation in Σv²/n − mean² is far below float's rounding for these rows).
 template <typename T>
 void row_stats(const T* v, int64_t n, double& mean, double& var) {
-  mean = lane_sum(v, n, [](T a, int64_t) { return double(a); }) / n;
-  const double m = mean;
-  var = lane_sum(v, n, [m](T a, int64_t) { return (a - m) * (a - m); }) / n;
+  double sum, sum_sq;
+  lane_sums(
+      v, n, [](T a, int64_t) { return double(a); },
+      [](T a, int64_t) { return double(a) * double(a); }, sum, sum_sq);
+  mean = sum / n;
+  var = std::max(sum_sq / n - mean * mean, 0.0);
 }
 
 // Normalizes every row of `in` (rows × n) into xhat and writes γ·x̂ + β (then s ⊙ · + m with
@@ -111,8 +127,10 @@ BN_REPRO_AVX2_CLONES void norm_backward(T* gout, int64_t rows, int64_t n, const 
     const T* xh = xhat + r * n;
     if (s)
       for (int64_t i = 0; i < n; ++i) g[i] *= s[r * n + i];
-    const double sum_g = lane_sum(g, n, [](T a, int64_t) { return double(a); });
-    const double sum_gx = lane_sum(g, n, [xh](T a, int64_t i) { return double(a) * xh[i]; });
+    double sum_g, sum_gx;
+    lane_sums(
+        g, n, [](T a, int64_t) { return double(a); },
+        [xh](T a, int64_t i) { return double(a) * xh[i]; }, sum_g, sum_gx);
     const T k = T(double(gamma[r]) * invstd[r]);
     const T mean_g = T(sum_g / n), mean_gx = T(sum_gx / n);
     for (int64_t i = 0; i < n; ++i) g[i] = k * (g[i] - mean_g - xh[i] * mean_gx);
@@ -141,7 +159,7 @@ void activation(const at::Tensor& in, at::Tensor& out, bool relu) {
 template <typename T>
 void bias_step(T* b, const T* g, int64_t rows, int64_t n, double lr) {
   for (int64_t r = 0; r < rows; ++r)
-    b[r] = T(b[r] - lr * lane_sum(g + r * n, n, [](T a, int64_t) { return double(a); }));
+    b[r] = T(b[r] - lr * row_sum(g + r * n, n));
 }
 
 // Softmax cross-entropy of logits (K, C, N) against labels (K, N): each copy's mean loss, and

@@ -1,0 +1,102 @@
+"""scripts.bench_studies and its plain-PyTorch peers (scripts/peers)."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.nets.bn_inception import BNInception, count_parameters
+from experiments.nets.convnet import SmallConvNet
+from experiments.nets.deep_mlp import DeepMLP
+from experiments.nets.mlp import SigmoidMLP
+from scripts import bench_studies
+from tests.configs import compose_config
+from scripts.peers import convnet, deep_mlp, inception, mlp
+
+PEERS = Path(bench_studies.__file__).parent / "peers"
+
+
+def test_the_peers_import_nothing_from_this_repository_but_their_loop():
+    for path in PEERS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module.split(".")[0] in ("__future__", "torch", "collections") or (
+                    node.module == "scripts.peers._train"
+                ), f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] in ("torch", "argparse") for a in node.names)
+
+
+@pytest.mark.parametrize(
+    "peer,study",
+    [
+        (mlp.network(True), SigmoidMLP("batchnorm")),
+        (mlp.network(False), SigmoidMLP("none")),
+        (convnet.network(True), SmallConvNet("batchnorm", widths=(16, 32, 64), hidden=128)),
+        (deep_mlp.network(8, True), DeepMLP(8, norm=lambda c: torch.nn.BatchNorm1d(c))),
+        (
+            inception.network(),
+            BNInception(10, "batchnorm", width=0.125, stem_stride=2, in_channels=3),
+        ),
+    ],
+)
+def test_each_peer_is_the_studys_network(peer, study):
+    assert count_parameters(peer) == count_parameters(study)
+    shapes = sorted(tuple(p.shape) for p in peer.parameters())
+    theirs = sorted(tuple(p.shape[1:] if p.dim() == 3 else p.shape) for p in study.parameters())
+    if not isinstance(study, SigmoidMLP):  # the stacked MLP stores (copies, out, in) and (in, out)
+        assert shapes == theirs
+
+
+def _tiny_data(path: Path, shape: tuple[int, ...]) -> Path:
+    g = torch.Generator().manual_seed(0)
+    data = {
+        "x_train": torch.rand(64, *shape, generator=g), "y_train": torch.randint(0, 10, (64,), generator=g),
+        "x_test": torch.rand(20, *shape, generator=g), "y_test": torch.randint(0, 10, (20,), generator=g),
+    }  # fmt: skip
+    torch.save(data, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "peer,shape",
+    [(mlp, (784,)), (convnet, (1, 28, 28)), (inception, (3, 32, 32)), (deep_mlp, (784,))],
+)
+def test_each_peer_trains(tmp_path, monkeypatch, capsys, peer, shape):
+    data = _tiny_data(tmp_path / "d.pt", shape)
+    argv = ["peer", "--data", str(data), "--steps", "3", "--eval-every", "2", "--batch-size", "8"]
+    monkeypatch.setattr(sys, "argv", argv)
+    peer.main()
+    out = capsys.readouterr().out
+    assert "after 3 steps" in out or "for 3 steps each" in out
+
+
+def test_the_floor_counts_the_mlps_arithmetic():
+    pixels = torch.zeros(10, 784, dtype=torch.uint8)
+    pixels[:, :100] = 1  # 100 set pixels an image
+    floor = bench_studies.mlp_floor(pixels)
+    binary = 2 * 60 * 100 * 100
+    dense = 6 * 2 * 60 * 100 * 100
+    output, elementwise = 3 * 2 * 60 * 100 * 10, 3 * 60 * 100 * 20
+    evaluation = 10_000 * (100 * 100 + 4 * 100 * 100 + 2 * 100 * 10) / 500
+    expected = (binary + dense + output + elementwise + evaluation) / 1e6
+    assert floor["mflop"] == pytest.approx(expected)
+    assert floor["ms_own"] == pytest.approx(floor["mflop"] / floor["gflops_own_shapes"])
+    assert 0 < floor["gflops_own_shapes"] and 0 < floor["gflops_large"]
+
+
+def test_every_case_names_a_setup_of_its_study():
+    for case in bench_studies.cases():
+        study = case.study[0].split(".")[1]
+        cfg = compose_config(study, [o.replace("'", "") for o in case.study[1:]])
+        assert cfg.data.name == "mnist" and cfg.threads == 1
+
+
+def test_timing_some_cases_keeps_the_other_rows(tmp_path):
+    path = tmp_path / "studies_cpu.csv"
+    path.write_text("key,ratio_peer_to_study\nmlp,3.0\nconv,1.3\n")
+    rows = bench_studies._merged(path, [{"key": "mlp", "ratio_peer_to_study": "4.5"}])
+    assert [(r["key"], r["ratio_peer_to_study"]) for r in rows] == [("mlp", "4.5"), ("conv", "1.3")]
+    assert bench_studies._merged(tmp_path / "missing.csv", rows[:1]) == rows[:1]
