@@ -136,7 +136,7 @@ MECH_SEEDS ?= 0,1,2
 MECH_EVERY ?= 1000
 MECHANISM := $(PY) -m experiments.mechanism -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
   eval.every=$(MECH_EVERY)
-reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks, ~30 min); results/mechanism/mlp/
+reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks, ~9 min on 2 cores); results/mechanism/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-mechanism/$(STAMP); \
 	$(MECHANISM) setup=mech_baseline,mech_bn,mech_noisy_bn seed=$(MECH_SEEDS) hydra.sweep.dir=$$runs/main; \
@@ -186,7 +186,7 @@ question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after t
 # Note 000: how does BN change each unit's kurtosis and negentropy, and does it matter where BN sits?
 # The Figure 1 MLP (MNIST, 3 seeds) without BN, with BN before and with BN after the sigmoid, with
 # the non-Gaussianity probe (every evaluation, every unit, test set, a standard-normal control).
-question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (871 s in reproduce-questions); results/questions/mlp/
+question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (226 s alone on 2 cores); results/questions/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-mlp/$(STAMP); \
 	$(MNIST) setup=baseline,bn,bn_after 'seed=[0,1,2]' probe.nongaussian=true hydra.sweep.dir=$$runs; \
@@ -215,7 +215,7 @@ question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline 
 # training accuracy, test accuracy and training loss per scale (collect --sweep), and every run's
 # curves over the 20 epochs (--curves).
 SMALL_SCALES := 0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10
-question-init-scale-small: question-init-scale-small-mnist question-init-scale-small-fashion_mnist ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST (308 + 459 s in reproduce-questions); results/questions/init_scale_small/
+question-init-scale-small: question-init-scale-small-mnist question-init-scale-small-fashion_mnist ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST (119 + 146 s alone on 2 cores); results/questions/init_scale_small/
 
 question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-scale-small
 	$(PY) -m experiments.kit.data $*
@@ -228,13 +228,14 @@ question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-
 
 # Every open question and their figures. The questions run side by side, JOBS at a time; each runs
 # its networks one after another in one process (JOBS=1 below: no process start, torch import or
-# W&B service per run), the longest first: 2525 s on the AMD EPYC 2-core machine
-# (results/README.md). The data are prepared first: two questions must not copy the same files at
-# once. $(MAKE) has a line of its own: make -n runs that line, and only that one.
+# W&B service per run), the longest first: 2525 s on the AMD EPYC 2-core machine before the
+# MLP's compiled step (results/README.md). The data are prepared first: two questions must not
+# copy the same files at once. $(MAKE) has a line of its own: make -n runs that line, and only
+# that one.
 QUESTIONS := question-mlp question-dropout question-brn-gradient question-norm-position \
   question-init-scale-small-mnist question-init-scale-small-fashion_mnist
 QUESTIONS_START = multirun/reproduce-questions-$(STAMP).start
-reproduce-questions: $(ENV) fashion-data ## the seed notes' open questions: all five (42 min on 2 cores); results/questions/
+reproduce-questions: $(ENV) fashion-data ## the seed notes' open questions: all five (42 min on 2 cores before the MLP's compiled step, less now); results/questions/
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m experiments.kit.data fashion_mnist
 	@mkdir -p multirun && date +%s > $(QUESTIONS_START)
