@@ -12,8 +12,8 @@ from experiments.nets.convnet import SmallConvNet
 from experiments.nets.deep_mlp import DeepMLP
 from experiments.nets.mlp import SigmoidMLP
 from scripts import bench_studies
-from tests.configs import compose_config
 from scripts.peers import convnet, deep_mlp, inception, mlp
+from tests.configs import compose_config
 
 PEERS = Path(bench_studies.__file__).parent / "peers"
 
@@ -84,7 +84,7 @@ def test_the_floor_counts_the_mlps_arithmetic():
     expected = (binary + dense + output + elementwise + evaluation) / 1e6
     assert floor["mflop"] == pytest.approx(expected)
     assert floor["ms_own"] == pytest.approx(floor["mflop"] / floor["gflops_own_shapes"])
-    assert 0 < floor["gflops_own_shapes"] and 0 < floor["gflops_large"]
+    assert floor["gflops_own_shapes"] > 0 and floor["gflops_large"] > 0
 
 
 def test_every_case_names_a_setup_of_its_study():
