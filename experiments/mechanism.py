@@ -274,28 +274,32 @@ def layer_parameters(model: SigmoidMLP) -> list[list[Tensor]]:
 
 
 def sgd_step(model: SigmoidMLP, lr: float, weight_decay: float, every: int):
-    """Plain SGD (the MNIST study's), with L2 on the weight matrices; at every ``every``-th step
-    also each layer's ``‖W‖``, ``‖∇W‖`` and relative update ``‖ΔW‖/‖W‖`` (the step's). Those
-    steps run in PyTorch operations (the gradients are needed); the others are
-    :class:`~experiments.nets.mlp_step.SGDStep`'s compiled call where it applies."""
+    """Plain SGD (the MNIST study's, :class:`~experiments.nets.mlp_step.SGDStep`), with L2 on
+    the weight matrices; at every ``every``-th step also each layer's ``‖W‖``, ``‖∇W‖`` and
+    relative update ``‖ΔW‖/‖W‖`` (the step's). Those are measured by autograd on a copy of the
+    network, with the noise draws the step itself then makes, so every step trains the same way
+    and a run equals ``make reproduce-mnist``'s network bit for bit."""
     sgd = SGDStep(model, lr, weight_decay)
     layer_of = {id(w): i + 1 for i, w in enumerate(weight_matrices(model))}
     layers = [layer_of.get(id(p)) for p in sgd.params]  # None: a bias, γ or β (no decay)
 
-    def step_fn(step: int, batch) -> dict[str, float]:
-        if (step + 1) % every:
-            return {"loss": sgd(*batch).item()}
-        losses, grads, updates = sgd.gradients(*batch)
-        out: dict[str, float] = {"loss": losses.item()}
+    def weight_metrics(batch) -> dict[str, float]:
+        twin = SGDStep(copy.deepcopy(model), lr, weight_decay, compiled=False)
+        with torch.random.fork_rng(devices=[]):  # noisy BN: the step's own draws, not consumed
+            _, grads, updates = twin.gradients(*batch)
+        out: dict[str, float] = {}
         with torch.no_grad():
-            for p, g, u, layer in zip(sgd.params, grads, updates, layers):
+            for p, g, u, layer in zip(twin.params, grads, updates, layers):
                 if layer:
                     norm = p.norm().item()
                     out[f"weights/layer{layer}/norm"] = norm
                     out[f"weights/layer{layer}/grad_norm"] = g.norm().item()
                     out[f"weights/layer{layer}/relative_update"] = lr * u.norm().item() / norm
-        sgd.apply(updates)
         return out
+
+    def step_fn(step: int, batch) -> dict[str, float]:
+        out = weight_metrics(batch) if (step + 1) % every == 0 else {}
+        return {"loss": sgd(*batch).item(), **out}
 
     return step_fn
 
