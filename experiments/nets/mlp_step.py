@@ -32,8 +32,8 @@ _FUSED_NORMS = (bn.BatchNorm1d, nn.BatchNorm1d)  # exact classes: Batch Renorm i
 
 class SGDStep:
     """``step(x, y)``: one SGD step of ``model`` on inputs ``x`` (``(copies or 1, batch,
-    features)``) and labels ``y`` (``(copies, batch)``); returns each copy's mean loss before the
-    step, a float64 tensor ``(copies,)``.
+    features)``, or ``(batch, features)`` for every copy) and labels ``y`` (``(copies, batch)``);
+    returns each copy's mean loss before the step, a float64 tensor ``(copies,)``.
 
     Args:
         model: the network, in training mode.
@@ -53,6 +53,7 @@ class SGDStep:
         self._fused = None if self.fallback_reason else _fused_arguments(model)
 
     def __call__(self, x: Tensor, y: Tensor) -> Tensor:
+        x = x.unsqueeze(0) if x.dim() == 2 else x  # (batch, features): the same for every copy
         op = mlp_step_op() if self._fused is not None and self._fusable(x) else None
         if op is None:
             return self.pytorch(x, y)

@@ -101,6 +101,16 @@ def test_an_input_shared_by_every_copy(op):
     _assert_states_close(a, b, rtol=1e-11, atol=1e-12)
 
 
+def test_a_two_dimensional_input_is_the_same_batch_for_every_copy(op):
+    model = _model(copies=2, binary_input=True)
+    twin = copy.deepcopy(model)
+    x, y = next(_batches(1, True, torch.float64, shared=True))
+    y = torch.cat([y, y])
+    SGDStep(model, 0.5)(x[0], y)  # (batch, features)
+    SGDStep(twin, 0.5, compiled=False)(x, y)
+    _assert_states_close(model, twin, rtol=1e-11, atol=1e-12)
+
+
 def test_float32_matches_to_float_rounding(op):
     model = _model(copies=3, dtype=torch.float32, binary_input=True)
     a, b, losses = _train_both(model, 0.5, 0.0, _batches(3, True, torch.float32, steps=1))
