@@ -32,7 +32,7 @@ format: $(ENV) ## ruff format + import sorting
 	$(PY) -m ruff check --fix --select I .
 	$(PY) -m ruff format .
 
-bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer (writes results/bench/)
+bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer (that part ~35 min on 2 cores; writes results/bench/)
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m scripts.bench_layers
 	$(PY) -m scripts.bench_inception
