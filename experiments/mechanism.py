@@ -58,7 +58,7 @@ from experiments.kit.runlog import read_metrics, run_command
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
-from experiments.nets.mlp_step import SGDStep
+from experiments.nets.mlp_step import SGDStep, split_noise
 from experiments.nets.noisy import CovariateShiftNoise
 
 STUDY = "mechanism"
@@ -156,9 +156,7 @@ def layer_functions(model: SigmoidMLP) -> list:
 
 
 def _bn_of(norm: nn.Module | None) -> nn.Module | None:
-    if norm is None:
-        return None
-    return norm[0] if isinstance(norm, nn.Sequential) else norm  # the noise is off in inference
+    return None if norm is None else split_noise(norm)[0]  # the noise is off in inference
 
 
 def _hidden_fn(w: Tensor, b: Tensor | None, norm: nn.Module | None, act: nn.Module):

@@ -9,7 +9,6 @@ resumed run needs no sampler state), one optimization step, and what an evaluati
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from collections import defaultdict
@@ -254,9 +253,6 @@ class TrainLoop:
             disable=None if self.writes_log else True,
         )
         batches = self.batches(self.step)
-        # Everything built so far (torch, the data, the networks) lives through the loop: out of
-        # the collector's generations, it is not walked again at every full collection.
-        gc.freeze()
         try:
             while (
                 self.step < self.steps and any(run.alive for run in self.runs) and not self.stopped
@@ -278,7 +274,6 @@ class TrainLoop:
             self._release()  # a killed run leaves its directory free for the resume
             raise
         finally:
-            gc.unfreeze()
             bar.close()
         return self._result(time.perf_counter() - t0, step0)
 

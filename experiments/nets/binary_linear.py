@@ -3,14 +3,15 @@
 The BN paper's network reads "28x28 binary images"; about one pixel in eight is set. For a 0/1 input
 ``u``, ``Wu`` is the sum of the columns of ``W`` picked by the ones of ``u``, and the weight gradient
 of a column is the sum of the output gradients of the examples that have that pixel set.
-``csrc/binary_linear_cpu.cpp`` (with ``csrc/binary_rows.h``) computes both that way: at the study's
-sizes (three networks, 60 images) in 0.43x the dense layer's time for the forward pass and 0.56x with the weight gradient
-(``python -m scripts.bench_mnist``; the dense products spend most of their work multiplying by
-zero). The numbers are those of the dense layer up to float rounding;
+``csrc/binary_linear_cpu.cpp`` (with ``csrc/binary_rows.h``) computes both that way: at the
+study's sizes (three networks, 60 images) in 0.43x the dense layer's time for the forward pass
+and 0.49x with the weight gradient (``python -m scripts.bench_mnist``; the dense products spend
+most of their work multiplying by zero). The numbers are those of the dense layer up to float rounding;
 ``tests/experiments/nets/test_binary_linear.py`` holds them equal.
 
 The operator is built on first use (:mod:`experiments.nets.kernels`). Without it (no compiler,
-``BN_COMPILED=0``, a non-CPU or grayscale input) the layer computes the same thing with a dense batched matrix product.
+``BN_COMPILED=0``, a non-CPU or grayscale input) the layer computes the same thing with a dense
+batched matrix product.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ class SGDStep:
         self.decays = [id(p) in matrices for p in self.params]
         self.fallback_reason = fused_reason(model) if compiled else "compiled=False"
         self._fused = None if self.fallback_reason else _fused_arguments(model)
+        self._binary_input = isinstance(model.hidden[0], BinaryInputLinear)
 
     def __call__(self, x: Tensor, y: Tensor) -> Tensor:
         x = x.unsqueeze(0) if x.dim() == 2 else x  # (batch, features): the same for every copy
@@ -94,12 +95,11 @@ class SGDStep:
 
     def _fusable(self, x: Tensor) -> bool:
         """Per call: training mode, and an input the compiled step reads as the model would."""
-        binary = self._fused[2][-1]
         return (
             self.model.training
             and x.device.type == "cpu"
             and x.is_contiguous()
-            and (binary or x.dtype == self.params[0].dtype)
+            and (self._binary_input or x.dtype == self.params[0].dtype)
         )
 
 
@@ -117,13 +117,11 @@ def fused_reason(model: nn.Module) -> str | None:
         return "a frozen parameter (e.g. norm.fix_gamma)"
     if any(not isinstance(a, (nn.Sigmoid, nn.ReLU)) for a in model.sigmoids):
         return "an activation other than sigmoid or ReLU"
-    if isinstance(model.sigmoids[0], nn.ReLU) != all(
-        isinstance(a, nn.ReLU) for a in model.sigmoids
-    ):
+    if len({type(a) for a in model.sigmoids}) > 1:
         return "mixed activations"
     if model.norms is None:
         return None
-    norms = [_split_noise(n) for n in model.norms]
+    norms = [split_noise(n) for n in model.norms]
     for norm, _ in norms:
         if type(norm) not in _FUSED_NORMS:
             return f"{type(norm).__name__} (the compiled step serves BatchNorm1d)"
@@ -143,7 +141,7 @@ def fused_reason(model: nn.Module) -> str | None:
     return None
 
 
-def _split_noise(norm: nn.Module) -> tuple[nn.Module, nn.Module | None]:
+def split_noise(norm: nn.Module) -> tuple[nn.Module, nn.Module | None]:
     """A norm layer, or noisy BN's ``Sequential(norm, noise)``, as ``(norm, noise or None)``."""
     if isinstance(norm, nn.Sequential) and len(norm) == 2:
         return norm[0], norm[1]
@@ -155,7 +153,7 @@ def _fused_arguments(model: SigmoidMLP) -> tuple[list, list, list]:
     place), its noise modules ``(channels, noise)`` and its options."""
     weights = [layer.weight for layer in model.hidden]
     biases = [layer.bias for layer in model.hidden if layer.bias is not None]
-    norms = [_split_noise(n) for n in model.norms] if model.norms is not None else []
+    norms = [split_noise(n) for n in model.norms] if model.norms is not None else []
     tensors = [
         weights, biases, model.output.weight, model.output.bias,
         [n.weight for n, _ in norms], [n.bias for n, _ in norms],

@@ -37,26 +37,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// y[k, :, n] = b[k] + Σ_{i ∈ ones(n)} W[k, i, :]
-template <typename T>
-void forward_copy(const Ones& ones, int64_t n_rows, const T* w, const T* b, T* y, int64_t out) {
-  thread_local std::vector<T> acc;
-  acc.resize(out);
-  for (int64_t n = 0; n < n_rows; ++n) {
-    const int64_t first = ones.start[n];
-    sum_rows<T>(w, ones.idx.data() + first, ones.start[n + 1] - first, out, out, acc.data());
-    for (int64_t o = 0; o < out; ++o) y[o * n_rows + n] = b ? acc[o] + b[o] : acc[o];
-  }
-}
-
 // ∂ℓ/∂W[k, i, :] = Σ_{n : x[n, i] = 1} ∂ℓ/∂y[k, :, n], from the ones by column (append_by_column).
 template <typename T>
 void weight_grad_copy(const int32_t* csc, int64_t n_rows, int64_t in, const T* dy, T* dw,
                       int64_t out) {
   thread_local std::vector<T> dy_rows;  // ∂ℓ/∂y[k] as (N, out): one example's row contiguous
   dy_rows.resize(n_rows * out);
-  for (int64_t o = 0; o < out; ++o)
-    for (int64_t n = 0; n < n_rows; ++n) dy_rows[n * out + o] = dy[o * n_rows + n];
+  transpose(dy, out, n_rows, dy_rows.data());
   const int32_t* col_start = csc;
   const int32_t* by_col = csc + in + 1;
   for (int64_t i = 0; i < in; ++i) {

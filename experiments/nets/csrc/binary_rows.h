@@ -184,4 +184,34 @@ void find_ones_any(const at::Tensor& x, int64_t copy, Ones& ones) {
   });
 }
 
+// dst (cols × rows) = srcᵀ for a row-major src (rows × cols): contiguous writes, 8 rows of src
+// read at a time.
+template <typename T>
+BN_REPRO_AVX2_CLONES void transpose(const T* src, int64_t rows, int64_t cols, T* dst) {
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows; r0 += 8)
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < 8; ++r) dst[c * rows + r0 + r] = src[(r0 + r) * cols + c];
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = r0; r < rows; ++r) dst[c * rows + r] = src[r * cols + c];
+}
+
+// One copy's binary layer, y[:, n] = Σ_{i ∈ ones(n)} W[i, :] (+ b) for W (in, out) and y
+// (out, n_rows), feature-major: one example at a time, its sum held in registers, then one
+// transpose.
+template <typename T>
+void forward_copy(const Ones& ones, int64_t n_rows, const T* w, const T* b, T* y, int64_t out) {
+  thread_local std::vector<T> sums;  // (n_rows, out): one example's sums contiguous
+  sums.resize(n_rows * out);
+  for (int64_t n = 0; n < n_rows; ++n) {
+    const int64_t first = ones.start[n];
+    sum_rows<T>(w, ones.idx.data() + first, ones.start[n + 1] - first, out, out,
+                sums.data() + n * out);
+  }
+  transpose(sums.data(), n_rows, out, y);
+  if (b)
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t n = 0; n < n_rows; ++n) y[o * n_rows + n] += b[o];
+}
+
 }  // namespace

@@ -94,9 +94,10 @@ void row_stats(const T* v, int64_t n, double& mean, double& var) {
 // Normalizes every row of `in` (rows × n) into xhat and writes γ·x̂ + β (then s ⊙ · + m with
 // noise) to `out`; updates the running statistics (torch's convention: unbiased variance).
 template <typename T>
-BN_REPRO_AVX2_CLONES void norm_forward(const T* in, int64_t rows, int64_t n, const Options& o, const T* gamma,
-                  const T* beta, T* running_mean, T* running_var, const T* s, const T* m, T* xhat,
-                  double* invstd, T* out) {
+BN_REPRO_AVX2_CLONES void norm_forward(const T* in, int64_t rows, int64_t n, const Options& o,
+                                       const T* gamma, const T* beta, T* running_mean,
+                                       T* running_var, const T* s, const T* m, T* xhat,
+                                       double* invstd, T* out) {
   const double bessel = n > 1 ? double(n) / (n - 1) : 1.0;
   for (int64_t r = 0; r < rows; ++r) {
     double mean, var;
@@ -120,8 +121,9 @@ BN_REPRO_AVX2_CLONES void norm_forward(const T* in, int64_t rows, int64_t n, con
 // The norm's backward pass, row by row: from ∂ℓ/∂out (gout, noise undone here) to ∂ℓ/∂in,
 // written over gout; then the SGD step of γ and β.
 template <typename T>
-BN_REPRO_AVX2_CLONES void norm_backward(T* gout, int64_t rows, int64_t n, const Options& o, T* gamma, T* beta,
-                   const T* s, const T* xhat, const double* invstd) {
+BN_REPRO_AVX2_CLONES void norm_backward(T* gout, int64_t rows, int64_t n, const Options& o,
+                                        T* gamma, T* beta, const T* s, const T* xhat,
+                                        const double* invstd) {
   for (int64_t r = 0; r < rows; ++r) {
     T* g = gout + r * n;
     const T* xh = xhat + r * n;
@@ -187,18 +189,6 @@ std::vector<double> cross_entropy(T* logits, const int64_t* labels, int64_t copi
   return losses;
 }
 
-// dst (cols × rows) = srcᵀ for a row-major src (rows × cols): contiguous writes, 8 rows of src
-// read at a time.
-template <typename T>
-BN_REPRO_AVX2_CLONES void transpose(const T* src, int64_t rows, int64_t cols, T* dst) {
-  int64_t r0 = 0;
-  for (; r0 + 8 <= rows; r0 += 8)
-    for (int64_t c = 0; c < cols; ++c)
-      for (int64_t r = 0; r < 8; ++r) dst[c * rows + r0 + r] = src[(r0 + r) * cols + c];
-  for (int64_t c = 0; c < cols; ++c)
-    for (int64_t r = r0; r < rows; ++r) dst[c * rows + r] = src[r * cols + c];
-}
-
 // row[o] -= step · acc[o]
 template <typename T>
 BN_REPRO_AVX2_CLONES void axpy_sub(T* row, const T* acc, int64_t width, T step) {
@@ -228,27 +218,14 @@ void find_ones(const at::Tensor& x, BinaryInput& input) {
   }
 }
 
-// The first layer on a binary input, z[k, :, n] = Σ_{i : x[k, n, i] = 1} W[k, i, :] (+ b), one
-// example at a time, its sum held in registers (one copy's weight fits in a core's L2 cache).
+// The first layer on a binary input, z[k, :, n] = Σ_{i : x[k, n, i] = 1} W[k, i, :] (+ b), copy by
+// copy (one copy's weight fits in a core's L2 cache).
 template <typename T>
 void binary_forward(const BinaryInput& input, const at::Tensor& w, const T* b, at::Tensor& z) {
   const int64_t copies = w.size(0), in = w.size(1), out = w.size(2), n = z.size(2);
-  thread_local std::vector<T> sums;  // (N, out): one example's sums contiguous
-  sums.resize(n * out);
-  for (int64_t k = 0; k < copies; ++k) {
-    const Ones& ones = input.rows_of(k);
-    const T* wk = w.const_data_ptr<T>() + k * in * out;
-    for (int64_t e = 0; e < n; ++e) {
-      const int64_t first = ones.start[e];
-      sum_rows<T>(wk, ones.idx.data() + first, ones.start[e + 1] - first, out, out,
-                  sums.data() + e * out);
-    }
-    T* zk = z.data_ptr<T>() + k * out * n;
-    transpose(sums.data(), n, out, zk);
-    if (b)
-      for (int64_t o = 0; o < out; ++o)
-        for (int64_t e = 0; e < n; ++e) zk[o * n + e] += b[k * out + o];
-  }
+  for (int64_t k = 0; k < copies; ++k)
+    forward_copy<T>(input.rows_of(k), n, w.const_data_ptr<T>() + k * in * out,
+                    b ? b + k * out : nullptr, z.data_ptr<T>() + k * out * n, out);
 }
 
 // W[k, i, :] ← W[k, i, :] − lr·Σ_{n : x[k, n, i] = 1} g[k, :, n]: only the rows of set pixels.
