@@ -51,31 +51,38 @@ struct Layer {
   at::Tensor invstd;  // 1/sqrt(σ²_B + ε) per unit (K·H), double
 };
 
-// Two sums in double over a row of n values, Σ f(v[i], i) and Σ g(v[i], i), in eight
-// interleaved partial sums each: independent chains the compiler vectorizes (one running sum would
-// be a chain of dependent additions).
-constexpr int kLanes = 8;
-
-template <typename T, typename F, typename G>
-BN_REPRO_AVX2_CLONES void lane_sums(const T* v, int64_t n, F f, G g, double& sum_f,
-                                    double& sum_g) {
-  double lanes_f[kLanes] = {}, lanes_g[kLanes] = {};
+// Σa[i] and Σa[i]·b[i] over a row of n values, in double, four lanes at a time in two
+// interleaved sets of vector accumulators (independent chains; a row is only ~60 values, so the
+// loop is written out rather than left to the vectorizer). With b = a: Σv and Σv².
+template <typename T>
+BN_REPRO_AVX2_CLONES void pair_sums(const T* a, const T* b, int64_t n, double& sum_a,
+                                    double& sum_ab) {
+  typedef T In __attribute__((vector_size(4 * sizeof(T)), aligned(sizeof(T))));
+  typedef double D __attribute__((vector_size(32)));
+  D s0 = {}, s1 = {}, p0 = {}, p1 = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) {
-      lanes_f[j] += f(v[i + j], i + j);
-      lanes_g[j] += g(v[i + j], i + j);
-    }
-  sum_f = sum_g = 0;
-  for (; i < n; ++i) sum_f += f(v[i], i), sum_g += g(v[i], i);
-  for (int j = 0; j < kLanes; ++j) sum_f += lanes_f[j], sum_g += lanes_g[j];
+  for (; i + 8 <= n; i += 8) {
+    const D a0 = __builtin_convertvector(*reinterpret_cast<const In*>(a + i), D);
+    const D a1 = __builtin_convertvector(*reinterpret_cast<const In*>(a + i + 4), D);
+    const D b0 = __builtin_convertvector(*reinterpret_cast<const In*>(b + i), D);
+    const D b1 = __builtin_convertvector(*reinterpret_cast<const In*>(b + i + 4), D);
+    s0 += a0, s1 += a1, p0 += a0 * b0, p1 += a1 * b1;
+  }
+  if (i + 4 <= n) {
+    const D a0 = __builtin_convertvector(*reinterpret_cast<const In*>(a + i), D);
+    const D b0 = __builtin_convertvector(*reinterpret_cast<const In*>(b + i), D);
+    s0 += a0, p0 += a0 * b0, i += 4;
+  }
+  const D s = s0 + s1, p = p0 + p1;
+  sum_a = (s[0] + s[1]) + (s[2] + s[3]);
+  sum_ab = (p[0] + p[1]) + (p[2] + p[3]);
+  for (; i < n; ++i) sum_a += double(a[i]), sum_ab += double(a[i]) * double(b[i]);
 }
 
 template <typename T>
 double row_sum(const T* v, int64_t n) {
   double sum, unused;
-  lane_sums(v, n, [](T a, int64_t) { return double(a); }, [](T, int64_t) { return 0.0; }, sum,
-            unused);
+  pair_sums(v, v, n, sum, unused);
   return sum;
 }
 
@@ -84,9 +91,7 @@ double row_sum(const T* v, int64_t n) {
 template <typename T>
 void row_stats(const T* v, int64_t n, double& mean, double& var) {
   double sum, sum_sq;
-  lane_sums(
-      v, n, [](T a, int64_t) { return double(a); },
-      [](T a, int64_t) { return double(a) * double(a); }, sum, sum_sq);
+  pair_sums(v, v, n, sum, sum_sq);
   mean = sum / n;
   var = std::max(sum_sq / n - mean * mean, 0.0);
 }
@@ -130,9 +135,7 @@ BN_REPRO_AVX2_CLONES void norm_backward(T* gout, int64_t rows, int64_t n, const 
     if (s)
       for (int64_t i = 0; i < n; ++i) g[i] *= s[r * n + i];
     double sum_g, sum_gx;
-    lane_sums(
-        g, n, [](T a, int64_t) { return double(a); },
-        [xh](T a, int64_t i) { return double(a) * xh[i]; }, sum_g, sum_gx);
+    pair_sums(g, xh, n, sum_g, sum_gx);
     const T k = T(double(gamma[r]) * invstd[r]);
     const T mean_g = T(sum_g / n), mean_gx = T(sum_gx / n);
     for (int64_t i = 0; i < n; ++i) g[i] = k * (g[i] - mean_g - xh[i] * mean_gx);
