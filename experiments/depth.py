@@ -1,5 +1,5 @@
 """Gradients across depth at initialization and over the first training steps (mechanism study,
-issue 16; Yang et al., ICLR 2019: at initialization BN makes gradients explode with depth).
+Yang et al., ICLR 2019: at initialization BN makes gradients explode with depth).
 
     python -m experiments.depth setup=deep_mlp_bn model.activation=relu seed=0
     make reproduce-depth     # BN and none x sigmoid, ReLU, linear x 3 seeds; results/mechanism/depth/
@@ -27,11 +27,11 @@ import bn
 from experiments.kit import config
 from experiments.kit.config import require
 from experiments.kit.data import load_splits
+from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import first_last_gradient_ratio
 from experiments.kit.norm import norm_kwargs
 from experiments.kit.results import StudySpec
-from experiments.kit.runlog import run_command
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.deep_mlp import ACTIVATIONS, DeepMLP
 
@@ -147,7 +147,7 @@ def make_runs(cfg: DictConfig, out_dir: Path) -> list[Run]:
             "seed": cfg.seed, "data": str(cfg.data.name), "norm": str(cfg.norm.kind),
             "activation": cfg.model.activation, "depth": depth, "width": cfg.model.width,
             "lr": cfg.train.lr, "batch_size": cfg.train.batch_size, "steps": cfg.train.steps,
-            "command": run_command(f"experiments.{STUDY}"),
+            "command": job_command(f"experiments.{STUDY}"),
         }  # fmt: skip
         runs.append(Run(name=summary["name"], out_dir=run_dir, summary=summary))
     return runs

@@ -107,6 +107,7 @@ def check(cfg: DictConfig) -> None:
             (m.stem_stride in (1, 2, 4, 8), f"model.stem_stride={m.stem_stride} must be 1, 2, 4 or 8"),
             (0 <= m.dropout < 1, f"model.dropout={m.dropout} must be in [0, 1)"),
             (t.lr_mult > 0, f"train.lr_mult={t.lr_mult} must be positive"),
+            (t.reference_batch >= 1, f"train.reference_batch={t.reference_batch} must be at least 1"),
             (t.weight_decay >= 0 and t.wd_mult >= 0, "train.weight_decay and train.wd_mult must be >= 0"),
             (t.lr_decay_every >= 1, f"train.lr_decay_every={t.lr_decay_every} must be at least 1"),
             (t.decay_speedup > 0, f"train.decay_speedup={t.decay_speedup} must be positive"),

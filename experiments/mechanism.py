@@ -1,6 +1,6 @@
 """Why does BN help? The BN paper's claim (less internal covariate shift) and its critics'
-measures side by side, on the Figure 1 networks (issue 16; definitions in
-``../shared/reference/mechanism.md``).
+measures side by side, on the Figure 1 networks (Santurkar et al., NeurIPS 2018; Yang et al.,
+ICLR 2019; definitions below and in :mod:`experiments.kit.measures`).
 
     python -m experiments.mechanism setup=mech_bn seed=0
     make reproduce-mechanism     # baseline, BN, noisy BN (3 seeds), BN with L2 (2 values),
@@ -44,6 +44,7 @@ import bn
 from experiments import mnist
 from experiments.kit import config
 from experiments.kit.config import require
+from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import (
     gradient_ics,
@@ -54,7 +55,7 @@ from experiments.kit.measures import (
 from experiments.kit.norm import norm_kwargs
 from experiments.kit.probes import SigmoidInputs
 from experiments.kit.results import StudySpec
-from experiments.kit.runlog import read_metrics, run_command
+from experiments.kit.runlog import read_metrics
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
@@ -318,7 +319,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         summary={
             "name": f"{setup}-s{cfg.seed}", "setup": setup, "seed": cfg.seed, "data": str(cfg.data.name),
             "activation": str(cfg.model.activation), "norm": str(cfg.norm.kind), "noise": cfg.model.noise,
-            "weight_decay": cfg.train.weight_decay, "lr": cfg.train.lr, "steps": cfg.train.steps, "command": run_command(f"experiments.{STUDY}"),
+            "weight_decay": cfg.train.weight_decay, "lr": cfg.train.lr, "steps": cfg.train.steps, "command": job_command(f"experiments.{STUDY}"),
         },
     )  # fmt: skip
     sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=cfg.seed)

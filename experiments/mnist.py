@@ -30,11 +30,11 @@ import bn
 from experiments.kit import config
 from experiments.kit.config import require, seed_list, setup_name
 from experiments.kit.data import compact_inputs, ensure_dataset, load_split, to_inputs
+from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.norm import norm_kwargs
 from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
 from experiments.kit.results import StudySpec
-from experiments.kit.runlog import run_command
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep
@@ -103,14 +103,19 @@ SWEEP_KEYS = ["setup", "seed", "lr", "init_std", "steps", "diverged", "test_acc"
 
 def check(cfg: DictConfig) -> None:
     config.check_common(cfg, STUDY)
-    width = cfg.model.hidden[-1]
+    width = cfg.model.hidden[-1] if cfg.model.hidden else 0
     require(
         [
+            (len(cfg.model.hidden) >= 1 and min(cfg.model.hidden) >= 1, f"model.hidden={list(cfg.model.hidden)} must list at least one layer width, each at least 1"),
             (cfg.norm.kind != "groupnorm" and cfg.norm.kind != "layernorm", f"norm={cfg.norm.kind}: this network normalizes each unit over the mini-batch; use none, batchnorm, batchrenorm or torch_batchnorm"),
             (cfg.norm.microbatch is None, "norm.microbatch is not supported by the MNIST study; set norm.microbatch=null"),
             (cfg.model.init_std > 0, f"model.init_std={cfg.model.init_std} must be positive"),
             (0 <= cfg.probe.unit < width, f"probe.unit={cfg.probe.unit} must index a unit of the last hidden layer (0..{width - 1})"),
             (cfg.population.num_batches >= 1, f"population.num_batches={cfg.population.num_batches} must be at least 1"),
+            (
+                list(qs := cfg.probe.percentiles) == sorted(set(qs)) and 50 in qs and 0 <= qs[0] < 50 < qs[-1] <= 100,
+                f"probe.percentiles={list(cfg.probe.percentiles)} must be increasing values in [0, 100] that include 50 and one on each side (the median and the spread's ends)",
+            ),
             (cfg.train.subset is None or cfg.train.subset >= cfg.train.batch_size, f"train.subset={cfg.train.subset} must hold at least one batch (train.batch_size={cfg.train.batch_size})"),
         ]
     )  # fmt: skip
@@ -339,7 +344,7 @@ def make_runs(cfg: DictConfig, out_dir: Path, seeds: list[int]) -> list[Run]:
             "name": f"{setup}-s{seed}", "setup": setup, "seed": seed, "data": str(cfg.data.name),
             "norm": str(cfg.norm.kind), "lr": cfg.train.lr, "init_std": cfg.model.init_std,
             "steps": cfg.train.steps, "copies": len(seeds), "train_subset": cfg.train.subset,
-            "command": run_command(f"experiments.{STUDY}"),
+            "command": job_command(f"experiments.{STUDY}"),
         }  # fmt: skip
         runs.append(Run(name=summary["name"], out_dir=run_dir, summary=summary))
     return runs

@@ -76,7 +76,7 @@ class RenormConf(config.StudyConf):
 config.register(STUDY, RenormConf)
 
 # Batch Renorm paper Secs. 4.2-4.3, top-1 ImageNet validation accuracy of Inception-v3 (paper
-# scale: 50 workers x 32 examples). Recalled in ../shared/reference/papers.md Sec. 2.3.
+# scale: 50 workers x 32 examples).
 PAPER = {
     "source": "Batch Renorm paper Secs. 4.2-4.3 (Inception-v3, ImageNet; paper scale)",
     "setups": {
@@ -124,6 +124,11 @@ def check(cfg: DictConfig) -> None:
     require(
         [
             (s.kind in ("iid", "pairs"), f"sampler.kind={s.kind!r} must be iid or pairs"),
+            (cfg.eval.clip_every >= 1, f"eval.clip_every={cfg.eval.clip_every} must be at least 1"),
+            (
+                cfg.eval.pair_batch_size >= 2,
+                f"eval.pair_batch_size={cfg.eval.pair_batch_size} must be at least 2 (a batch with a statistic)",
+            ),
             (
                 s.kind != "pairs" or (s.per_label >= 2 and cfg.train.batch_size % s.per_label == 0),
                 f"sampler.per_label={s.per_label} must be at least 2 and divide "

@@ -25,7 +25,7 @@ import bn
 from bn import compiled
 
 SHAPES = [(32, 64, 56, 56), (32, 256, 28, 28), (60, 100)]
-# Time against torch.nn.BatchNorm (issue 15): on the conv shapes BRN as fast as BN, microbatches
+# Time against torch.nn.BatchNorm: on the conv shapes BRN as fast as BN, microbatches
 # within 1.3x; on the fully connected (60, 100) no slower than before (1.25x and 1.52x then).
 TARGETS = {
     "conv": {"bn fast": 1.05, "brn": 1.05, "brn microbatch=4": 1.3},

@@ -418,7 +418,7 @@ def bn_explosion_shrinks_after_training() -> Claim:
     )  # fmt: skip
 
 
-# -- Mechanism (issue 16): the Figure 1 networks measured every 1,000 steps ---------------------
+# -- Mechanism: the Figure 1 networks measured every 1,000 steps ---------------------------------
 MECH = "mechanism/mlp"
 
 

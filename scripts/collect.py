@@ -9,8 +9,9 @@
 
 Writes ``runs.csv`` (``setup,seed,step,metric,value``: every run's metrics) and ``summary.json``
 (per setup: mean, spread and per-seed values of the spec's keys, next to the paper's numbers), or
-with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``), and with ``--curves`` every
-run's metrics over training keyed by those keys. ``--reuse`` takes the ``--reuse-setups`` runs
+with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``, or for any study the settings
+that differ between the runs), and with ``--curves`` every run's metrics over training keyed by
+those keys. ``--reuse`` takes the ``--reuse-setups`` runs
 from an earlier collection of the same study and settings instead of running them again.
 """
 
@@ -24,7 +25,9 @@ from experiments.kit.results import Reuse, collect, collect_sweep
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("study", help="the study module: experiments.<study>")
     p.add_argument("sweep_dir", type=Path)
     p.add_argument("--out", type=Path, required=True)
@@ -48,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: there is no study experiments.{args.study}") from None
     if args.sweep:
         metrics = args.curve_metrics.split(",") if args.curve_metrics else None
-        collect_sweep(study.SPEC, args.sweep_dir, args.out, study.SWEEP_KEYS, args.curves, metrics)
+        keys = getattr(study, "SWEEP_KEYS", None)  # a study's fixed columns, else what differs
+        collect_sweep(study.SPEC, args.sweep_dir, args.out, keys, args.curves, metrics)
     else:
         reuse = None
         if args.reuse:

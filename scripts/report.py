@@ -14,6 +14,7 @@ import base64
 import html
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 RESULTS = Path("results")
 OUT = RESULTS / "report.html"
@@ -85,10 +86,15 @@ def setups_table(summary: dict) -> str:
 def figure(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     svg = path.with_suffix(".svg")
-    link = f' (vector: <a href="figures/{svg.name}">{svg.name}</a>)' if svg.exists() else ""
+    name, svg_name = html.escape(path.name), html.escape(svg.name)
+    link = (
+        f' (vector: <a href="figures/{html.escape(quote(svg.name))}">{svg_name}</a>)'
+        if svg.exists()
+        else ""
+    )
     return (
-        f'<figure><img alt="{path.name}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{path.name}{link}</figcaption></figure>"
+        f'<figure><img alt="{name}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{name}{link}</figcaption></figure>"
     )
 
 
@@ -100,8 +106,9 @@ def section(title: str, folder: str, figures: list[Path]) -> str:
         parts.append(
             f"<p>Command: <code>{html.escape(str(s.get('command') or '–'))}</code>; commit "
             f"<code>{html.escape(str(s.get('git_commit')))}</code>; wall time "
-            f'{s.get("wall_time_s") or "–"} s. Files: <a href="{folder}/runs.csv">runs.csv</a>, '
-            f'<a href="{folder}/summary.json">summary.json</a>.</p>'
+            f"{html.escape(str(s.get('wall_time_s') or '–'))} s. Files: "
+            f'<a href="{html.escape(quote(folder))}/runs.csv">runs.csv</a>, '
+            f'<a href="{html.escape(quote(folder))}/summary.json">summary.json</a>.</p>'
         )
         for name in STUDY_TABLES:
             if (RESULTS / folder / name).exists():

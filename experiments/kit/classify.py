@@ -20,8 +20,9 @@ from experiments.kit import distributed
 from experiments.kit.config import setup_name
 from experiments.kit.data import fixed_batches
 from experiments.kit.evaluation import accuracy, to_device
+from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
-from experiments.kit.runlog import read_curve, run_command
+from experiments.kit.runlog import read_curve
 from experiments.kit.stopping import StopRule
 
 
@@ -90,7 +91,7 @@ def classifier_loop(
             "world_size": proc.world,
             "eval_every": cfg.eval.every,
             "test_subset": cfg.eval.test_subset,
-            "command": run_command(f"experiments.{study}"),
+            "command": job_command(f"experiments.{study}"),
             **summary,
         },
     )

@@ -107,7 +107,9 @@ class LoggerConf:
 
     mode: LoggerMode = LoggerMode.offline
     project: str = "bn-reproduction"
-    group: str = "${data.name}"
+    entity: str | None = None
+    dir: str | None = None
+    group: str | None = None
     tags: list[str] = field(default_factory=list)
 
 
@@ -234,6 +236,20 @@ def check_common(cfg: DictConfig, study: str) -> None:
             n.schedule.d_max >= 0,
             f"norm.schedule.d_max={n.schedule.d_max} must be at least 0 (0 disables the d correction)",
         ),
+        (
+            n.schedule.paper_steps is None or n.schedule.paper_steps >= 1,
+            f"norm.schedule.paper_steps={n.schedule.paper_steps} must be at least 1 (the length of "
+            "the run the breakpoints are for), or null to take them as given",
+        ),
+        (n.schedule.warmup >= 0, f"norm.schedule.warmup={n.schedule.warmup} must be >= 0"),
+        *(
+            (
+                getattr(n.schedule, key) >= n.schedule.warmup,
+                f"norm.schedule.{key}={getattr(n.schedule, key)} must not come before "
+                f"norm.schedule.warmup={n.schedule.warmup} (the ramp starts after the warm-up)",
+            )
+            for key in ("r_max_step", "d_max_step")
+        ),
     ]
     require(
         [
@@ -250,6 +266,14 @@ def check_common(cfg: DictConfig, study: str) -> None:
             (t.steps >= 1, f"train.steps={t.steps} must be at least 1"),
             (t.batch_size >= 1, f"train.batch_size={t.batch_size} must be at least 1"),
             (cfg.eval.every >= 1, f"eval.every={cfg.eval.every} must be at least 1"),
+            (
+                cfg.eval.get("batch_size", 1) >= 1,
+                f"eval.batch_size={cfg.eval.get('batch_size')} must be at least 1",
+            ),
+            (
+                cfg.data.get("num_workers", 0) >= 0,
+                f"data.num_workers={cfg.data.get('num_workers')} must be >= 0 (0: load in the training process)",
+            ),
             (
                 cfg.threads is None or cfg.threads >= 1,
                 f"threads={cfg.threads} must be at least 1 (or null: torch's default)",
@@ -293,8 +317,10 @@ def run_study(
 ) -> float | None:
     """The body of every study's Hydra ``main``: train into the Hydra run directory. A bad
     setting, missing or broken data, an unset mandatory value or a run directory that cannot be
-    written ends the process with a one-line message instead of a traceback; what the run wrote
-    before stays written. Returns the mean final test accuracy (what a sweeper optimizes)."""
+    written ends the run with a one-line message instead of a traceback; what the run wrote
+    before stays written. A single run exits with 1; a job of a sweep returns (None), so the
+    sweep's other jobs run, and the sweep ends by naming it (:mod:`experiments.kit.jobs`).
+    Returns the mean final test accuracy (what a sweeper optimizes)."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf.errors import MissingMandatoryValue
 
@@ -303,13 +329,23 @@ def run_study(
     try:
         result = train(cfg, Path(HydraConfig.get().runtime.output_dir))
     except (ConfigError, DataUnavailable) as e:
-        sys.exit(f"error: {e}")
+        return _fail(str(e))
     except MissingMandatoryValue as e:
-        sys.exit(
-            f"error: {e.full_key} has no value (???): set it on the command line, e.g. {e.full_key}=..."
+        return _fail(
+            f"{e.full_key} has no value (???): set it on the command line, e.g. {e.full_key}=..."
         )
     except OSError as e:  # e.g. hydra.run.dir names a file, or the disk is full
-        sys.exit(f"error: {e.strerror or e}: {e.filename or ''} (choose another hydra.run.dir?)")
+        return _fail(f"{e.strerror or e}: {e.filename or ''} (choose another hydra.run.dir?)")
     summaries = result if isinstance(result, list) else [result]
     accs = [s["test_acc"] for s in summaries if s.get("test_acc") is not None]
     return statistics.fmean(accs) if accs else None
+
+
+def _fail(reason: str) -> None:
+    """A single run: exit with the one line. A sweep's job: print it, record it, go on."""
+    from experiments.kit import jobs
+
+    if not jobs.in_sweep():
+        sys.exit(f"error: {reason}")
+    print(f"error: {reason}", file=sys.stderr)
+    jobs.record_failure(reason)

@@ -185,13 +185,24 @@ def _last_line(e: BaseException) -> str:
     return text.splitlines()[-1] if text else ""
 
 
+def launch_path(path: str | Path) -> Path:
+    """``path`` (``~`` expanded) relative to where the command was launched, also when Hydra runs
+    the job inside its output folder (``hydra.job.chdir=true``)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    path = Path(path).expanduser()
+    if not path.is_absolute() and HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.cwd) / path
+    return path
+
+
 def ensure_dataset(name: str, root: str | Path, download: bool = True, verify: bool = True) -> Path:
     """The ``raw`` folder holding ``name``'s four IDX files, fetching them if needed. Every file
     is checked against its md5 (unless ``verify`` is false: files of your own, tiny test files);
     one that fails is moved aside (``.bad-md5``), never deleted."""
     if name not in DATASETS:
         raise ValueError(f"data.name={name!r} is not one of {sorted(DATASETS)}")
-    raw = Path(root).expanduser() / DATASETS[name] / "raw"
+    raw = launch_path(root) / DATASETS[name] / "raw"
     checksums = CHECKSUMS[name] if verify else None
     if not _complete(raw, checksums):
         return raw
@@ -440,7 +451,7 @@ def load_splits(
     """
     if data.name == "image_folder":
         train, test, classes = image_folder_splits(
-            data.root, data.image_size, data.num_workers, pin_memory
+            launch_path(data.root), data.image_size, data.num_workers, pin_memory
         )
         return train, test, 3, classes
     raw = ensure_dataset(str(data.name), data.root, data.download, data.verify)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.core.hydra_config import HydraConfig
 from torch import nn
 from tqdm import tqdm
 
@@ -25,12 +26,15 @@ from experiments.kit.config import ConfigError
 from experiments.kit.runlog import (
     RunDirLock,
     RunLog,
+    code_changes,
     git_commit,
     load_checkpoint,
+    move_aside,
     open_run_log,
     read_metrics,
     save_checkpoint,
     write_json,
+    write_settings,
 )
 
 Scalars = dict[str, "float | list[float] | None"]
@@ -143,6 +147,7 @@ class TrainLoop:
         self.config: dict[str, Any] = {}
         self.step = 0
         self.commit: str | None = None
+        self.code_changes: str | None = None
 
     # -- checkpoint and resume ----------------------------------------------------------------
     def start(self, cfg, *, writes_log: bool = True) -> None:
@@ -151,6 +156,7 @@ class TrainLoop:
         That process holds the run directory's lock until :meth:`finish`."""
         self.writes_log, self.config = writes_log, flat_config(cfg)
         self.commit = git_commit()  # the code that runs (HEAD may move before the run ends)
+        self.code_changes = code_changes()  # and whether it is the commit's
         try:
             if writes_log:
                 self.lock = RunDirLock(self.ckpt_path.parent)
@@ -161,17 +167,36 @@ class TrainLoop:
                 tqdm.write(
                     f"{self.job_name}: resume=true but {self.ckpt_path} does not exist: starting at step 0"
                 )
+            if writes_log:  # every check has passed: only now is the run directory written
+                self._record_settings(cfg, resumed)
             for run in self.runs if writes_log else []:
                 run.log = open_run_log(
                     cfg,
                     run.out_dir,
                     name=run.name,
-                    job_type=run.summary.get("setup", run.name),
+                    setup=run.summary.get("setup", run.name),
+                    seed=run.summary.get("seed", cfg.get("seed")),
                     resume_step=self.step if resumed else None,
                 )
         except BaseException:
             self._release()
             raise
+
+    def _record_settings(self, cfg, resumed: bool) -> None:
+        """``overwrite=true`` moves an earlier run aside; then the settings are written to
+        ``.hydra/`` (a resumed run's to ``.hydra/resumed_at_step_<N>/``, the first kept)."""
+        run_dir = self.ckpt_path.parent
+        if cfg.overwrite and not resumed:
+            keep = {self.lock.path.name} if self.lock is not None else set()
+            if HydraConfig.initialized():  # Hydra's log of this job, open for writing
+                keep.add(f"{HydraConfig.get().job.name}.log")
+            moved = move_aside(run_dir, keep)
+            if moved is not None:
+                tqdm.write(f"{self.job_name}: overwrite=true: the earlier run is now in {moved}")
+                for run in self.runs:
+                    run.out_dir.mkdir(parents=True, exist_ok=True)
+        settings = run_dir / ".hydra"
+        write_settings(settings / f"resumed_at_step_{self.step}" if resumed else settings, cfg)
 
     def _refuse_overwrite(self) -> None:
         written = [self.ckpt_path] + [
@@ -216,6 +241,11 @@ class TrainLoop:
             for run in self.runs:
                 run.summary["resumed_at_commit"] = self.commit
             self.commit = first
+        earlier = ckpt.get("code_changes")
+        if earlier != self.code_changes:  # uncommitted code in one part of the run or the other
+            for run in self.runs:
+                run.summary["code_changes_at_resume"] = self.code_changes
+            self.code_changes = earlier or self.code_changes
         return True
 
     def checkpoint(self) -> None:
@@ -234,6 +264,7 @@ class TrainLoop:
                 "stopped": self.stopped,
                 "last_eval": [run.last_eval for run in self.runs],
                 "commit": self.commit,
+                "code_changes": self.code_changes,
                 "config": self.config,
             },
         )
@@ -340,6 +371,8 @@ class TrainLoop:
             s = run.summary
             s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
             s.update(git_commit=commit, steps_per_s=result.steps_per_s)
+            s.update(git_dirty=self.code_changes is not None, code_changes=self.code_changes)
+            s["config"] = comparable_config(self.config)  # what collection compares across seeds
             if self.stopped:
                 s["stopped"] = self.stopped
             if not run.alive:
@@ -395,6 +428,15 @@ def flat_config(cfg) -> dict[str, Any]:
 
 def _resumable(key: str) -> bool:
     return any(key == p or key.startswith(p.rstrip(".") + ".") for p in RESUMABLE_CHANGES)
+
+
+def comparable_config(flat: dict[str, Any]) -> dict[str, Any]:
+    """The settings that make runs one setting: the flat config but for the seed and the keys
+    a resume may change (``train.steps`` is kept: runs of different length are not seeds of
+    one run)."""
+    return {
+        k: v for k, v in flat.items() if k != "seed" and (k == "train.steps" or not _resumable(k))
+    }
 
 
 def check_same_run(path: Path, saved: dict[str, Any], now: dict[str, Any]) -> dict[str, list]:

@@ -1,4 +1,4 @@
-"""What the follow-up literature measures to explain BN (``../shared/reference/mechanism.md``):
+"""What the follow-up literature measures to explain BN (Santurkar et al. 2018, Yang et al. 2019):
 gradient-based internal covariate shift, smoothness of the loss along the gradient, Jacobian
 singular values, and the gradient-norm ratio across depth.
 

@@ -48,11 +48,60 @@ class StudySpec:
 
 
 def find_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
-    """Every run under ``sweep_dir`` (a folder with a ``summary.json``) and its summary."""
-    found = sorted(p.parent for p in sweep_dir.rglob("summary.json"))
+    """Every run under ``sweep_dir`` (a folder with a ``summary.json``) and its summary; hidden
+    folders (``.replaced/``: runs that ``overwrite=true`` replaced) are not searched. A run
+    folder without a summary (a run that did not finish) is refused, not skipped."""
+
+    def visible(p: Path) -> bool:
+        return not any(part.startswith(".") for part in p.relative_to(sweep_dir).parts)
+
+    found = sorted(p.parent for p in sweep_dir.rglob("summary.json") if visible(p))
+    unfinished = sorted(
+        p.parent
+        for p in sweep_dir.rglob("metrics.csv")
+        if visible(p) and not (p.parent / "summary.json").exists()
+    )
+    if unfinished:
+        raise SystemExit(
+            f"error: {unfinished[0]} holds a run that did not finish (metrics.csv, no "
+            f"summary.json){f' and {len(unfinished) - 1} more' if len(unfinished) > 1 else ''}: "
+            "finish it with resume=true or move it out of the sweep folder"
+        )
     if not found:
         raise SystemExit(f"error: no run with a summary.json under {sweep_dir}")
     return [(run, json.loads((run / "summary.json").read_text())) for run in found]
+
+
+def check_poolable(runs: list[tuple[Path, dict]]) -> None:
+    """Refuse to average runs over seeds unless they are the same setting: per setup, every
+    run's resolved config (``summary["config"]``) equal but for the seed and the keys that do
+    not change a run's trajectory, and no seed twice. Names the first key that differs."""
+    from experiments.kit.loop import comparable_config
+
+    by_setup: dict[str, list[tuple[Path, dict]]] = {}
+    for run, s in runs:
+        by_setup.setdefault(s[RUN_KEY], []).append((run, s))
+    for setup, rs in by_setup.items():
+        seeds: dict[Any, Path] = {}
+        for run, s in rs:
+            if s["seed"] in seeds:
+                raise SystemExit(
+                    f"error: {setup} has seed {s['seed']} twice ({seeds[s['seed']]} and {run}): "
+                    "collect the two sweeps separately, or use --sweep for one row per run"
+                )
+            seeds[s["seed"]] = run
+        known = [(run, comparable_config(s["config"])) for run, s in rs if "config" in s]
+        for run, config in known[1:]:
+            first_run, first = known[0]
+            if diff := sorted(
+                k for k in first.keys() | config.keys() if first.get(k) != config.get(k)
+            ):
+                key = diff[0]
+                raise SystemExit(
+                    f"error: the runs of {setup} differ in {key} ({first.get(key)!r} in {first_run}, "
+                    f"{config.get(key)!r} in {run}{f'; {len(diff) - 1} more keys' if len(diff) > 1 else ''}): "
+                    "they are not seeds of one setting; collect them separately, or use --sweep"
+                )
 
 
 def seed_stats(values: list[float]) -> dict:
@@ -181,7 +230,13 @@ def collect(
     parts = []  # every group checked (reuse.load) before any is written
     for group in groups:
         runs = [(r, s) for r, s in found if group is None or s.get(spec.split_by) == group]
+        check_poolable(runs)
         summary = {key: runs[0][1].get(key) for key in spec.summary_keys}
+        summary["git_dirty"] = any(s.get("git_dirty") for _, s in runs)
+        if resumed := sorted(
+            {s["resumed_at_commit"] for _, s in runs if s.get("resumed_at_commit")}
+        ):
+            summary["resumed_at_commit"] = resumed
         setups = per_setup(spec, runs)
         entries, rows = reuse.load(spec, group, summary, setups) if reuse is not None else ({}, {})
         parts.append((group, runs, summary, {**setups, **entries}, rows))
@@ -201,21 +256,42 @@ def collect(
     return written
 
 
+def sweep_keys(spec: StudySpec, runs: list[tuple[Path, dict]]) -> list[str]:
+    """A sweep table's columns for any study: setup and seed, every setting that differs between
+    the runs (from each run's recorded config), then how each run ended and the spec's numbers."""
+    from experiments.kit.loop import comparable_config
+
+    configs = [comparable_config(s.get("config", {})) for _, s in runs]
+    varying = sorted(
+        {k for c in configs for k in c if any(c.get(k) != other.get(k) for other in configs)}
+    )
+    return [RUN_KEY, "seed", *varying, "steps_done", "diverged", *spec.stat_keys]
+
+
 def collect_sweep(
     spec: StudySpec,
     sweep_dir: Path,
     out: Path,
-    keys: list[str],
+    keys: list[str] | None = None,
     curves: Path | None = None,
     curve_metrics: list[str] | None = None,
 ) -> None:
-    """One CSV row per run of a hyperparameter sweep: ``keys`` of its summary; with ``curves``,
-    also every run's ``curve_metrics`` (all when None) over training in long format, keyed by
-    ``keys`` (``keys…,step,metric,value``): a sweep's runs share a setup name, so a ``runs.csv``
-    keyed by setup and seed could not tell them apart."""
-    found = find_runs(sweep_dir)
+    """One CSV row per run of a hyperparameter sweep: ``keys`` of its summary or of its recorded
+    config (default: :func:`sweep_keys`, the settings that differ); with ``curves``, also every
+    run's ``curve_metrics`` (all when None) over training in long format, keyed by ``keys``
+    (``keys…,step,metric,value``): a sweep's runs share a setup name, so a ``runs.csv`` keyed by
+    setup and seed could not tell them apart."""
+    found = [(run, {**s.get("config", {}), **s}) for run, s in find_runs(sweep_dir)]
+    keys = keys or sweep_keys(spec, found)
+
+    def order(value: Any) -> tuple:  # numbers by value, anything else (None, lists) after, as text
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return (0, value, "") if number else (1, 0, str(value))
+
     found.sort(
-        key=lambda rs: tuple((spec.rank(rs[1][k]) if k == RUN_KEY else rs[1].get(k)) for k in keys)
+        key=lambda rs: tuple(
+            (spec.rank(rs[1][k]) if k == RUN_KEY else order(rs[1].get(k))) for k in keys
+        )
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:

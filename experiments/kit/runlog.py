@@ -4,11 +4,13 @@ and atomic checkpoints."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -16,19 +18,47 @@ from typing import Any
 
 import torch
 
+REPO = Path(__file__).resolve().parents[2]
+CODE_PATHS = ("bn", "experiments", "configs", "scripts", "pyproject.toml")  # what a run executes
 
-def git_commit() -> str:
+
+def _git(args: list[str], root: Path) -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).parent,
-        )
-        return out.stdout.strip() or "unknown"
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=root)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_commit(root: Path = REPO) -> str:
+    return (_git(["rev-parse", "HEAD"], root) or "").strip() or "unknown"
+
+
+def code_changes(root: Path = REPO) -> str | None:
+    """``None`` when the code a run executes (:data:`CODE_PATHS`) is the commit's; else a short
+    SHA-256 of its changes (the diff against HEAD and the untracked files' names and bytes), so a
+    run made with uncommitted code says so, and two such runs say whether they ran the same code.
+    Outside a git checkout: ``None``."""
+    status = _git(["status", "--porcelain", "--untracked-files=all", "--", *CODE_PATHS], root)
+    if not status or not status.strip():
+        return None
+    h = hashlib.sha256(
+        (_git(["diff", "HEAD", "--no-ext-diff", "--", *CODE_PATHS], root) or "").encode()
+    )
+    for line in sorted(status.splitlines()):
+        if line.startswith("??"):
+            path = root / line[3:].strip()
+            h.update(line.encode() + (path.read_bytes() if path.is_file() else b""))
+    return h.hexdigest()[:16]
+
+
+def _readable(row: dict) -> bool:
+    """A whole ``step,metric,value`` row (not one cut short by a kill mid-write)."""
+    try:
+        int(row["step"]), float(row["value"])
+    except (TypeError, ValueError, KeyError):
+        return False
+    return bool(row.get("metric"))
 
 
 class RunLog:
@@ -47,14 +77,24 @@ class RunLog:
         wandb_kwargs: dict[str, Any],
         mode: str,
         resume_step: int | None = None,
+        wandb_dir: str | None = None,
     ) -> None:
         self.path = out_dir / "metrics.csv"
         rows = []
         if resume_step is not None and self.path.exists():
             with self.path.open() as f:
-                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
+                readable = [r for r in csv.DictReader(f) if _readable(r)]
+            with self.path.open() as f:
+                torn = sum(1 for _ in csv.DictReader(f)) - len(readable)
+            if torn:  # a row cut short by a kill mid-write
+                print(f"{self.path}: dropped {torn} unreadable row(s)", file=sys.stderr)
+            rows = [r for r in readable if int(r["step"]) <= resume_step]
         self._at_resume = {r["metric"] for r in rows if int(r["step"]) == resume_step}
         self._resume_step = resume_step
+        # W&B first: one that cannot start leaves no metrics.csv in the way of the retry
+        self.wandb = None
+        if mode != "disabled":
+            self.wandb = _wandb_run(out_dir, mode, wandb_kwargs, wandb_dir)
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("w", newline="") as f:
             writer = csv.writer(f)
@@ -63,9 +103,6 @@ class RunLog:
         os.replace(tmp, self.path)
         self._file = self.path.open("a", newline="")
         self._writer = csv.writer(self._file)
-        self.wandb = None
-        if mode != "disabled":
-            self.wandb = _wandb_run(out_dir, mode, wandb_kwargs)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         if step == self._resume_step:
@@ -82,9 +119,10 @@ class RunLog:
             self.wandb = None
 
 
-def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any]):
-    """A W&B run in ``out_dir`` (resumed under the same id). ``online`` needs an API key and a
-    reachable server: without them it fails within seconds, with a message, not after a stall."""
+def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any], wandb_dir: str | None = None):
+    """A W&B run of the run in ``out_dir`` (resumed under the same id, kept in its
+    ``wandb_id.txt``), its files in ``wandb_dir`` (default: ``out_dir``). ``online`` needs an API
+    key and a reachable server: without them it fails with a message, not after a stall."""
     import wandb
 
     from experiments.kit.config import ConfigError
@@ -94,16 +132,19 @@ def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any]):
             "logger.mode=online needs a W&B API key (`wandb login` or WANDB_API_KEY); "
             "use logger.mode=offline and `wandb sync` the run later"
         )
+    if wandb_dir:
+        Path(wandb_dir).mkdir(parents=True, exist_ok=True)
     id_file = out_dir / "wandb_id.txt"
-    run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:8]
+    resumed = id_file.exists()  # a fresh run skips W&B's resume lookup (a network round trip)
+    run_id = id_file.read_text().strip() if resumed else uuid.uuid4().hex[:8]
     id_file.write_text(run_id)
     try:
         # create_new: a process may hold several runs (the MNIST study's stacked seeds).
         return wandb.init(
             mode=mode,
-            dir=str(out_dir),
+            dir=str(wandb_dir or out_dir),
             id=run_id,
-            resume="allow",
+            resume="allow" if resumed else None,
             reinit="create_new",
             settings=wandb.Settings(init_timeout=15),
             **kwargs,
@@ -154,6 +195,41 @@ class RunDirLock:
 
     def release(self) -> None:
         self._file.close()
+
+
+REPLACED = ".replaced"  # where overwrite=true keeps the runs it replaced (hidden: never collected)
+
+
+def move_aside(run_dir: Path, keep: set[str]) -> Path | None:
+    """Move every entry of ``run_dir`` but ``keep`` into ``run_dir/.replaced/<time>/``: the earlier
+    run that ``overwrite=true`` replaces, kept whole, out of the way of the new run (whose resume
+    must never find the old checkpoint) and of collection (which skips hidden folders). Returns
+    that folder, or None when there was nothing to move."""
+    entries = sorted(p for p in run_dir.iterdir() if p.name not in keep | {REPLACED})
+    if not entries:
+        return None
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    dest, n = run_dir / REPLACED / stamp, 1
+    while dest.exists():
+        dest, n = run_dir / REPLACED / f"{stamp}_{n}", n + 1
+    dest.mkdir(parents=True)
+    for p in entries:
+        os.replace(p, dest / p.name)
+    return dest
+
+
+def write_settings(folder: Path, cfg) -> None:
+    """The run's settings, as Hydra records them: ``config.yaml`` (the composed config),
+    ``overrides.yaml`` and ``hydra.yaml`` (the latter two inside a Hydra app only)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, folder / "config.yaml")
+    if HydraConfig.initialized():
+        hydra_cfg = HydraConfig.get()
+        OmegaConf.save(hydra_cfg.overrides.task, folder / "overrides.yaml")
+        OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), folder / "hydra.yaml")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -213,27 +289,72 @@ def read_metrics(path: Path) -> dict[str, list[float]]:
     return values
 
 
-def run_command(module: str) -> str:
-    """The command line that started this run, as ``python -m <module> <overrides>``."""
-    return f"python -m {module} " + " ".join(sys.argv[1:])
+# W&B's own environment variables, by the logger.* key each stands for.
+WANDB_ENV = {
+    "mode": "WANDB_MODE", "project": "WANDB_PROJECT", "entity": "WANDB_ENTITY",
+    "dir": "WANDB_DIR", "group": "WANDB_RUN_GROUP", "tags": "WANDB_TAGS",
+}  # fmt: skip
+_WANDB_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled"}  # fmt: skip
+
+
+def logger_settings(cfg) -> dict[str, Any]:
+    """``cfg.logger`` with W&B's conventions: a ``WANDB_*`` variable the user set wins over the
+    config's default, a ``logger.*`` key given on the command line wins over both."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.kit.config import ConfigError
+
+    given: set[str] = set()
+    for o in HydraConfig.get().overrides.task if HydraConfig.initialized() else []:
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key == "logger" and o.startswith("~"):  # ~logger: no logger at all
+            return {**{k: None for k in WANDB_ENV}, "mode": "disabled", "tags": []}
+        if key == "logger":
+            given |= set(WANDB_ENV)
+        elif key.startswith("logger."):
+            given.add(key.split(".")[1])
+    settings = {key: cfg.logger.get(key) for key in WANDB_ENV}
+    settings["mode"] = str(getattr(settings["mode"], "value", settings["mode"]))
+    settings["tags"] = list(settings["tags"] or [])
+    for key, var in WANDB_ENV.items():
+        value = os.environ.get(var)
+        if key not in given and value:
+            settings[key] = [t for t in value.split(",") if t] if key == "tags" else value
+    if settings["mode"] not in _WANDB_MODES:
+        raise ConfigError(
+            f"WANDB_MODE={settings['mode']} is not a W&B mode: online, offline or disabled"
+        )
+    settings["mode"] = _WANDB_MODES[settings["mode"]]
+    return settings
 
 
 def open_run_log(
-    cfg, out_dir: Path, *, name: str, job_type: str, resume_step: int | None
+    cfg, out_dir: Path, *, name: str, setup: str, seed: Any, resume_step: int | None
 ) -> RunLog:
-    """The run's :class:`RunLog` with W&B settings from ``cfg.logger`` and the resolved config."""
+    """The run's :class:`RunLog`, W&B set from :func:`logger_settings`: grouped by study and
+    dataset, its job type the setup, tagged with study, setup and dataset, and its config the
+    resolved config with this run's own seed (a list of seeds trains one W&B run per seed)."""
+    from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
+    study = HydraConfig.get().job.name if HydraConfig.initialized() else "run"
+    data = cfg.data.name if "data" in cfg else None
+    settings = logger_settings(cfg)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config.update(seed=seed, study=study, setup=setup)
+    defaults = [t for t in (study, setup, data) if t]
     return RunLog(
         out_dir,
-        mode=cfg.logger.mode,
+        mode=settings["mode"],
         resume_step=resume_step,
+        wandb_dir=settings["dir"],
         wandb_kwargs=dict(
-            project=cfg.logger.project,
-            group=cfg.logger.group,
+            project=settings["project"],
+            entity=settings["entity"],
+            group=settings["group"] or "-".join(t for t in (study, data) if t),
             name=name,
-            job_type=job_type,
-            tags=list(cfg.logger.tags),
-            config=OmegaConf.to_container(cfg, resolve=True),
+            job_type=setup,
+            tags=list(dict.fromkeys([*defaults, *settings["tags"]])),
+            config=config,
         ),
     )

@@ -6,8 +6,7 @@ class: the norm layer and the nonlinearity are constructor arguments.
 The per-branch widths are the printed ones, so modules 4c and 4d output 608 channels (the table
 says 576) and 4e outputs 1056 (the table says 1024): the table's per-branch columns and its
 output column disagree, and we follow the columns, as the Caffe model (and its PyTorch port),
-tensorpack and Chainer do. TF-slim instead narrows 4c/4d's pool projections to 96. See
-``../shared/reference/papers.md`` Sec. 1.6.
+tensorpack and Chainer do. TF-slim instead narrows 4c/4d's pool projections to 96.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 class CovariateShiftNoise(nn.Module):
     """``a ← s ⊙ a + m`` in training mode, identity in inference mode (Santurkar et al. 2018,
-    Sec. 2.1; constants from ``../shared/reference/mechanism.md`` §1, marked "check" there).
+    Sec. 2.1; the paper's constants as we read them, not confirmed against its code).
 
     Every training forward (one per step and layer) draws the step's ``μ_t ~ U(−0.5, 0.5)`` and
     ``σ_t ~ U(1, 1.25)``, then per element ``m ~ U(μ_t − 0.1, μ_t + 0.1)`` and

@@ -256,6 +256,7 @@ def test_diverged_run_stops_cleanly(idx_root, tmp_path):
         ("sampler.shard_size=12", "sampler.shard_size=12"),
         ("model.stem_stride=3", "model.stem_stride=3"),
         ("train.batch_size=1", "train.batch_size=1"),
+        ("train.reference_batch=0", "train.reference_batch=0"),
     ],
 )
 def test_invalid_settings_fail_before_training(idx_root, tmp_path, override, setting):

@@ -227,6 +227,11 @@ def test_a_diverging_seed_leaves_the_others_untouched(root, tmp_path, monkeypatc
         ("seed=abc", "seed=abc must be an integer"),
         ("norm=layernorm", "norm=layernorm"),
         ("setup=bn32", "setup=bn32 is a setup of renorm, not of mnist"),
+        ("probe.percentiles=[50,50,50]", "probe.percentiles"),
+        ("probe.percentiles=[50,60,85]", "probe.percentiles"),
+        ("probe.percentiles=[15,85]", "probe.percentiles"),
+        ("probe.percentiles=[-5,50,85]", "probe.percentiles"),
+        ("model.hidden=[]", "model.hidden"),
     ],
 )
 def test_invalid_settings_fail_before_training(root, tmp_path, override, setting):

@@ -26,3 +26,16 @@ def test_markdown_table_to_html():
         report.markdown_table(text)
         == "<table><tr><th>a</th><th>b</th></tr>\n<tr><td>1</td><td>x</td></tr></table>"
     )
+
+
+def test_file_names_and_summary_values_cannot_inject_markup(tmp_path, monkeypatch):
+    evil = tmp_path / 'x" onload="alert(1)" y=<b>.png'
+    evil.write_bytes(b"\x89PNG")
+    html_figure = report.figure(evil)
+    assert 'onload="' not in html_figure and "<b>" not in html_figure
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "summary.json").write_text('{"wall_time_s": "<script>x</script>", "command": "c"}')
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    page = report.section("S", "study", [])
+    assert "<script>" not in page and "&lt;script&gt;" in page

@@ -17,7 +17,7 @@ from torch import nn
 from experiments.kit.config import ConfigError
 from experiments.kit.loop import Run, TrainLoop
 from tests.interrupt import dies_at_step
-from tests.runs import metric_rows
+from tests.runs import files_in, metric_rows
 
 IN, OUT, N_TRAIN, N_TEST = 5, 3, 64, 32
 
@@ -357,3 +357,130 @@ def test_a_resume_at_another_commit_keeps_the_first_and_says_so(tmp_path, monkey
     monkeypatch.setattr(loop, "git_commit", lambda: "later")
     [summary], _, _ = _train(_cfg("train.steps=12", "resume=true"), tmp_path)
     assert summary["git_commit"] != "later" and summary["resumed_at_commit"] == "later"
+
+
+# --- what a run directory holds: written only after the checks, replaced runs kept aside ----------
+
+
+def test_a_refused_run_changes_nothing_in_the_run_directory(tmp_path):
+    _train(_cfg("train.steps=4"), tmp_path)
+    assert "steps: 4" in (tmp_path / ".hydra" / "config.yaml").read_text()
+    before = files_in(tmp_path)
+    with pytest.raises(ConfigError, match="already holds a run"):
+        _train(_cfg("train.steps=8"), tmp_path)
+    with pytest.raises(ConfigError, match="train.lr"):
+        _train(_cfg("train.lr=0.1", "resume=true"), tmp_path)
+    assert files_in(tmp_path) == before
+
+
+def test_overwrite_keeps_the_earlier_run_whole_and_out_of_the_way(tmp_path):
+    _train(_cfg("seed=[0,1,2]", "train.steps=4"), tmp_path)
+    before = files_in(tmp_path)
+    _train(_cfg("seed=[0]", "train.steps=4", "train.lr=0.1", "overwrite=true"), tmp_path)
+    [aside] = (tmp_path / ".replaced").iterdir()
+    assert files_in(aside) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".hydra", ".lock", ".replaced", "checkpoint.pt", "seed0"
+    ]  # fmt: skip
+    assert "lr: 0.1" in (tmp_path / ".hydra" / "config.yaml").read_text()
+
+
+def test_overwrite_killed_before_its_first_checkpoint_never_resumes_the_replaced_run(tmp_path):
+    _train(_cfg("train.steps=12"), tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        _train(_cfg("train.steps=12", "overwrite=true"), tmp_path / "run", die_at=2)
+    _train(_cfg("train.steps=12", "resume=true"), tmp_path / "run")
+    _train(_cfg("train.steps=12"), tmp_path / "fresh")
+    assert metric_rows(tmp_path / "run" / "seed0") == metric_rows(tmp_path / "fresh" / "seed0")
+
+
+def test_a_resumed_run_records_its_settings_beside_the_first(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        _train(_cfg("train.steps=12"), tmp_path, die_at=6)
+    first = (tmp_path / ".hydra" / "config.yaml").read_text()
+    _train(_cfg("train.steps=16", "resume=true"), tmp_path)
+    assert (tmp_path / ".hydra" / "config.yaml").read_text() == first
+    assert "steps: 16" in (tmp_path / ".hydra" / "resumed_at_step_4" / "config.yaml").read_text()
+
+
+# --- W&B as its users expect: its own variables, one config per seed -----------------------------
+
+
+def _captured_wandb(monkeypatch) -> list[dict]:
+    """Stand in for W&B: record what each run would start it with."""
+    from experiments.kit import runlog
+
+    started: list[dict] = []
+
+    def fake(out_dir, mode, kwargs, wandb_dir=None):
+        started.append({"mode": mode, "dir": wandb_dir, **kwargs})
+
+    monkeypatch.setattr(runlog, "_wandb_run", fake)
+    return started
+
+
+def test_each_seeds_wandb_run_has_its_own_seed_and_says_its_setup(tmp_path, monkeypatch):
+    started = _captured_wandb(monkeypatch)
+    for var in ("WANDB_MODE", "WANDB_PROJECT", "WANDB_TAGS", "WANDB_RUN_GROUP", "WANDB_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    _train(_cfg("seed=[0,1]", "logger.mode=offline", "logger.tags=[mine]"), tmp_path)
+    assert [s["config"]["seed"] for s in started] == [0, 1]
+    assert all(s["job_type"] == "lin" and s["config"]["setup"] == "lin" for s in started)
+    assert all(s["tags"][1:] == ["lin", "mine"] and s["group"] == "test" for s in started)
+
+
+def test_wandb_variables_win_over_the_configs_defaults(tmp_path, monkeypatch):
+    started = _captured_wandb(monkeypatch)
+    monkeypatch.setenv("WANDB_PROJECT", "theirs")
+    monkeypatch.setenv("WANDB_TAGS", "a,b")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
+    monkeypatch.setenv("WANDB_MODE", "dryrun")
+    _train(_cfg("logger.mode=offline"), tmp_path / "run")
+    [s] = started
+    assert (s["project"], s["mode"], s["dir"]) == ("theirs", "offline", str(tmp_path / "wb"))
+    assert s["tags"][1:] == ["lin", "a", "b"]  # the study's name first
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    _train(_cfg("logger.mode=offline"), tmp_path / "off")
+    assert len(started) == 1  # disabled: W&B not started, nothing of it written
+    assert not list((tmp_path / "off").rglob("wandb*"))
+    monkeypatch.setenv("WANDB_MODE", "sometimes")
+    with pytest.raises(ConfigError, match="WANDB_MODE=sometimes"):
+        _train(_cfg("logger.mode=offline"), tmp_path / "bad")
+
+
+def test_uncommitted_code_is_recorded_with_a_hash_of_the_changes(tmp_path):
+    import subprocess
+
+    from experiments.kit.runlog import code_changes
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "experiments").mkdir()
+    step = tmp_path / "experiments" / "step.py"
+    step.write_text("lr = 1.0\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    assert code_changes(tmp_path) is None
+    (tmp_path / "notes.txt").write_text("edited, but not what a run executes")
+    assert code_changes(tmp_path) is None
+    step.write_text("lr = 0.5\n")
+    one = code_changes(tmp_path)
+    step.write_text("lr = 0.25\n")
+    assert one is not None and code_changes(tmp_path) not in (None, one)
+    step.write_text("lr = 1.0\n")
+    (tmp_path / "experiments" / "new.py").write_text("x = 1\n")
+    assert code_changes(tmp_path) is not None  # an untracked file of the code counts
+
+
+def test_a_row_torn_by_a_kill_is_dropped_on_resume(tmp_path, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        _train(_cfg("train.steps=12"), tmp_path / "run", die_at=6)
+    with (tmp_path / "run" / "seed0" / "metrics.csv").open("a") as f:
+        f.write("5,,\n")  # the kill cut this row short
+    _train(_cfg("train.steps=12", "resume=true"), tmp_path / "run")
+    assert "dropped 1 unreadable row(s)" in capsys.readouterr().err
+    _train(_cfg("train.steps=12"), tmp_path / "fresh")
+    assert metric_rows(tmp_path / "run" / "seed0") == metric_rows(tmp_path / "fresh" / "seed0")

@@ -265,3 +265,65 @@ def test_reuse_refuses_a_study_whose_results_need_every_run(tmp_path):
     collect(spec, zeta, tmp_path / "earlier")
     with pytest.raises(SystemExit, match="extend hook"):
         collect(spec, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
+
+
+def _with_config(folder: Path, **config) -> None:
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["config"] = {"seed": summary["seed"], "train.lr": 0.1, "train.steps": 10, **config}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_runs_of_one_setup_with_other_settings_are_not_pooled(sweep, tmp_path):
+    for name in ("0", "1", "2", "3", "4"):
+        _with_config(sweep / name, **{"logger.mode": name})  # a key that changes no run: ignored
+    collect(SPEC, sweep, tmp_path / "ok")
+    _with_config(sweep / "4", **{"train.lr": 0.5})
+    with pytest.raises(SystemExit, match=r"runs of zeta differ in train\.lr \(0\.1 in .*, 0\.5 in"):
+        collect(SPEC, sweep, tmp_path / "out")
+    _with_config(sweep / "4", **{"train.steps": 20})
+    with pytest.raises(SystemExit, match=r"differ in train\.steps"):
+        collect(SPEC, sweep, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_seed_twice_in_one_setup_is_refused(sweep, tmp_path):
+    _write_run(sweep / "5", "zeta", 1, 0.3, 0.3)
+    with pytest.raises(SystemExit, match="zeta has seed 1 twice"):
+        collect(SPEC, sweep, tmp_path / "out")
+
+
+def test_an_unfinished_run_is_refused_and_a_replaced_one_skipped(sweep, tmp_path):
+    _write_run(sweep / "0" / ".replaced" / "2026-01-01_00-00-00", "zeta", 1, 0.3, 0.3)
+    assert len(find_runs(sweep)) == len(RUNS)
+    (sweep / "3" / "summary.json").unlink()
+    with pytest.raises(SystemExit, match=r"3 holds a run that did not finish"):
+        find_runs(sweep)
+
+
+def test_collect_help_shows_its_whole_description(capsys):
+    from scripts import collect as collect_script
+
+    with pytest.raises(SystemExit):
+        collect_script.main(["--help"])
+    out = capsys.readouterr().out
+    assert "``SPEC`` in\n``experiments/<study>.py``)" in out and "--reuse-setups" in out
+
+
+def test_a_sweep_table_for_any_study_has_a_column_per_setting_that_differs(sweep, tmp_path):
+    for name, lr in (("0", 0.1), ("1", 0.5), ("2", 0.1), ("3", 0.5), ("4", 0.1)):
+        _with_config(sweep / name, **{"train.lr": lr, "logger.mode": name})
+    collect_sweep(SPEC, sweep, tmp_path / "sweep.csv")
+    rows = _csv(tmp_path / "sweep.csv")
+    assert rows[0] == [
+        RUN_KEY,
+        "seed",
+        "train.lr",
+        "steps_done",
+        "diverged",
+        "test_acc",
+        "train_acc",
+    ]
+    assert [r[:3] for r in rows[1:]] == [
+        ["zeta", "0", "0.5"], ["zeta", "1", "0.1"], ["zeta", "2", "0.5"],
+        ["alpha", "1", "0.1"], ["alpha", "2", "0.1"],
+    ]  # fmt: skip

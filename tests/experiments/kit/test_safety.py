@@ -1,5 +1,5 @@
 """Nothing lost, nothing silent: user files, run directories, config values, checkpoints and
-errors (issue 19's probes, each a test that failed before its fix)."""
+errors (each probe a test that failed before its fix)."""
 
 import json
 import math

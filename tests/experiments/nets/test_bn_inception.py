@@ -28,7 +28,7 @@ def test_module_outputs_follow_the_table_at_224_px():
 
 
 def test_parameter_count_matches_the_tables_widths():
-    # ../shared/reference/papers.md Sec. 1.5 computes ~11.3M from the table (conv weights, BN
+    # Summing the BN paper's Table 1 gives ~11.3M (conv weights, BN
     # γ/β, no conv biases, a 1024->1000 classifier); the paper states 13.6M without saying why.
     n = count_parameters(BNInception(1000))
     assert abs(n - 11.3e6) / 11.3e6 < 0.005

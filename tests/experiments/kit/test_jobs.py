@@ -1,0 +1,150 @@
+"""Hydra jobs end to end (tiny MNIST runs in subprocesses): a refused command leaves the run
+directory as it was, a failing job of a sweep leaves the other jobs to run under every launcher
+and is named at the end, and each job's recorded command runs that job again."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.kit.jobs import job_command
+from tests.configs import CONFIGS
+from tests.runs import files_in, metric_rows
+
+TINY = [
+    "data=fashion_mnist",
+    "data.download=false",
+    "data.verify=false",
+    "logger.mode=disabled",
+    "train.steps=6",
+    "eval.every=3",
+    "train.batch_size=20",
+    "population.num_batches=2",
+    "threads=1",
+]
+
+
+def _mnist(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m experiments.mnist`` on the tiny data; ``-m`` among ``args`` makes it a sweep."""
+    flags = [a for a in args if a == "-m"]
+    args = tuple(a for a in args if a != "-m")
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.mnist", *flags, f"data.root={root}", *TINY, *args],
+        capture_output=True,
+        text=True,
+        cwd=CONFIGS.parent,
+        timeout=300,
+    )
+
+
+def test_the_command_outside_hydra_is_the_command_line_quoted(monkeypatch):
+    from experiments.kit import jobs
+
+    monkeypatch.setattr(jobs.HydraConfig, "initialized", staticmethod(lambda: False))
+    monkeypatch.setattr(sys, "argv", ["x", "seed=[0,1]", "train.lr=0.5"])
+    assert (
+        job_command("experiments.mnist") == "python -m experiments.mnist 'seed=[0,1]' train.lr=0.5"
+    )
+
+
+def test_a_refused_command_changes_nothing_in_the_run_directory(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    assert _mnist(tiny_data, f"hydra.run.dir={run}").returncode == 0
+    assert "steps: 6" in (run / ".hydra" / "config.yaml").read_text()
+    before = files_in(run)
+    refused = _mnist(tiny_data, "train.steps=9", f"hydra.run.dir={run}")
+    assert refused.returncode == 1 and "already holds a run" in refused.stderr
+    assert files_in(run) == before  # the record of its settings included
+
+
+def test_overwrite_keeps_the_replaced_run_aside_and_collection_skips_it(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    assert _mnist(tiny_data, "seed=[0,1]", f"hydra.run.dir={run}").returncode == 0
+    old = json.loads((run / "seed1" / "summary.json").read_text())
+    out = _mnist(tiny_data, "seed=[0]", "train.lr=0.5", "overwrite=true", f"hydra.run.dir={run}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    [aside] = (run / ".replaced").iterdir()
+    assert json.loads((aside / "seed1" / "summary.json").read_text()) == old
+    assert (aside / "checkpoint.pt").exists() and "lr: 1.0" in (
+        aside / ".hydra/config.yaml"
+    ).read_text()
+    assert not (run / "seed1").exists()  # no stale seed beside the new run
+    collected = subprocess.run(
+        [sys.executable, "-m", "scripts.collect", "mnist", str(run), "--out", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        cwd=CONFIGS.parent,
+        timeout=120,
+    )
+    assert collected.returncode == 0, collected.stderr[-2000:]
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summary["setups"]["bn"]["seeds"] == [0]
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        pytest.param([], id="basic"),
+        pytest.param(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], id="joblib"),
+        pytest.param(["hydra/launcher=submitit_local"], id="submitit", marks=pytest.mark.slow),
+    ],
+)
+def test_a_failing_job_leaves_the_others_to_run_and_is_named_at_the_end(
+    tiny_data, tmp_path, launcher
+):
+    sweep = tmp_path / "sweep"
+    out = _mnist(tiny_data, "-m", "train.lr=-1,0.5", *launcher, f"hydra.sweep.dir={sweep}")
+    assert out.returncode == 1
+    assert "1 job(s) of the sweep" in out.stderr
+    assert (
+        "job 0 (" in out.stderr and "train.lr=-1" in out.stderr and "must be positive" in out.stderr
+    )
+    assert "Traceback" not in out.stderr
+    [summary] = [json.loads(p.read_text()) for p in sweep.rglob("summary.json")]
+    assert summary["lr"] == 0.5
+
+
+def test_a_jobs_recorded_command_runs_that_job_again(tiny_data, tmp_path):
+    sweep = tmp_path / "sweep"
+    out = _mnist(tiny_data, "-m", "train.lr=0.5,2.0", f"hydra.sweep.dir={sweep}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    [job] = [
+        p.parent for p in sweep.rglob("summary.json") if json.loads(p.read_text())["lr"] == 2.0
+    ]
+    command = json.loads((job / "summary.json").read_text())["command"]
+    assert "0.5" not in command  # this job's own overrides, not the sweep's
+    args = shlex.split(command)
+    assert args[:3] == ["python", "-m", "experiments.mnist"]
+    again = subprocess.run(
+        [sys.executable, *args[1:], f"hydra.run.dir={tmp_path / 'again'}"],
+        capture_output=True,
+        text=True,
+        cwd=CONFIGS.parent,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert metric_rows(tmp_path / "again") == metric_rows(job)
+
+
+def test_a_relative_data_root_is_the_launch_folders_with_chdir(tiny_data, tmp_path):
+    relative = Path(os.path.relpath(tiny_data, CONFIGS.parent))
+    run = tmp_path / "run"
+    out = _mnist(relative, "hydra.job.chdir=true", f"hydra.run.dir={run}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (run / "summary.json").exists()
+
+
+def test_every_study_takes_the_shared_hydra_settings():
+    import yaml
+
+    roots = [p for p in CONFIGS.glob("*.yaml") if p.stem != "kit"]
+    assert len(roots) >= 5
+    for root in roots:
+        defaults = yaml.safe_load(root.read_text())["defaults"]
+        assert "kit" in defaults, f"{root.name} must list kit in its defaults"
+    kit = yaml.safe_load((CONFIGS / "kit.yaml").read_text())["hydra"]
+    assert kit["output_subdir"] is None and "failed_jobs" in kit["callbacks"]
