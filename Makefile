@@ -116,7 +116,7 @@ reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 s
 	$(PY) -m scripts.plot_renorm; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-# --- Mechanism study (issue 16) ------------------------------------------------------------------
+# --- Mechanism study ------------------------------------------------------------------------------
 # Yang et al. 2019: the first/last gradient-norm ratio of width-100 MLPs of depth 2..64 at
 # initialization and after 1, 10, 100 SGD steps; BN and none x sigmoid, ReLU, linear x 3 seeds.
 reproduce-depth: $(ENV) ## gradients across depth at init, with and without BN (~10 min); results/mechanism/depth/
