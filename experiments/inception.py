@@ -240,5 +240,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    config.preflight()
+    config.preflight(STUDY)
     main()

@@ -29,18 +29,10 @@ def compose_config(name: str, overrides=()) -> DictConfig:
 
 
 def setup_studies() -> dict[str, list[str]]:
-    """Every ``configs/setup/*.yaml``, found on disk, and the studies it names in ``setup_of``,
-    read from the file or from the setup it extends (its ``defaults`` in the same group)."""
-    import yaml
+    """Every ``configs/setup/*.yaml``, found on disk, and the studies it belongs to."""
+    from experiments.kit.config import setup_owners
 
-    def studies(name: str) -> list[str]:
-        node = yaml.safe_load((CONFIGS / "setup" / f"{name}.yaml").read_text()) or {}
-        if "setup_of" in node:
-            return list(node["setup_of"])
-        parents = [d for d in node.get("defaults", []) if isinstance(d, str) and d != "_self_"]
-        return [s for parent in parents for s in studies(parent)]
-
-    return {p.stem: studies(p.stem) for p in sorted((CONFIGS / "setup").glob("*.yaml"))}
+    return {p.stem: setup_owners(p.stem) for p in sorted((CONFIGS / "setup").glob("*.yaml"))}
 
 
 def setups_of(study: str) -> list[str]:

@@ -12,6 +12,7 @@ What a type cannot say (a microbatch that divides the batch, ...) is checked by
 from __future__ import annotations
 
 import enum
+import logging
 import statistics
 import sys
 from collections.abc import Callable, Iterable
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, ListConfig
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 
 class ConfigError(ValueError):
@@ -171,9 +172,22 @@ class StudyConf:
     eval: EvalConf = field(default_factory=EvalConf)
 
 
+# What configs/kit.yaml's sweep folder names use: a seed list as 0-1-2, and the job's other
+# settings (Hydra's override_dirname) after an underscore when there are any.
+for _name, _resolver in {
+    "kit_seeds": lambda seed: (
+        "-".join(map(str, seed)) if isinstance(seed, (list, ListConfig)) else str(seed)
+    ),
+    "kit_tail": lambda rest: f"_{rest}" if rest else "",
+}.items():
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _resolver)
+
+
 def register(study: str, schema: type) -> None:
     """Make ``schema`` the ``<study>_schema`` that the study's root YAML extends."""
     ConfigStore.instance().store(name=f"{study}_schema", node=schema)
+    _SCHEMAS[study] = schema
 
 
 def require(checks: Iterable[tuple[bool, str]]) -> None:
@@ -303,13 +317,75 @@ def check_classifier(cfg: DictConfig) -> None:
     )  # fmt: skip
 
 
-def preflight(argv: list[str] | None = None) -> None:
-    """Checks of the command line that must come before Hydra creates the run directory:
-    a ``hydra.run.dir`` that is an existing file ends with one line, the file untouched."""
-    for arg in sys.argv[1:] if argv is None else argv:
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+_SCHEMAS: dict[str, type] = {}  # by study, from register()
+
+
+def preflight(study: str, argv: list[str] | None = None) -> None:
+    """Checks of the command line that must come before Hydra composes the config or creates the
+    run directory, each one line: a ``hydra.run.dir`` that is a file (left untouched), a setup of
+    another study (Hydra would fail on the first key that study's setup sets), ``~setup``, a key
+    added with ``+`` that the study's schema does not have (Hydra's ``+`` adds any key silently),
+    and ``--cfg hydra --resolve`` (the run folder's name needs the study's config)."""
+    args = sys.argv[1:] if argv is None else argv
+    if "--resolve" in args and any(a in ("--cfg", "-c") for a in args) and "hydra" in args:
+        sys.exit("error: --cfg hydra --resolve cannot resolve the run folder's name (it reads the "
+                 "study's config); use --cfg hydra, or --cfg all --resolve")  # fmt: skip
+    for arg in args:
         key, _, value = arg.partition("=")
         if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and Path(value).is_file():
             sys.exit(f"error: {key}={value} is a file; give a folder for the run")
+        if key == "~setup":
+            sys.exit(
+                f"error: every {study} run has a setup; choose one (setup=...) instead of ~setup"
+            )
+        if key.lstrip("+") == "setup" and not value.startswith(("glob(", "choice(", "range(")):
+            for name in value.split(","):
+                _check_setup_of(study, name.strip())
+        if key.startswith("+") and not key.startswith("++") and "." in key:
+            _check_schema_has(study, key[1:], arg)
+
+
+def setup_owners(name: str) -> list[str]:
+    """The studies ``configs/setup/<name>.yaml`` belongs to: its ``setup_of``, or that of the
+    setup it extends (its ``defaults`` in the same group)."""
+    import yaml
+
+    node = yaml.safe_load((CONFIGS / "setup" / f"{name}.yaml").read_text()) or {}
+    if "setup_of" in node:
+        return list(node["setup_of"])
+    parents = [d for d in node.get("defaults", []) if isinstance(d, str) and d != "_self_"]
+    return [study for parent in parents for study in setup_owners(parent)]
+
+
+def _check_setup_of(study: str, name: str) -> None:
+    if not (CONFIGS / "setup" / f"{name}.yaml").is_file():
+        return  # Hydra names the available setups
+    owners = setup_owners(name)
+    if owners and study not in owners:
+        sys.exit(f"error: setup={name} is a setup of {', '.join(owners)}, not of {study}")
+
+
+def _check_schema_has(study: str, key: str, arg: str) -> None:
+    """Refuse ``+a.b=...`` when ``a`` is a typed node of the schema without a field ``b``."""
+    import dataclasses
+    import typing
+
+    node: Any = _SCHEMAS.get(study)
+    *parents, last = key.split(".")
+    for part in parents:
+        if not dataclasses.is_dataclass(node):
+            return  # an open dict: any key may be added
+        fields = {f.name: f for f in dataclasses.fields(node)}
+        if part not in fields:
+            break
+        node = typing.get_type_hints(node).get(part)
+    else:
+        if not dataclasses.is_dataclass(node) or last in {f.name for f in dataclasses.fields(node)}:
+            return
+    sys.exit(
+        f"error: {arg}: {study} has no setting {key} (a misspelling?); `{study} --help` lists them"
+    )
 
 
 def run_study(
@@ -326,8 +402,9 @@ def run_study(
 
     from experiments.kit.data import DataUnavailable
 
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        result = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+        result = train(cfg, out_dir)
     except (ConfigError, DataUnavailable) as e:
         return _fail(str(e))
     except MissingMandatoryValue as e:
@@ -338,7 +415,16 @@ def run_study(
         return _fail(f"{e.strerror or e}: {e.filename or ''} (choose another hydra.run.dir?)")
     summaries = result if isinstance(result, list) else [result]
     accs = [s["test_acc"] for s in summaries if s.get("test_acc") is not None]
-    return statistics.fmean(accs) if accs else None
+    mean = statistics.fmean(accs) if accs else None
+    # Hydra's logging: the console (with or without a terminal) and the job's <name>.log
+    logging.getLogger(HydraConfig.get().job.name).info(
+        "done: %s; results in %s",
+        f"final test accuracy {mean:.4f} (mean of {len(accs)})"
+        if accs
+        else "no accuracy (see summary.json)",
+        out_dir,
+    )
+    return mean
 
 
 def _fail(reason: str) -> None:

@@ -3,6 +3,7 @@ names and passes that study's check; a setup of another study, a value of the wr
 misspelled choice are rejected before anything runs; the ``norm`` group reaches every norm layer."""
 
 import importlib
+import re
 
 import pytest
 import torch
@@ -178,3 +179,22 @@ def test_the_studies_own_norm_values_apply_when_not_overridden():
         assert (cfg.norm.momentum, cfg.norm.eps) == (0.01, 0.001), study
     cfg = compose_config("mnist", ["setup=bn"])
     assert (cfg.norm.momentum, cfg.norm.eps) == (0.1, 1e-5)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["+train.lrr=5"], "mnist has no setting train.lrr"),
+        (["+norm.schedule.foo=1"], "mnist has no setting norm.schedule.foo"),
+        (["~setup"], "every mnist run has a setup"),
+        (["setup=baseline,bn_x5"], "setup=bn_x5 is a setup of inception, not of mnist"),
+        (["--cfg", "hydra", "--resolve"], "--cfg hydra --resolve cannot resolve"),
+    ],
+)
+def test_the_command_line_is_checked_before_hydra_composes(args, message):
+    import experiments.mnist  # noqa: F401  (registers the schema)
+    from experiments.kit.config import preflight
+
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        preflight("mnist", args)
+    preflight("mnist", ["setup=baseline,bn", "train.lr=0.5", "++train.lr=0.1"])  # all fine

@@ -53,8 +53,11 @@ def test_the_command_outside_hydra_is_the_command_line_quoted(monkeypatch):
 
 def test_a_refused_command_changes_nothing_in_the_run_directory(tiny_data, tmp_path):
     run = tmp_path / "run"
-    assert _mnist(tiny_data, f"hydra.run.dir={run}").returncode == 0
+    first = _mnist(tiny_data, f"hydra.run.dir={run}")
+    assert first.returncode == 0
     assert "steps: 6" in (run / ".hydra" / "config.yaml").read_text()
+    closing = "final test accuracy"  # printed without a terminal, and in the job's log
+    assert closing in first.stdout and closing in (run / "mnist.log").read_text()
     before = files_in(run)
     refused = _mnist(tiny_data, "train.steps=9", f"hydra.run.dir={run}")
     assert refused.returncode == 1 and "already holds a run" in refused.stderr
@@ -115,6 +118,7 @@ def test_a_jobs_recorded_command_runs_that_job_again(tiny_data, tmp_path):
     [job] = [
         p.parent for p in sweep.rglob("summary.json") if json.loads(p.read_text())["lr"] == 2.0
     ]
+    assert job.name.startswith("1_bn_seed0_") and "train.lr=2.0" in job.name  # told apart by name
     command = json.loads((job / "summary.json").read_text())["command"]
     assert "0.5" not in command  # this job's own overrides, not the sweep's
     args = shlex.split(command)
