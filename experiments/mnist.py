@@ -360,6 +360,14 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     data = load_data(cfg.data)
     if cfg.train.subset is not None:
         n = cfg.train.subset
+        require(
+            [
+                (
+                    n <= len(data.y_train),
+                    f"train.subset={n} is more than the {len(data.y_train)} training images of {cfg.data.name}",
+                )
+            ]
+        )
         data = dataclasses.replace(
             data, train_pixels=data.train_pixels[:n], y_train=data.y_train[:n]
         )

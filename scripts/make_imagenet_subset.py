@@ -38,13 +38,15 @@ def read_class_list(path: Path) -> list[str]:
 
 
 def list_images(folder: Path, root: Path | None = None) -> list[Path]:
-    """The image files of ``folder``. With ``root``, a symlink that leads outside ``root`` is
-    skipped with a warning: the subset copies (or links to) only what the source tree holds."""
+    """The image files of ``folder``. With ``root``, a file that a link leads outside ``root``
+    (a linked file, or one in a linked folder) is skipped with a warning: the subset copies (or
+    links to) only what the source tree holds."""
     images = []
     for p in sorted(folder.iterdir()):
         if p.suffix.lower() not in IMAGE_SUFFIXES or not p.is_file():
             continue
-        if root is not None and p.is_symlink() and not p.resolve().is_relative_to(root.resolve()):
+        # the whole path resolved: a linked file, or a file in a linked class folder
+        if root is not None and not p.resolve().is_relative_to(root.resolve()):
             print(
                 f"warning: skipping {p}: a link to {p.resolve()}, outside {root}", file=sys.stderr
             )

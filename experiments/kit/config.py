@@ -335,6 +335,10 @@ def preflight(study: str, argv: list[str] | None = None) -> None:
         key, _, value = arg.partition("=")
         if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and Path(value).is_file():
             sys.exit(f"error: {key}={value} is a file; give a folder for the run")
+        if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and not _writable(Path(value)):
+            sys.exit(
+                f"error: {key}={value} cannot be written (permissions); give a folder you can write"
+            )
         if key == "~setup":
             sys.exit(
                 f"error: every {study} run has a setup; choose one (setup=...) instead of ~setup"
@@ -344,6 +348,16 @@ def preflight(study: str, argv: list[str] | None = None) -> None:
                 _check_setup_of(study, name.strip())
         if key.startswith("+") and not key.startswith("++") and "." in key:
             _check_schema_has(study, key[1:], arg)
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path`` can be created or written into: its nearest existing folder is writable."""
+    import os
+
+    for folder in (path, *path.resolve().parents):
+        if folder.exists():
+            return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    return True
 
 
 def setup_owners(name: str) -> list[str]:
@@ -413,6 +427,18 @@ def run_study(
         )
     except OSError as e:  # e.g. hydra.run.dir names a file, or the disk is full
         return _fail(f"{e.strerror or e}: {e.filename or ''} (choose another hydra.run.dir?)")
+    except RuntimeError as e:  # torch.save's writer on a full disk or a vanished folder
+        if not any(
+            t in str(e) for t in ("PytorchStreamWriter", "file write failed", "No space left")
+        ):
+            raise
+        return _fail(
+            f"could not write a file of the run in {out_dir} ({str(e).strip().splitlines()[0]}): is the disk full?"
+        )
+    except Exception as e:
+        if type(e).__name__ != "DecompressionBombError":  # PIL's: an image too large to trust
+            raise
+        return _fail(f"{e} (an image of the data set: remove or shrink it)")
     summaries = result if isinstance(result, list) else [result]
     accs = [s["test_acc"] for s in summaries if s.get("test_acc") is not None]
     mean = statistics.fmean(accs) if accs else None

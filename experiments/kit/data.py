@@ -19,10 +19,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import math
+import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,12 +97,16 @@ def _find(raw: Path, name: str) -> Path | None:
 
 
 def md5_of(path: Path) -> str:
-    """md5 of the file's *uncompressed* content."""
+    """md5 of the file's *uncompressed* content (``"unreadable"`` for a truncated or corrupt
+    ``.gz``: it fails the check like any other wrong content)."""
     opener = gzip.open if path.suffix == ".gz" else open
     h = hashlib.md5()
-    with opener(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    try:
+        with opener(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        return "unreadable (a truncated or corrupt .gz)"
     return h.hexdigest()
 
 
@@ -256,7 +262,7 @@ def load_split(raw: Path, split: str) -> Split:
     images = read_idx(_find(raw, images_name))
     labels = read_idx(_find(raw, labels_name))
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-        raise ValueError(
+        raise BadDataFile(
             f"{raw}: {split} images {images.shape} and labels {labels.shape} do not match"
         )
     return Split(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)))
@@ -389,6 +395,21 @@ def fixed_batches(split, batch_size: int, limit: int | None = None) -> list[Tens
     return list(order.split(batch_size))
 
 
+def _refuse_folder_loops(folder: Path) -> None:
+    """ImageFolder walks class folders following links: a link back to a folder above it repeats
+    the images it reaches (or, with two, never ends). Refuse any such link, naming it."""
+    seen: set[Path] = set()
+    for dirpath, _, _ in os.walk(folder, followlinks=True):
+        real = Path(dirpath).resolve()
+        if real in seen:
+            raise DataUnavailable(
+                f"{dirpath} leads to {real}, already read (a link to a folder above it, or to one read "
+                "elsewhere): "
+                "remove the link, or the images it reaches would be read again and again"
+            )
+        seen.add(real)
+
+
 def image_folder_splits(
     root: str | Path, image_size: int, num_workers: int, pin_memory: bool = False
 ) -> tuple[FolderSplit, FolderSplit, int]:
@@ -426,6 +447,7 @@ def image_folder_splits(
                 "each with one sub-folder of images per class, as in ImageNet's layout (for a "
                 "smoke test, make one with `python -m scripts.make_synthetic_images DIR`)"
             )
+        _refuse_folder_loops(folder)
         try:
             dataset = datasets.ImageFolder(str(folder), transform=tf)
         except (FileNotFoundError, RuntimeError) as e:

@@ -69,7 +69,20 @@ def find_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
         )
     if not found:
         raise SystemExit(f"error: no run with a summary.json under {sweep_dir}")
-    return [(run, json.loads((run / "summary.json").read_text())) for run in found]
+    return [(run, read_summary(run / "summary.json")) for run in found]
+
+
+def read_summary(path: Path) -> dict:
+    """A run's ``summary.json``; one that is not a JSON object (cut short, edited) is one line."""
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(
+            f"error: {path} cannot be read ({e}): rerun that run or move it away"
+        ) from None
+    if not isinstance(summary, dict) or RUN_KEY not in summary or "seed" not in summary:
+        raise SystemExit(f"error: {path} is not a run's summary (no {RUN_KEY} and seed)")
+    return summary
 
 
 def check_poolable(runs: list[tuple[Path, dict]]) -> None:
@@ -240,6 +253,8 @@ def collect(
         setups = per_setup(spec, runs)
         entries, rows = reuse.load(spec, group, summary, setups) if reuse is not None else ({}, {})
         parts.append((group, runs, summary, {**setups, **entries}, rows))
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"error: --out {out} is a file; give a folder for the collection")
     written = []
     for group, runs, summary, merged, rows in parts:
         folder = out if group is None else out / str(group)
@@ -281,6 +296,8 @@ def collect_sweep(
     run's ``curve_metrics`` (all when None) over training in long format, keyed by ``keys``
     (``keys…,step,metric,value``): a sweep's runs share a setup name, so a ``runs.csv`` keyed by
     setup and seed could not tell them apart."""
+    if out.is_dir():
+        raise SystemExit(f"error: --out {out} is a folder; give the CSV file to write")
     found = [(run, {**s.get("config", {}), **s}) for run, s in find_runs(sweep_dir)]
     keys = keys or sweep_keys(spec, found)
 

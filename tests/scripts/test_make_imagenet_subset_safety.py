@@ -5,7 +5,7 @@ import os
 import pytest
 from PIL import Image
 
-from scripts.make_imagenet_subset import build_subset
+from scripts.make_imagenet_subset import SubsetError, build_subset
 
 
 def _tree(root, classes=("n01", "n02"), per_class=3):
@@ -18,6 +18,12 @@ def _tree(root, classes=("n01", "n02"), per_class=3):
     return root
 
 
+def _classes(tmp_path, *wnids):
+    path = tmp_path / "classes.txt"
+    path.write_text("\n".join(wnids) + "\n")
+    return path
+
+
 @pytest.mark.parametrize("link", [False, True])
 def test_links_leading_outside_the_source_are_skipped(tmp_path, capsys, link):
     src = _tree(tmp_path / "src")
@@ -28,6 +34,19 @@ def test_links_leading_outside_the_source_are_skipped(tmp_path, capsys, link):
     assert not (tmp_path / "dst" / "train" / "n01" / "evil.JPEG").exists()
     assert m["train_images"] == 6
     assert "skipping" in capsys.readouterr().err
+
+
+def test_a_linked_class_folder_leading_outside_the_source_is_skipped(tmp_path, capsys):
+    src = _tree(tmp_path / "src")
+    elsewhere = _tree(tmp_path / "elsewhere", classes=("n03",))
+    os.symlink(elsewhere / "train" / "n03", src / "train" / "n03", target_is_directory=True)
+    os.symlink(elsewhere / "val" / "n03", src / "val" / "n03", target_is_directory=True)
+    with pytest.raises(SubsetError, match="n03 has no images"):  # none of its own
+        build_subset(src, tmp_path / "dst", workers=1)
+    assert not list((tmp_path / "dst").rglob("n03_*.JPEG"))
+    assert "outside" in capsys.readouterr().err
+    m = build_subset(src, tmp_path / "dst", class_list=_classes(tmp_path, "n01", "n02"), workers=1)
+    assert m["train_images"] == 6
 
 
 def test_an_unreadable_image_is_skipped_and_reported(tmp_path, capsys):

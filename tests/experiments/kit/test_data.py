@@ -103,3 +103,32 @@ def test_file_failing_checksum_is_rejected(tmp_path, monkeypatch):
 def test_unknown_dataset():
     with pytest.raises(ValueError, match="data.name='cifar'"):
         data.ensure_dataset("cifar", "data")
+
+
+def test_a_link_looping_back_in_an_image_folder_is_one_line(tmp_path):
+    from scripts.make_synthetic_images import make_image_folder
+
+    folder = make_image_folder(tmp_path / "images", classes=2, train_per_class=2, val_per_class=1)
+    link = folder / "train" / "class_000" / "again"
+    link.symlink_to(folder / "train", target_is_directory=True)
+    with pytest.raises(data.DataUnavailable, match="already read"):
+        data.image_folder_splits(folder, 32, num_workers=0)
+    link.unlink()
+    train, _, classes = data.image_folder_splits(folder, 32, num_workers=0)
+    assert classes == 2 and len(train.dataset) == 4
+
+
+def test_a_truncated_gz_fails_its_md5_check_with_one_line(tmp_path):
+    raw = make_dataset(tmp_path, n_train=30, n_test=7, compress=True)
+    gz = raw / "train-images-idx3-ubyte.gz"
+    gz.write_bytes(gz.read_bytes()[:-40])
+    assert data.md5_of(gz).startswith("unreadable")
+    with pytest.raises(data.DataUnavailable, match="fails its md5 check"):
+        data.ensure_dataset("fashion_mnist", tmp_path, download=False)
+
+
+def test_images_and_labels_of_different_lengths_are_a_data_error(tmp_path):
+    raw = make_dataset(tmp_path, n_train=30, n_test=7)
+    (raw / "t10k-labels-idx1-ubyte").write_bytes((raw / "train-labels-idx1-ubyte").read_bytes())
+    with pytest.raises(data.DataUnavailable, match="do not match"):
+        data.load_split(raw, "test")

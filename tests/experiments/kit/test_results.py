@@ -327,3 +327,15 @@ def test_a_sweep_table_for_any_study_has_a_column_per_setting_that_differs(sweep
         ["zeta", "0", "0.5"], ["zeta", "1", "0.1"], ["zeta", "2", "0.5"],
         ["alpha", "1", "0.1"], ["alpha", "2", "0.1"],
     ]  # fmt: skip
+
+
+def test_a_broken_summary_or_an_out_of_the_wrong_kind_is_one_line(sweep, tmp_path):
+    (tmp_path / "a_file").write_text("mine")
+    with pytest.raises(SystemExit, match="is a file; give a folder"):
+        collect(SPEC, sweep, tmp_path / "a_file")
+    assert (tmp_path / "a_file").read_text() == "mine"
+    with pytest.raises(SystemExit, match="is a folder; give the CSV"):
+        collect_sweep(SPEC, sweep, tmp_path)
+    (sweep / "2" / "summary.json").write_text('{"setup": "alpha", "se')
+    with pytest.raises(SystemExit, match=r"2/summary.json cannot be read"):
+        find_runs(sweep)

@@ -267,3 +267,51 @@ def test_a_corrupt_image_met_in_training_names_the_file(tmp_path, workers):
         BadDataFile, match=rf"^image {bad} cannot be read \(UnidentifiedImageError\)"
     ):
         list(train.batches([torch.arange(len(train))]))
+
+
+# -- faults from deep inside a run: one line each --------------------------------------------------
+def _run_study_raising(tmp_path, error: Exception):
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict, read_write
+
+    from experiments.kit.config import run_study
+    from tests.configs import compose_config
+
+    cfg = compose_config("mnist", ["logger.mode=disabled"])
+    hc = HydraConfig.get()
+    with read_write(hc), open_dict(hc):
+        hc.runtime.output_dir = str(tmp_path)
+
+    def train(_cfg, _out):
+        raise error
+
+    return run_study(train, cfg)
+
+
+def test_a_full_disk_inside_torch_save_is_one_line(tmp_path):
+    full = RuntimeError(
+        "[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/3: file write failed"
+    )
+    with pytest.raises(SystemExit, match="could not write a file of the run .* is the disk full"):
+        _run_study_raising(tmp_path, full)
+    with pytest.raises(RuntimeError, match="a bug"):  # any other RuntimeError stays a traceback
+        _run_study_raising(tmp_path, RuntimeError("a bug"))
+
+
+def test_an_image_too_large_to_trust_is_one_line(tmp_path):
+    from PIL import Image
+
+    bomb = Image.DecompressionBombError("Image size (200000000 pixels) exceeds limit")
+    with pytest.raises(SystemExit, match="exceeds limit .*an image of the data set"):
+        _run_study_raising(tmp_path, bomb)
+
+
+def test_a_run_folder_that_cannot_be_written_is_refused_before_hydra(tmp_path, monkeypatch):
+    import os
+
+    from experiments.kit.config import preflight
+
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)
+    with pytest.raises(SystemExit, match="cannot be written"):
+        preflight("mnist", [f"hydra.run.dir={tmp_path / 'run'}"])
+    preflight("mnist", [f"hydra.run.dir={tmp_path.parent / 'elsewhere'}"])
