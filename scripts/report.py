@@ -47,11 +47,13 @@ code { background: #f3f3f3; padding: 0 3px; } details { margin: 0.5em 0; }
 """
 
 
-def markdown_table(text: str) -> str:
-    """The first Markdown table in ``text`` as HTML (``**x**`` kept as bold)."""
+def markdown_table(text: str, source: str = "CLAIMS.md") -> str:
+    """The first Markdown table in ``text`` (read from ``source``) as HTML."""
     rows = [
         line.strip().strip("|").split(" | ") for line in text.splitlines() if line.startswith("|")
     ]
+    if not rows:
+        raise SystemExit(f"error: {source} holds no table to show (make claims rebuilds CLAIMS.md)")
     head, body = rows[0], [r for r in rows[2:]]
     cell = lambda c: html.escape(c.strip()).replace("**", "")  # noqa: E731
     out = ["<table><tr>" + "".join(f"<th>{cell(c)}</th>" for c in head) + "</tr>"]
@@ -102,7 +104,12 @@ def section(title: str, folder: str, figures: list[Path]) -> str:
     parts = [f"<h2>{html.escape(title)}</h2>"]
     summary_path = RESULTS / folder / "summary.json"
     if summary_path.exists():
-        s = json.loads(summary_path.read_text())
+        try:
+            s = json.loads(summary_path.read_text())
+        except ValueError as e:
+            raise SystemExit(
+                f"error: {summary_path} is not valid JSON ({e}): collect it again"
+            ) from None
         parts.append(
             f"<p>Command: <code>{html.escape(str(s.get('command') or '–'))}</code>; commit "
             f"<code>{html.escape(str(s.get('git_commit')))}</code>; wall time "
@@ -114,7 +121,7 @@ def section(title: str, folder: str, figures: list[Path]) -> str:
             if (RESULTS / folder / name).exists():
                 text = (RESULTS / folder / name).read_text()
                 parts.append(f"<p>{html.escape(text.split(chr(10))[0])}</p>")
-                parts.append(markdown_table(text))
+                parts.append(markdown_table(text, str(RESULTS / folder / name)))
         parts.append(setups_table(s))
         if s.get("paper"):
             parts.append(

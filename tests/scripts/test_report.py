@@ -39,3 +39,15 @@ def test_file_names_and_summary_values_cannot_inject_markup(tmp_path, monkeypatc
     monkeypatch.setattr(report, "RESULTS", tmp_path)
     page = report.section("S", "study", [])
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_a_claims_file_without_a_table_or_a_broken_summary_is_one_line(tmp_path, monkeypatch):
+    import pytest
+
+    with pytest.raises(SystemExit, match="CLAIMS.md holds no table"):
+        report.markdown_table("# Claims\n\nnothing yet\n")
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "summary.json").write_text('{"command": "make')
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    with pytest.raises(SystemExit, match="summary.json is not valid JSON"):
+        report.section("S", "study", [])
