@@ -37,13 +37,17 @@ plt.rcParams.update(
 
 
 def read_curves(path: Path) -> dict:
-    """``{(setup, seed): {metric: (steps, values)}}`` from a ``runs.csv``."""
+    """``{(setup, seed): {metric: (steps, values)}}`` from a ``runs.csv``; a missing file or a row
+    that is not whole (a file cut short) ends the figure script with one line naming it."""
     data: dict = defaultdict(lambda: defaultdict(lambda: ([], [])))
-    with path.open() as f:
-        for r in csv.DictReader(f):
+    for line, r in enumerate(read_rows(path), start=2):
+        try:
             steps, values = data[(r[RUN_KEY], int(r["seed"]))][r["metric"]]
-            steps.append(int(r["step"]))
-            values.append(float(r["value"]))
+            step, value = int(r["step"]), float(r["value"])
+        except (KeyError, TypeError, ValueError):
+            raise SystemExit(f"error: {path}, line {line}: not a whole row of a runs.csv") from None
+        steps.append(step)
+        values.append(value)
     return data
 
 
@@ -68,14 +72,26 @@ def mean_band(
     if not any(metric in v for (s, _), v in data.items() if s == setup):
         return
     steps, v = series(data, setup, metric)
+    if np.isnan(v).all():
+        print(
+            f"warning: every {metric} value of {setup} is NaN (diverged?): not drawn",
+            file=sys.stderr,
+        )
+        return
     ax.plot(steps, np.nanmean(v, 0), style, color=color, label=label.format(n=len(v)))
     if band and len(v) > 1:
         ax.fill_between(steps, np.nanmin(v, 0), np.nanmax(v, 0), color=color, alpha=alpha, lw=0)
 
 
 def read_rows(path: Path) -> list[dict]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
+    """The rows of a results CSV; a missing one ends the figure script with one line."""
+    try:
+        with path.open() as f:
+            return list(csv.DictReader(f))
+    except FileNotFoundError:
+        raise SystemExit(
+            f"error: {path} does not exist: run the study's make target first"
+        ) from None
 
 
 def save(fig, name: str) -> Path:
