@@ -22,6 +22,12 @@ def test_the_last_third_is_measured_against_the_best_before_it():
     assert not plateaued([], 0.003) and not plateaued([(0, 0.1)], 0.003)
 
 
+def test_a_gain_in_the_middle_third_does_not_count():
+    # from 0.5 to 0.8 by step 2,000 (= 2/3 of 3,000), then flat: the last third gained nothing
+    curve = [(0, 0.1), (1000, 0.5), (2000, 0.8), (3000, 0.8)]
+    assert plateaued(curve, 0.003)
+
+
 def test_target_stops_at_the_first_evaluation_that_reaches_it():
     rule = StopRule("test/acc", target=0.7)
     assert rule.update(0, {"test/acc": 0.1}) is None

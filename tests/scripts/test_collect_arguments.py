@@ -1,0 +1,38 @@
+"""scripts/collect.py: the comma-separated lists of --curve-metrics and --reuse-setups."""
+
+import csv
+import json
+
+from scripts import collect
+from tests.experiments.kit.test_results import _write_run
+
+
+def test_curve_metrics_takes_every_comma_separated_metric(tmp_path):
+    for seed in (0, 1):
+        _write_run(tmp_path / "sweep" / str(seed), "bn", seed, 0.5, 0.5)
+        with (tmp_path / "sweep" / str(seed) / "metrics.csv").open("a", newline="") as f:
+            csv.writer(f).writerow([10, "train/acc", 0.6])  # not asked for
+    curves = tmp_path / "curves.csv"
+    collect.main(
+        ["mnist", str(tmp_path / "sweep"), "--sweep", "--out", str(tmp_path / "sweep.csv"),
+         "--curves", str(curves), "--curve-metrics", "train/loss,test/acc"]
+    )  # fmt: skip
+    with curves.open() as f:
+        metrics = [row[-2] for row in list(csv.reader(f))[1:]]
+    assert sorted(set(metrics)) == ["test/acc", "train/loss"]
+    assert len(metrics) == 6  # two runs, test/acc at steps 0 and 10, train/loss at 10
+
+
+def test_reuse_setups_takes_every_comma_separated_setup(tmp_path):
+    for seed in (0, 1):
+        for setup in ("zeta", "alpha"):
+            _write_run(tmp_path / "earlier_runs" / f"{setup}{seed}", setup, seed, 0.5, 0.5)
+        _write_run(tmp_path / "sweep" / f"beta{seed}", "beta", seed, 0.7, 0.7)
+    collect.main(["renorm", str(tmp_path / "earlier_runs"), "--out", str(tmp_path / "earlier")])
+    collect.main(
+        ["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out"),
+         "--reuse", str(tmp_path / "earlier"), "--reuse-setups", "zeta,alpha"]
+    )  # fmt: skip
+    summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
+    assert set(summary["setups"]) == {"zeta", "alpha", "beta"}
+    assert summary["reused"]["setups"] == ["zeta", "alpha"]
