@@ -214,6 +214,13 @@ class TrainLoop:
             return False
         ckpt = load_checkpoint(self.ckpt_path)
         changed = check_same_run(self.ckpt_path, ckpt.get("config", {}), self.config)
+        for key in ("resume", "overwrite"):  # how this command runs, not a setting of the run
+            changed.pop(key, None)
+        first_commands = ckpt.get("commands") or []
+        for run, first in zip(self.runs, first_commands):
+            if first and first != run.summary.get("command"):  # keep both
+                run.summary["resumed_with_command"] = run.summary.get("command")
+                run.summary["command"] = first
         if changed:
             tqdm.write(
                 f"{self.job_name}: resumed with "
@@ -265,6 +272,7 @@ class TrainLoop:
                 "last_eval": [run.last_eval for run in self.runs],
                 "commit": self.commit,
                 "code_changes": self.code_changes,
+                "commands": [run.summary.get("command") for run in self.runs],
                 "config": self.config,
             },
         )
@@ -401,9 +409,10 @@ class TrainLoop:
             self.lock = None
 
 
-# Settings a resumed run may change: they do not alter the training trajectory.
+# Settings a resumed run may change: they do not alter the training trajectory. (Not `threads`:
+# another thread count changes the float rounding of the arithmetic from the resume on.)
 RESUMABLE_CHANGES = (
-    "train.steps", "train.stop.", "threads", "resume", "overwrite", "device", "logger.", "eval.", "population.", "probe.",
+    "train.steps", "train.stop.", "resume", "overwrite", "device", "logger.", "eval.", "population.", "probe.",
     "data.root", "data.download", "data.verify", "data.num_workers",
 )  # fmt: skip
 
@@ -439,6 +448,15 @@ def comparable_config(flat: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _ramp_follows_steps(flat: dict[str, Any]) -> bool:
+    """Whether the run's Batch Renorm ramp is scaled to its length (experiments.kit.norm)."""
+    return (
+        flat.get("norm.kind") == "batchrenorm"
+        and flat.get("norm.schedule.kind") == "paper"
+        and bool(flat.get("norm.schedule.paper_steps"))
+    )
+
+
 def check_same_run(path: Path, saved: dict[str, Any], now: dict[str, Any]) -> dict[str, list]:
     """Refuse to resume ``path`` with a setting that would change the run; returns the harmless
     changes (``RESUMABLE_CHANGES``) as ``{key: [old, new]}``."""
@@ -446,11 +464,18 @@ def check_same_run(path: Path, saved: dict[str, Any], now: dict[str, Any]) -> di
     for key in sorted(saved.keys() | now.keys()):
         if saved.get(key) == now.get(key):
             continue
+        if key == "train.steps" and _ramp_follows_steps(saved):
+            raise ConfigError(
+                f"{path} holds a Batch Renorm run whose r_max/d_max ramp is scaled to "
+                f"train.steps={saved.get(key)} (norm.schedule.paper_steps): resuming with "
+                f"train.steps={now.get(key)} would change the ramp mid-run; resume with the same "
+                "train.steps"
+            )
         if not _resumable(key):
             raise ConfigError(
                 f"{path} holds the run of {key}={saved.get(key)}, not {key}={now.get(key)}; "
-                "resume with the same settings (only train.steps, eval.*, logger.*, threads may "
-                "change) or use another hydra.run.dir"
+                "resume with the same settings (only train.steps, eval.*, logger.* and the data's "
+                "location may change) or use another hydra.run.dir"
             )
         changed[key] = [saved.get(key), now.get(key)]
     return changed

@@ -338,11 +338,10 @@ def _stop_after(monkeypatch, step: int) -> None:
 def test_resuming_a_finished_run_gives_the_same_summary(tmp_path):
     [done], _, _ = _train(_cfg(), tmp_path)
     [again], _, _ = _train(_cfg("resume=true"), tmp_path)
-    moved = {"steps_per_s", "resumed_with"}  # no step ran; the resume itself is recorded
+    moved = {"steps_per_s"}  # no step ran
     assert {k: v for k, v in again.items() if k not in moved} == {
         k: v for k, v in done.items() if k not in moved
-    }  # its last evaluation came back with the checkpoint
-    assert again["resumed_with"] == {"resume": [False, True]}
+    }  # its last evaluation came back with the checkpoint; resume=true is not a changed setting
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert (
         ckpt["commit"] == done["git_commit"]
@@ -484,3 +483,27 @@ def test_a_row_torn_by_a_kill_is_dropped_on_resume(tmp_path, capsys):
     assert "dropped 1 unreadable row(s)" in capsys.readouterr().err
     _train(_cfg("train.steps=12"), tmp_path / "fresh")
     assert metric_rows(tmp_path / "run" / "seed0") == metric_rows(tmp_path / "fresh" / "seed0")
+
+
+def test_resume_refuses_another_thread_count_and_records_both_commands(tmp_path, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        _train(_cfg("train.steps=12", "threads=1"), tmp_path, die_at=6)
+    with pytest.raises(ConfigError, match="threads"):
+        _train(_cfg("train.steps=12", "threads=2", "resume=true"), tmp_path)
+    _train(_cfg("train.steps=16", "threads=1", "resume=true"), tmp_path)
+    out = capsys.readouterr()
+    assert "train.steps=16 (was 12)" in out.out + out.err and "resume=" not in out.out + out.err
+
+
+def test_resume_refuses_another_length_when_the_renorm_ramp_is_scaled_to_it(tmp_path):
+    from experiments.kit.loop import check_same_run
+
+    brn = {
+        "norm.kind": "batchrenorm",
+        "norm.schedule.kind": "paper",
+        "norm.schedule.paper_steps": 160000,
+    }
+    with pytest.raises(ConfigError, match="ramp"):
+        check_same_run(tmp_path, {**brn, "train.steps": 200}, {**brn, "train.steps": 400})
+    fixed = {**brn, "norm.schedule.paper_steps": None}
+    assert check_same_run(tmp_path, {**fixed, "train.steps": 200}, {**fixed, "train.steps": 400})
