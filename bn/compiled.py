@@ -166,6 +166,8 @@ def load_extension(
         cpp_extension = _cpp_extension()
         _put_ninja_on_path()
         print(f"compiling {what} (once per machine, about 30 s)", file=sys.stderr, flush=True)
+        for stale in folder.parent.glob(f"{folder.name}.build-*"):  # a build killed midway
+            shutil.rmtree(stale, ignore_errors=True)  # (ours: the lock says none is running)
         staging = Path(tempfile.mkdtemp(prefix=f"{folder.name}.build-", dir=folder.parent))
         try:
             cpp_extension.load(  # builds and loads the library

@@ -113,7 +113,12 @@ def _write(job: tuple[Path, Path, int | None, bool]) -> str | None:
     tmp = dst.with_name(f".{dst.name}.tmp")
     try:
         _store(src, tmp, resize, link)
-    except OSError as e:  # PIL's UnidentifiedImageError is one too
+    except (OSError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
+        tmp.unlink(missing_ok=True)
+        return f"{src}: {type(e).__name__}: {e}"
+    except Exception as e:
+        if type(e).__name__ != "DecompressionBombError":  # PIL's: too many pixels to trust
+            raise
         tmp.unlink(missing_ok=True)
         return f"{src}: {type(e).__name__}: {e}"
     os.replace(tmp, dst)
@@ -173,6 +178,9 @@ def build_subset(
         outcomes = list(pool.map(_write, jobs, chunksize=64))
     written = outcomes.count("written")
     failed = [o for o in outcomes if o not in ("written", "there")]
+    for (_, target, _, _), outcome in zip(jobs, outcomes):
+        if outcome not in ("written", "there"):  # skipped: not in the subset
+            counts[target.parent.parent.name][target.parent.name] -= 1
     for line in failed:
         print(f"warning: skipped {line}", file=sys.stderr)
     (dst / "classes.txt").write_text("\n".join(chosen) + "\n")

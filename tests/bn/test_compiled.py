@@ -290,3 +290,24 @@ def test_the_library_is_written_atomically(monkeypatch, tmp_path):
     monkeypatch.setattr(compiled, "_cpp_extension", lambda: good)
     compiled.load_extension(compiled.NAME, compiled.SOURCE, "the kernel")
     assert library.read_bytes() == b"a rebuilt library" and compiled._intact(library)
+
+
+def test_a_build_killed_midway_leaves_no_staging_folder_behind(monkeypatch, tmp_path):
+    source = tmp_path / "op.cpp"
+    source.write_text("// an operator")
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    folder = compiled.build_directory("fake_op", source)
+    stale = folder.parent / f"{folder.name}.build-killed"
+    stale.mkdir(parents=True)
+    (stale / "half.o").write_bytes(b"\0")
+
+    class FakeBuilder:
+        @staticmethod
+        def load(name, build_directory, **_kw):
+            (Path(build_directory) / f"{name}.so").write_bytes(b"a library")
+
+    monkeypatch.setattr(compiled, "_cpp_extension", lambda: FakeBuilder)
+    monkeypatch.setattr(compiled, "_put_ninja_on_path", lambda: None)
+    compiled.load_extension("fake_op", source, "a test operator")
+    assert (folder / "fake_op.so").read_bytes() == b"a library"
+    assert not list(folder.parent.glob(f"{folder.name}.build-*"))

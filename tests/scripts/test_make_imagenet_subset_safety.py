@@ -59,4 +59,18 @@ def test_an_unreadable_image_is_skipped_and_reported(tmp_path, capsys):
     assert not (dst / "train" / "n02" / "broken.JPEG").exists()
     assert not list(dst.rglob("*.tmp"))  # nothing half-written
     assert len(list((dst / "train").rglob("*.JPEG"))) == 6
+    assert m["train_images"] == 6  # what the subset holds, not what was picked
     assert "broken.JPEG" in capsys.readouterr().err
+
+
+def test_an_image_too_large_to_trust_is_skipped_and_reported(tmp_path, monkeypatch):
+    from PIL import Image
+
+    src = _tree(tmp_path / "src")
+    Image.new("RGB", (400, 300)).save(src / "train" / "n01" / "huge.JPEG")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 50_000)  # 400 x 300 is over twice the limit
+    m = build_subset(src, tmp_path / "dst", resize=16, workers=1)
+    assert (
+        len(m["unreadable_skipped"]) == 1 and "DecompressionBombError" in m["unreadable_skipped"][0]
+    )
+    assert m["train_images"] == 6
