@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from experiments.kit.config import ConfigError
+
 
 class IIDBatches:
     """Batch ``step`` of an i.i.d. stream: epochs of fresh random permutations (the last partial
@@ -16,7 +18,9 @@ class IIDBatches:
 
     def __init__(self, n: int, batch_size: int, seed: int) -> None:
         if not 1 <= batch_size <= n:
-            raise ValueError(f"batch_size={batch_size} must be between 1 and the dataset size {n}")
+            raise ConfigError(
+                f"train.batch_size={batch_size} must be between 1 and the dataset size {n}"
+            )
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self.per_epoch = n // batch_size
         self._epoch, self._perm = -1, torch.empty(0, dtype=torch.long)
@@ -48,7 +52,7 @@ class PairBatches:
 
     def __init__(self, labels: Tensor, batch_size: int, seed: int, per_label: int = 2) -> None:
         if per_label < 2 or batch_size < per_label or batch_size % per_label:
-            raise ValueError(
+            raise ConfigError(
                 f"batch_size={batch_size} must be a multiple of per_label={per_label} (>= 2) "
                 "for non-i.i.d. minibatches"
             )
@@ -57,7 +61,7 @@ class PairBatches:
         classes, counts = labels.unique(return_counts=True)
         usable = counts >= per_label
         if not usable.any():
-            raise ValueError(f"no label has the {per_label} examples a non-i.i.d. group needs")
+            raise ConfigError(f"no label has the {per_label} examples a non-i.i.d. group needs")
         self.classes, self.counts = classes[usable], counts[usable]
         # Examples grouped by label: class k's examples are order[start[k] : start[k] + counts[k]].
         self.order = torch.argsort(labels, stable=True)
@@ -113,14 +117,14 @@ class ShardBatches:
     ) -> None:
         shard_size = min(shard_size, n - n % batch_size)
         if batch_size < 1 or shard_size < batch_size or shard_size % batch_size:
-            raise ValueError(
+            raise ConfigError(
                 f"batch_size={batch_size} must divide shard_size={shard_size} (and the dataset "
                 f"size {n} must hold one shard)"
             )
         shards = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
         shards = shards[: n - n % shard_size].view(-1, shard_size)
         if len(shards) < world:
-            raise ValueError(f"{len(shards)} shards of {shard_size} cannot feed {world} processes")
+            raise ConfigError(f"{len(shards)} shards of {shard_size} cannot feed {world} processes")
         self.shards = shards[rank::world][: len(shards) // world]
         self.batch_size, self.seed, self.within_shard = batch_size, seed, within_shard
         self.per_epoch = self.shards.numel() // batch_size

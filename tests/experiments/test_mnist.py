@@ -233,6 +233,7 @@ def test_a_diverging_seed_leaves_the_others_untouched(root, tmp_path, monkeypatc
         ("probe.percentiles=[-5,50,85]", "probe.percentiles"),
         ("model.hidden=[]", "model.hidden"),
         ("train.subset=70000", "train.subset=70000 is more than the 200 training images"),
+        ("train.batch_size=500", "train.batch_size=500 must be between 1 and the dataset size 200"),
     ],
 )
 def test_invalid_settings_fail_before_training(root, tmp_path, override, setting):
