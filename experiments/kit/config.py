@@ -372,6 +372,33 @@ def setup_owners(name: str) -> list[str]:
     return [study for parent in parents for study in setup_owners(parent)]
 
 
+def setup_settings(name: str) -> set[str]:
+    """The dotted keys ``configs/setup/<name>.yaml`` sets, with those of the setups it extends;
+    a ``override /<group>: ...`` sets every key under ``<group>``, written ``<group>.``."""
+    import yaml
+
+    path = CONFIGS / "setup" / f"{name}.yaml"
+    if not path.is_file():
+        return set()
+    node = yaml.safe_load(path.read_text()) or {}
+    keys: set[str] = set()
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, dict) and value:
+            for k, v in value.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+        else:
+            keys.add(prefix)
+
+    walk({k: v for k, v in node.items() if k not in ("defaults", "setup_of")}, "")
+    for entry in node.get("defaults", []):
+        if isinstance(entry, str) and entry != "_self_":
+            keys |= setup_settings(entry)
+        elif isinstance(entry, dict):
+            keys |= {f"{group.split()[-1].strip('/')}." for group in entry}
+    return keys
+
+
 def _check_setup_of(study: str, name: str) -> None:
     if not (CONFIGS / "setup" / f"{name}.yaml").is_file():
         return  # Hydra names the available setups

@@ -165,8 +165,9 @@ class Reuse:
         setups: the setups to take; the sweep must not have run them.
 
     It checks what the summaries record: the spec's ``summary_keys`` but the commit, the setups,
-    their seeds and their rows. It cannot see a change of code or of a setup's config since the
-    earlier runs: rerun them after one.
+    their seeds and their rows, and every setting the setups of each collection share (lr,
+    momentum, steps, data, ...: from the runs' recorded configs). It cannot see a change of code
+    since the earlier runs: rerun them after one.
     """
 
     folder: Path
@@ -197,6 +198,7 @@ class Reuse:
                     f"error: {folder} has {k} with seeds {earlier['setups'][k]['seeds']}, the "
                     f"sweep ran seeds {seeds}: run {k} here instead of reusing it"
                 )
+        _check_shared_settings(folder, earlier["setups"], ran, self.setups)
         rows: dict[tuple[str, int], list[list[str]]] = {}
         with (folder / "runs.csv").open() as f:
             for r in csv.DictReader(f):
@@ -211,6 +213,30 @@ class Reuse:
         return entries, rows
 
 
+def _check_shared_settings(folder: Path, earlier: dict, ran: dict, reused: tuple) -> None:
+    """Refuse to reuse setups run with other settings than this sweep's: every recorded setting
+    of a reused setup and of a setup run now must agree, but for those either setup's own file
+    sets (its norm, its options: :func:`experiments.kit.config.setup_settings`)."""
+    from experiments.kit.config import setup_settings
+
+    def own(key: str, setups: tuple[str, ...]) -> bool:
+        return any(key in s or any(key.startswith(g) for g in s if g.endswith(".")) for s in setups)
+
+    for old_name in reused:
+        before = earlier[old_name].get("config")
+        for new_name, entry in ran.items():
+            now = entry.get("config")
+            if not before or not now:
+                continue
+            settings = (setup_settings(old_name), setup_settings(new_name))
+            for key in sorted(before.keys() & now.keys()):
+                if before[key] != now[key] and not own(key, settings):
+                    raise SystemExit(
+                        f"error: {folder} ran {old_name} with {key}={before[key]!r}, this sweep "
+                        f"ran {new_name} with {now[key]!r}: run {old_name} here instead of reusing it"
+                    )
+
+
 def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]:
     """One entry per setup: its description, seeds, divergence and seed statistics."""
     setups: dict[str, dict] = {}
@@ -218,6 +244,10 @@ def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]
         ss = [s for _, s in runs if s[RUN_KEY] == setup]
         entry = {key: ss[0].get(key) for key in spec.setup_keys}
         entry.update(seeds=[s["seed"] for s in ss], diverged=[s["diverged"] for s in ss])
+        if configs := [s["config"] for s in ss if "config" in s]:  # one setting (check_poolable)
+            from experiments.kit.loop import comparable_config
+
+            entry["config"] = comparable_config(configs[0])
         for key in spec.stat_keys:
             values = [s[key] for s in ss if s.get(key) is not None]
             if values:

@@ -339,3 +339,24 @@ def test_a_broken_summary_or_an_out_of_the_wrong_kind_is_one_line(sweep, tmp_pat
     (sweep / "2" / "summary.json").write_text('{"setup": "alpha", "se')
     with pytest.raises(SystemExit, match=r"2/summary.json cannot be read"):
         find_runs(sweep)
+
+
+def test_reuse_refuses_setups_run_with_another_setting_than_the_sweeps(tmp_path):
+    _, alpha, zeta = _split(tmp_path)
+    for folder in [*zeta.iterdir(), *alpha.iterdir()]:
+        _with_config(folder)
+    collect(SPEC, zeta, tmp_path / "earlier")
+    collect(SPEC, alpha, tmp_path / "ok", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
+    for folder in alpha.iterdir():
+        _with_config(folder, **{"train.lr": 0.5})
+    with pytest.raises(
+        SystemExit, match=r"ran zeta with train\.lr=0\.1, this sweep ran alpha with 0\.5"
+    ):
+        collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
+
+
+def test_what_a_setup_file_sets_is_its_own():
+    from experiments.kit.config import setup_settings
+
+    assert "norm." in setup_settings("brn32")  # override /norm: batchrenorm
+    assert {"model.lrn", "train.lr_mult", "norm."} <= setup_settings("bn_x5")  # and bn_baseline's
