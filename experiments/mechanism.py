@@ -483,5 +483,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    config.preflight(STUDY)
+    config.preflight(STUDY, objective=False)
     main()

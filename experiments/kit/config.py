@@ -321,13 +321,20 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 _SCHEMAS: dict[str, type] = {}  # by study, from register()
 
 
-def preflight(study: str, argv: list[str] | None = None) -> None:
+def preflight(study: str, argv: list[str] | None = None, objective: bool = True) -> None:
     """Checks of the command line that must come before Hydra composes the config or creates the
     run directory, each one line: a ``hydra.run.dir`` that is a file (left untouched), a setup of
     another study (Hydra would fail on the first key that study's setup sets), ``~setup``, a key
     added with ``+`` that the study's schema does not have (Hydra's ``+`` adds any key silently),
-    and ``--cfg hydra --resolve`` (the run folder's name needs the study's config)."""
+    and ``--cfg hydra --resolve`` (the run folder's name needs the study's config); a search
+    (``hydra/sweeper=...``) of a study whose entry point returns no ``objective``."""
     args = sys.argv[1:] if argv is None else argv
+    sweepers = [a.split("=", 1)[1] for a in args if a.startswith("hydra/sweeper=")]
+    if not objective and any(s != "basic" for s in sweepers):
+        sys.exit(
+            f"error: {study} returns no objective to search (it measures, it does not classify): "
+            "sweep it with -m and the basic sweeper"
+        )
     if "--resolve" in args and any(a in ("--cfg", "-c") for a in args) and "hydra" in args:
         sys.exit("error: --cfg hydra --resolve cannot resolve the run folder's name (it reads the "
                  "study's config); use --cfg hydra, or --cfg all --resolve")  # fmt: skip

@@ -29,9 +29,17 @@ TINY = [
 
 
 def _mnist(root: Path, *args: str) -> subprocess.CompletedProcess:
-    """``python -m experiments.mnist`` on the tiny data; ``-m`` among ``args`` makes it a sweep."""
-    flags = [a for a in args if a == "-m"]
-    args = tuple(a for a in args if a != "-m")
+    """``python -m experiments.mnist`` on the tiny data; ``-m`` among ``args`` makes it a sweep
+    (Hydra's flags, ``-m`` and ``--config-dir DIR``, go before the overrides)."""
+    flags, rest, items = [], [], iter(args)
+    for a in items:
+        if a == "-m":
+            flags.append(a)
+        elif a == "--config-dir":
+            flags += [a, next(items)]
+        else:
+            rest.append(a)
+    args = tuple(rest)
     return subprocess.run(
         [sys.executable, "-m", "experiments.mnist", *flags, f"data.root={root}", *TINY, *args],
         capture_output=True,
@@ -152,3 +160,51 @@ def test_every_study_takes_the_shared_hydra_settings():
         assert "kit" in defaults, f"{root.name} must list kit in its defaults"
     kit = yaml.safe_load((CONFIGS / "kit.yaml").read_text())["hydra"]
     assert kit["output_subdir"] is None and "failed_jobs" in kit["callbacks"]
+
+
+def test_a_learning_rate_search_goes_on_past_a_failed_trial(tiny_data, tmp_path):
+    import yaml
+
+    sweeper = tmp_path / "configs" / "hydra" / "sweeper"
+    sweeper.mkdir(parents=True)
+    (sweeper / "two_lrs.yaml").write_text(
+        "defaults: [search]\nn_trials: 4\nparams:\n  train.lr: choice(-1.0, 0.5)\n"
+    )
+    sweep = tmp_path / "search"
+    out = _mnist(
+        tiny_data, "-m", "--config-dir", str(tmp_path / "configs"), "hydra/sweeper=two_lrs",
+        f"hydra.sweep.dir={sweep}",
+    )  # fmt: skip
+    assert out.returncode == 1 and "train.lr=-1.0 must be positive" in out.stderr  # named
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    states = [t["state"] for t in results["trials"]]
+    assert len(states) == 4 and "FAIL" in states and "COMPLETE" in states  # it went on
+    assert results["direction"] == "maximize" and results["best_params"] == {"train.lr": 0.5}
+    [failed] = [t for t in results["trials"] if t["state"] == "FAIL"]
+    assert "no objective" in failed["reason"]
+
+
+def test_the_shipped_search_runs_and_a_study_without_an_objective_refuses_it(tiny_data, tmp_path):
+    out = _mnist(
+        tiny_data, "-m", "hydra/sweeper=lr_search", "hydra.sweeper.n_trials=2",
+        f"hydra.sweep.dir={tmp_path / 'search'}",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "best of 2 trials" in out.stdout + out.stderr
+    refused = subprocess.run(
+        [sys.executable, "-m", "experiments.depth", "-m", "hydra/sweeper=lr_search"],
+        capture_output=True, text=True, cwd=CONFIGS.parent, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "depth returns no objective to search" in refused.stderr
+
+
+def test_no_logger_writes_no_wandb_files(tiny_data, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    run = tmp_path / "run"
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.mnist", f"data.root={tiny_data}",
+         *[a for a in TINY if not a.startswith("logger.")], "~logger", f"hydra.run.dir={run}"],
+        capture_output=True, text=True, cwd=CONFIGS.parent, timeout=300, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (run / "summary.json").exists() and not list(run.rglob("wandb*"))

@@ -507,3 +507,26 @@ def test_resume_refuses_another_length_when_the_renorm_ramp_is_scaled_to_it(tmp_
         check_same_run(tmp_path, {**brn, "train.steps": 200}, {**brn, "train.steps": 400})
     fixed = {**brn, "norm.schedule.paper_steps": None}
     assert check_same_run(tmp_path, {**fixed, "train.steps": 200}, {**fixed, "train.steps": 400})
+
+
+def test_a_wandb_that_cannot_start_leaves_nothing_in_the_way_of_the_retry(tmp_path, monkeypatch):
+    from experiments.kit import runlog
+
+    def refuse(*_args, **_kw):
+        raise ConfigError("W&B could not start")
+
+    monkeypatch.setattr(runlog, "_wandb_run", refuse)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    with pytest.raises(ConfigError, match="W&B could not start"):
+        _train(_cfg("logger.mode=online"), tmp_path)
+    assert not (tmp_path / "seed0" / "metrics.csv").exists()
+    _train(_cfg(), tmp_path)  # the retry, W&B off: not refused as "already holds a run"
+
+
+def test_overwrite_gives_the_new_run_a_new_wandb_id(tmp_path):
+    _train(_cfg("train.steps=4"), tmp_path)
+    (tmp_path / "seed0" / "wandb_id.txt").write_text("old-id")  # as an offline run leaves it
+    _train(_cfg("train.steps=4", "overwrite=true"), tmp_path)
+    assert not (tmp_path / "seed0" / "wandb_id.txt").exists()  # the next W&B start draws a new one
+    [aside] = (tmp_path / ".replaced").iterdir()
+    assert (aside / "seed0" / "wandb_id.txt").read_text() == "old-id"

@@ -1,0 +1,1 @@
+"""A Hydra sweeper that searches a study's settings with Optuna (``hydra/sweeper=search``)."""
