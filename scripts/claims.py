@@ -28,6 +28,10 @@ OUT = RESULTS / "CLAIMS.md"
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
+class NonFinite(ValueError):
+    """A claim's numbers hold NaN or infinity: no interval, no verdict."""
+
+
 @dataclass
 class Estimate:
     """A mean over seeds and its 95% t-interval (None with one seed)."""
@@ -39,6 +43,8 @@ class Estimate:
 
     @classmethod
     def of(cls, values: list[float]) -> Estimate:
+        if not values or not all(math.isfinite(v) for v in values):
+            raise NonFinite(f"an estimate of {values}: empty, or NaN/infinite (a diverged run?)")
         m = statistics.fmean(values)
         if len(values) < 2:
             return cls(m, None, None, len(values))
@@ -777,7 +783,10 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="compare with the committed file")
     args = p.parse_args(argv)
-    text = render()
+    try:
+        text = render()
+    except NonFinite as e:  # the committed CSVs hold something no rule can decide on
+        sys.exit(f"error: {e}; CLAIMS.md left as it was")
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
             sys.exit(f"error: {OUT} is not what `make claims` gives now; run `make claims`")

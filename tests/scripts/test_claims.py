@@ -83,3 +83,17 @@ def test_late_means_and_paired_log_ratios(tmp_path, monkeypatch):
     with pytest.raises(KeyError):
         claims._late("study", "c", "m")
     claims._read_runs_csv.cache_clear()
+
+
+def test_a_non_finite_number_is_one_line_and_no_verdict(monkeypatch, tmp_path):
+    import math
+
+    from scripts import claims
+
+    with pytest.raises(claims.NonFinite):
+        claims.Estimate.of([0.1, math.nan, 0.2])
+    monkeypatch.setattr(claims, "render", lambda: claims.Estimate.of([math.inf]))
+    monkeypatch.setattr(claims, "OUT", tmp_path / "CLAIMS.md")
+    with pytest.raises(SystemExit, match="NaN/infinite .*CLAIMS.md left as it was"):
+        claims.main([])
+    assert not (tmp_path / "CLAIMS.md").exists()
