@@ -68,7 +68,6 @@ def check(cfg: DictConfig) -> None:
             (m.activation in ACTIVATIONS, f"model.activation={m.activation!r} must be one of {tuple(ACTIVATIONS)}"),
             (len(m.depths) >= 1 and all(d >= 1 for d in m.depths), f"model.depths={list(m.depths)} must be depths >= 1"),
             (len(set(m.depths)) == len(m.depths), f"model.depths={list(m.depths)} has repeated depths"),
-            (m.width >= 1, f"model.width={m.width} must be at least 1"),
             (isinstance(cfg.seed, int), f"seed={cfg.seed} must be one integer (sweep seeds with -m seed=0,1,2)"),
         ]
     )  # fmt: skip

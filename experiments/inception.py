@@ -98,26 +98,16 @@ SPEC = StudySpec(
 
 def check(cfg: DictConfig) -> None:
     config.check_common(cfg, STUDY)
-    config.check_classifier(cfg)
     t, m = cfg.train, cfg.model
     require(
         [
             (m.activation in ("relu", "sigmoid"), f"model.activation={m.activation!r} must be relu or sigmoid"),
-            (m.width > 0, f"model.width={m.width} must be positive"),
             (m.stem_stride in (1, 2, 4, 8), f"model.stem_stride={m.stem_stride} must be 1, 2, 4 or 8"),
-            (0 <= m.dropout < 1, f"model.dropout={m.dropout} must be in [0, 1)"),
-            (t.lr_mult > 0, f"train.lr_mult={t.lr_mult} must be positive"),
-            (t.reference_batch >= 1, f"train.reference_batch={t.reference_batch} must be at least 1"),
-            (t.weight_decay >= 0 and t.wd_mult >= 0, "train.weight_decay and train.wd_mult must be >= 0"),
-            (t.lr_decay_every >= 1, f"train.lr_decay_every={t.lr_decay_every} must be at least 1"),
-            (t.decay_speedup > 0, f"train.decay_speedup={t.decay_speedup} must be positive"),
-            (0 < t.lr_decay_factor <= 1, f"train.lr_decay_factor={t.lr_decay_factor} must be in (0, 1]"),
             (
                 cfg.sampler.shard_size >= t.batch_size and cfg.sampler.shard_size % t.batch_size == 0,
                 f"sampler.shard_size={cfg.sampler.shard_size} must be a multiple of "
                 f"train.batch_size={t.batch_size}",
             ),
-            (cfg.augment.photometric >= 0, f"augment.photometric={cfg.augment.photometric} must be >= 0"),
         ]
     )  # fmt: skip
 

@@ -116,11 +116,8 @@ def check(cfg: DictConfig) -> None:
         [
             (isinstance(cfg.seed, int), f"seed={cfg.seed} must be one integer (sweep seeds with -m seed=0,1,2)"),
             (not cfg.model.noise or cfg.norm.kind != "none", "model.noise=true adds noise after BN: choose a norm"),
-            (cfg.train.weight_decay >= 0, f"train.weight_decay={cfg.train.weight_decay} must be >= 0"),
-            (p.batches >= 1, f"probe.batches={p.batches} must be at least 1"),
             (len(p.etas) >= 1 and all(e > 0 for e in p.etas), f"probe.etas={list(p.etas)} must be positive"),
             (50 in p.percentiles and len(p.percentiles) >= 3, "probe.percentiles must hold 50 and two others"),
-            (p.jacobian_examples >= 1, f"probe.jacobian_examples={p.jacobian_examples} must be at least 1"),
             (cfg.model.activation in ACTIVATIONS,
              f"model.activation={cfg.model.activation} must be one of {', '.join(ACTIVATIONS)}"),
         ]

@@ -109,9 +109,7 @@ def check(cfg: DictConfig) -> None:
             (len(cfg.model.hidden) >= 1 and min(cfg.model.hidden) >= 1, f"model.hidden={list(cfg.model.hidden)} must list at least one layer width, each at least 1"),
             (cfg.norm.kind != "groupnorm" and cfg.norm.kind != "layernorm", f"norm={cfg.norm.kind}: this network normalizes each unit over the mini-batch; use none, batchnorm, batchrenorm or torch_batchnorm"),
             (cfg.norm.microbatch is None, "norm.microbatch is not supported by the MNIST study; set norm.microbatch=null"),
-            (cfg.model.init_std > 0, f"model.init_std={cfg.model.init_std} must be positive"),
             (0 <= cfg.probe.unit < width, f"probe.unit={cfg.probe.unit} must index a unit of the last hidden layer (0..{width - 1})"),
-            (cfg.population.num_batches >= 1, f"population.num_batches={cfg.population.num_batches} must be at least 1"),
             (
                 list(qs := cfg.probe.percentiles) == sorted(set(qs)) and 50 in qs and 0 <= qs[0] < 50 < qs[-1] <= 100,
                 f"probe.percentiles={list(cfg.probe.percentiles)} must be increasing values in [0, 100] that include 50 and one on each side (the median and the spread's ends)",

@@ -119,16 +119,10 @@ SPEC = StudySpec(
 
 def check(cfg: DictConfig) -> None:
     config.check_common(cfg, STUDY)
-    config.check_classifier(cfg)
     n, s = cfg.norm, cfg.sampler
     require(
         [
             (s.kind in ("iid", "pairs"), f"sampler.kind={s.kind!r} must be iid or pairs"),
-            (cfg.eval.clip_every >= 1, f"eval.clip_every={cfg.eval.clip_every} must be at least 1"),
-            (
-                cfg.eval.pair_batch_size >= 2,
-                f"eval.pair_batch_size={cfg.eval.pair_batch_size} must be at least 2 (a batch with a statistic)",
-            ),
             (
                 s.kind != "pairs" or (s.per_label >= 2 and cfg.train.batch_size % s.per_label == 0),
                 f"sampler.per_label={s.per_label} must be at least 2 and divide "

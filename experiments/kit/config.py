@@ -212,59 +212,13 @@ def setup_name() -> str:
 
 
 def check_common(cfg: DictConfig, study: str) -> None:
-    """The checks every study shares: the setup belongs to the study, the shared numbers are in
-    range, and the norm fits the batch."""
+    """The checks every study shares: the setup belongs to the study, the seeds, every numeric
+    setting in its range (the one table, :data:`experiments.kit.ranges.RANGES`), and the rules
+    that tie settings together (the norm fits the batch, the ramp starts after its warm-up)."""
+    from experiments.kit.ranges import check_ranges
+
     t, n = cfg.train, cfg.norm
     seeds = seed_list(cfg.seed)
-    norm_checks = [
-        (
-            n.microbatch is None or n.kind in BATCH_NORMS[:2],
-            f"norm.microbatch={n.microbatch} only applies to batchnorm/batchrenorm; {n.kind} "
-            "normalizes each example on its own (set norm.microbatch=null)",
-        ),
-        (
-            n.microbatch is None or (n.microbatch >= 2 and t.batch_size % n.microbatch == 0),
-            f"norm.microbatch={n.microbatch} must be at least 2 and divide "
-            f"train.batch_size={t.batch_size}",
-        ),
-        (
-            n.kind not in BATCH_NORMS or t.batch_size >= 2,
-            f"train.batch_size={t.batch_size} gives {n.kind} one value per unit, so no batch "
-            "variance: use train.batch_size >= 2 or norm=none",
-        ),
-        (n.eps > 0, f"norm.eps={n.eps} must be positive"),
-        (
-            n.momentum is None or 0 <= n.momentum <= 1,
-            f"norm.momentum={n.momentum} must lie in [0, 1] (or be null: a cumulative average)",
-        ),
-        (n.groups >= 1, f"norm.groups={n.groups} must be at least 1"),
-        (
-            n.ablation is None or n.kind == "batchrenorm",
-            f"norm.ablation={n.ablation} is an ablation of batchrenorm, not of {n.kind}",
-        ),
-        (
-            n.schedule.r_max >= 1,
-            f"norm.schedule.r_max={n.schedule.r_max} must be at least 1 (1 disables the r correction)",
-        ),
-        (
-            n.schedule.d_max >= 0,
-            f"norm.schedule.d_max={n.schedule.d_max} must be at least 0 (0 disables the d correction)",
-        ),
-        (
-            n.schedule.paper_steps is None or n.schedule.paper_steps >= 1,
-            f"norm.schedule.paper_steps={n.schedule.paper_steps} must be at least 1 (the length of "
-            "the run the breakpoints are for), or null to take them as given",
-        ),
-        (n.schedule.warmup >= 0, f"norm.schedule.warmup={n.schedule.warmup} must be >= 0"),
-        *(
-            (
-                getattr(n.schedule, key) >= n.schedule.warmup,
-                f"norm.schedule.{key}={getattr(n.schedule, key)} must not come before "
-                f"norm.schedule.warmup={n.schedule.warmup} (the ramp starts after the warm-up)",
-            )
-            for key in ("r_max_step", "d_max_step")
-        ),
-    ]
     require(
         [
             (
@@ -276,45 +230,40 @@ def check_common(cfg: DictConfig, study: str) -> None:
                 f"seed={cfg.seed} must be an integer or a list of integers, e.g. seed=[0,1,2]",
             ),
             (len(set(seeds)) == len(seeds), f"seed={seeds} has repeated seeds"),
-            (t.lr > 0, f"train.lr={t.lr} must be positive"),
-            (t.steps >= 1, f"train.steps={t.steps} must be at least 1"),
-            (t.batch_size >= 1, f"train.batch_size={t.batch_size} must be at least 1"),
-            (cfg.eval.every >= 1, f"eval.every={cfg.eval.every} must be at least 1"),
-            (
-                cfg.eval.get("batch_size", 1) >= 1,
-                f"eval.batch_size={cfg.eval.get('batch_size')} must be at least 1",
-            ),
-            (
-                cfg.data.get("num_workers", 0) >= 0,
-                f"data.num_workers={cfg.data.get('num_workers')} must be >= 0 (0: load in the training process)",
-            ),
-            (
-                cfg.threads is None or cfg.threads >= 1,
-                f"threads={cfg.threads} must be at least 1 (or null: torch's default)",
-            ),
-            *norm_checks,
         ]
     )
-
-
-def check_classifier(cfg: DictConfig) -> None:
-    """The checks of a study on :mod:`experiments.kit.classify`'s loop: its stopping rules."""
-    stop, e = cfg.train.stop, cfg.eval
+    check_ranges(cfg)
     require(
         [
-            (e.test_subset >= 0, f"eval.test_subset={e.test_subset} must be >= 0 (0: the full test set)"),
-            (e.train_subset >= 0, f"eval.train_subset={e.train_subset} must be >= 0 (0 skips it)"),
             (
-                stop.target is None or 0 < stop.target <= 1,
-                f"train.stop.target={stop.target} is an accuracy: it must lie in (0, 1]",
+                n.microbatch is None or n.kind in BATCH_NORMS[:2],
+                f"norm.microbatch={n.microbatch} only applies to batchnorm/batchrenorm; {n.kind} "
+                "normalizes each example on its own (set norm.microbatch=null)",
             ),
             (
-                stop.plateau is None or stop.plateau > 0,
-                f"train.stop.plateau={stop.plateau} must be positive (or null: no plateau rule)",
+                n.microbatch is None or (n.microbatch >= 2 and t.batch_size % n.microbatch == 0),
+                f"norm.microbatch={n.microbatch} must be at least 2 and divide "
+                f"train.batch_size={t.batch_size}",
             ),
-            (stop.min_steps >= 0, f"train.stop.min_steps={stop.min_steps} must be >= 0"),
+            (
+                n.kind not in BATCH_NORMS or t.batch_size >= 2,
+                f"train.batch_size={t.batch_size} gives {n.kind} one value per unit, so no batch "
+                "variance: use train.batch_size >= 2 or norm=none",
+            ),
+            (
+                n.ablation is None or n.kind == "batchrenorm",
+                f"norm.ablation={n.ablation} is an ablation of batchrenorm, not of {n.kind}",
+            ),
+            *(
+                (
+                    getattr(n.schedule, key) >= n.schedule.warmup,
+                    f"norm.schedule.{key}={getattr(n.schedule, key)} must not come before "
+                    f"norm.schedule.warmup={n.schedule.warmup} (the ramp starts after the warm-up)",
+                )
+                for key in ("r_max_step", "d_max_step")
+            ),
         ]
-    )  # fmt: skip
+    )
 
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

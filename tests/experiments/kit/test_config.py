@@ -2,6 +2,8 @@
 names and passes that study's check; a setup of another study, a value of the wrong type and a
 misspelled choice are rejected before anything runs; the ``norm`` group reaches every norm layer."""
 
+import copy
+import functools
 import importlib
 import re
 
@@ -198,3 +200,39 @@ def test_the_command_line_is_checked_before_hydra_composes(args, message):
     with pytest.raises(SystemExit, match=re.escape(message)):
         preflight("mnist", args)
     preflight("mnist", ["setup=baseline,bn", "train.lr=0.5", "++train.lr=0.1"])  # all fine
+
+
+STUDIES = ("mnist", "renorm", "inception", "mechanism", "depth")
+
+
+@functools.cache
+def _study_configs() -> tuple:
+    return tuple(compose_config(s) for s in STUDIES)
+
+
+def _outside(rule) -> float:
+    return rule.low - 1 if not rule.low_open else rule.low
+
+
+@pytest.mark.parametrize("key", sorted(__import__("experiments.kit.ranges").kit.ranges.RANGES))
+def test_every_numeric_setting_out_of_its_range_is_one_line_naming_it(key):
+    from omegaconf import OmegaConf, open_dict
+
+    from experiments.kit.ranges import RANGES, check_ranges
+
+    configs = [copy.deepcopy(c) for c in _study_configs()]
+    having = [c for c in configs if OmegaConf.select(c, key, default="absent") != "absent"]
+    assert having, f"{key} is in RANGES but in no study's config"
+    for cfg in configs:
+        check_ranges(cfg)  # every study's defaults are in range
+    cfg, rule = having[0], RANGES[key]
+    with open_dict(cfg):
+        OmegaConf.update(cfg, key, _outside(rule), force_add=True)
+    stored = OmegaConf.select(cfg, key)  # as the schema's type keeps it (-1 or -1.0)
+    with pytest.raises(ConfigError, match=re.escape(f"{key}={stored} must be")):
+        check_ranges(cfg)
+    if rule.high is not None:
+        with open_dict(cfg):
+            OmegaConf.update(cfg, key, rule.high + 1, force_add=True)
+        with pytest.raises(ConfigError, match=re.escape(f"{key}=")):
+            check_ranges(cfg)

@@ -69,10 +69,10 @@ def test_the_curve_survives_a_checkpoint():
 @pytest.mark.parametrize(
     "override,message",
     [
-        ("train.stop.target=1.5", "train.stop.target=1.5 is an accuracy"),
+        ("train.stop.target=1.5", r"train.stop.target=1.5 must be in \(0, 1\] \(.*an accuracy"),
         ("train.stop.plateau=0", "train.stop.plateau=0.0 must be positive"),
-        ("train.stop.min_steps=-1", "train.stop.min_steps=-1 must be >= 0"),
-        ("eval.test_subset=-5", "eval.test_subset=-5 must be >= 0"),
+        ("train.stop.min_steps=-1", "train.stop.min_steps=-1 must be at least 0"),
+        ("eval.test_subset=-5", "eval.test_subset=-5 must be at least 0"),
     ],
 )
 def test_invalid_stop_settings_are_config_errors(override, message):
