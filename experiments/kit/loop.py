@@ -9,6 +9,7 @@ resumed run needs no sampler state), one optimization step, and what an evaluati
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections import defaultdict
@@ -292,6 +293,11 @@ class TrainLoop:
             disable=None if self.writes_log else True,
         )
         batches = self.batches(self.step)
+        # Everything built so far (modules, data, the imported libraries) lives for the whole
+        # run: frozen, the collector stops re-scanning it at every full collection. For the
+        # Figure 1 MLP, whose step is ~0.5 ms, that was 10% of the run (alternated runs).
+        gc.collect()
+        gc.freeze()
         try:
             while (
                 self.step < self.steps and any(run.alive for run in self.runs) and not self.stopped
@@ -314,6 +320,7 @@ class TrainLoop:
             raise
         finally:
             bar.close()
+            gc.unfreeze()
         return self._result(time.perf_counter() - t0, step0)
 
     def _record(self, scalars: Scalars) -> None:
