@@ -530,3 +530,17 @@ def test_overwrite_gives_the_new_run_a_new_wandb_id(tmp_path):
     assert not (tmp_path / "seed0" / "wandb_id.txt").exists()  # the next W&B start draws a new one
     [aside] = (tmp_path / ".replaced").iterdir()
     assert (aside / "seed0" / "wandb_id.txt").read_text() == "old-id"
+
+
+def test_a_run_refused_by_the_lock_changes_nothing_in_the_live_runs_directory(tmp_path):
+    from experiments.kit.runlog import RunDirLock
+
+    _train(_cfg("train.steps=4"), tmp_path)
+    before = files_in(tmp_path)
+    live = RunDirLock(tmp_path)  # as a run still training there holds it
+    try:
+        with pytest.raises(ConfigError, match="is in use"):
+            _train(_cfg("train.steps=8", "overwrite=true"), tmp_path)
+    finally:
+        live.release()
+    assert files_in(tmp_path) == before and not (tmp_path / ".replaced").exists()
