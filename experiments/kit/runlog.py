@@ -146,7 +146,8 @@ def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any], wandb_dir: str 
             id=run_id,
             resume="allow" if resumed else None,
             reinit="create_new",
-            settings=wandb.Settings(init_timeout=15),
+            # quiet on the console (~35 lines a run otherwise) unless the user set WANDB_SILENT
+            settings=wandb.Settings(init_timeout=15, silent="WANDB_SILENT" not in os.environ),
             **kwargs,
         )
     except Exception as e:  # W&B's own errors (no server, bad key, ...) have no common base

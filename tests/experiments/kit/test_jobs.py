@@ -208,3 +208,16 @@ def test_no_logger_writes_no_wandb_files(tiny_data, tmp_path):
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert (run / "summary.json").exists() and not list(run.rglob("wandb*"))
+
+
+def test_an_offline_wandb_run_is_quiet_on_the_console(tiny_data, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    run = tmp_path / "run"
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.mnist", f"data.root={tiny_data}",
+         *[a for a in TINY if not a.startswith("logger.")], "logger.mode=offline",
+         f"hydra.run.dir={run}"],
+        capture_output=True, text=True, cwd=CONFIGS.parent, timeout=300, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert list((run / "wandb").glob("offline-run-*")) and "wandb:" not in out.stdout + out.stderr
