@@ -289,12 +289,14 @@ def preflight(study: str, argv: list[str] | None = None, objective: bool = True)
                  "study's config); use --cfg hydra, or --cfg all --resolve")  # fmt: skip
     for arg in args:
         key, _, value = arg.partition("=")
-        if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and Path(value).is_file():
-            sys.exit(f"error: {key}={value} is a file; give a folder for the run")
-        if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir") and not _writable(Path(value)):
-            sys.exit(
-                f"error: {key}={value} cannot be written (permissions); give a folder you can write"
-            )
+        if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir"):
+            if Path(value).is_file():
+                sys.exit(f"error: {key}={value} is a file; give a folder for the run")
+            if not _writable(Path(value)):
+                sys.exit(
+                    f"error: {key}={value} cannot be written (permissions); give a folder you can "
+                    "write"
+                )
         if key == "~setup":
             sys.exit(
                 f"error: every {study} run has a setup; choose one (setup=...) instead of ~setup"
@@ -316,27 +318,30 @@ def _writable(path: Path) -> bool:
     return True
 
 
-def setup_owners(name: str) -> list[str]:
-    """The studies ``configs/setup/<name>.yaml`` belongs to: its ``setup_of``, or that of the
-    setup it extends (its ``defaults`` in the same group)."""
+def _setup_file(name: str) -> tuple[dict, list[str]]:
+    """``configs/setup/<name>.yaml`` (empty if there is none) and the setups it extends (its
+    ``defaults`` in the same group)."""
     import yaml
 
-    node = yaml.safe_load((CONFIGS / "setup" / f"{name}.yaml").read_text()) or {}
+    path = CONFIGS / "setup" / f"{name}.yaml"
+    node = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    parents = [d for d in node.get("defaults", []) if isinstance(d, str) and d != "_self_"]
+    return node, parents
+
+
+def setup_owners(name: str) -> list[str]:
+    """The studies ``configs/setup/<name>.yaml`` belongs to: its ``setup_of``, or that of the
+    setup it extends."""
+    node, parents = _setup_file(name)
     if "setup_of" in node:
         return list(node["setup_of"])
-    parents = [d for d in node.get("defaults", []) if isinstance(d, str) and d != "_self_"]
     return [study for parent in parents for study in setup_owners(parent)]
 
 
 def setup_settings(name: str) -> set[str]:
     """The dotted keys ``configs/setup/<name>.yaml`` sets, with those of the setups it extends;
     a ``override /<group>: ...`` sets every key under ``<group>``, written ``<group>.``."""
-    import yaml
-
-    path = CONFIGS / "setup" / f"{name}.yaml"
-    if not path.is_file():
-        return set()
-    node = yaml.safe_load(path.read_text()) or {}
+    node, parents = _setup_file(name)
     keys: set[str] = set()
 
     def walk(value: Any, prefix: str) -> None:
@@ -347,10 +352,10 @@ def setup_settings(name: str) -> set[str]:
             keys.add(prefix)
 
     walk({k: v for k, v in node.items() if k not in ("defaults", "setup_of")}, "")
+    for parent in parents:
+        keys |= setup_settings(parent)
     for entry in node.get("defaults", []):
-        if isinstance(entry, str) and entry != "_self_":
-            keys |= setup_settings(entry)
-        elif isinstance(entry, dict):
+        if isinstance(entry, dict):
             keys |= {f"{group.split()[-1].strip('/')}." for group in entry}
     return keys
 

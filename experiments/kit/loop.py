@@ -215,8 +215,6 @@ class TrainLoop:
             return False
         ckpt = load_checkpoint(self.ckpt_path)
         changed = check_same_run(self.ckpt_path, ckpt.get("config", {}), self.config)
-        for key in ("resume", "overwrite"):  # how this command runs, not a setting of the run
-            changed.pop(key, None)
         first_commands = ckpt.get("commands") or []
         for run, first in zip(self.runs, first_commands):
             if first and first != run.summary.get("command"):  # keep both
@@ -468,11 +466,11 @@ def _ramp_follows_steps(flat: dict[str, Any]) -> bool:
 
 def check_same_run(path: Path, saved: dict[str, Any], now: dict[str, Any]) -> dict[str, list]:
     """Refuse to resume ``path`` with a setting that would change the run; returns the harmless
-    changes (``RESUMABLE_CHANGES``) as ``{key: [old, new]}``."""
+    changes (``RESUMABLE_CHANGES``, but ``resume`` and ``overwrite``) as ``{key: [old, new]}``."""
     changed = {}
     for key in sorted(saved.keys() | now.keys()):
-        if saved.get(key) == now.get(key):
-            continue
+        if saved.get(key) == now.get(key) or key in ("resume", "overwrite"):
+            continue  # (those two say how this command runs, not what the run is)
         if key == "train.steps" and _ramp_follows_steps(saved):
             raise ConfigError(
                 f"{path} holds a Batch Renorm run whose r_max/d_max ramp is scaled to "

@@ -83,10 +83,9 @@ class RunLog:
         rows = []
         if resume_step is not None and self.path.exists():
             with self.path.open() as f:
-                readable = [r for r in csv.DictReader(f) if _readable(r)]
-            with self.path.open() as f:
-                torn = sum(1 for _ in csv.DictReader(f)) - len(readable)
-            if torn:  # a row cut short by a kill mid-write
+                logged = list(csv.DictReader(f))
+            readable = [r for r in logged if _readable(r)]
+            if torn := len(logged) - len(readable):  # a row cut short by a kill mid-write
                 print(f"{self.path}: dropped {torn} unreadable row(s)", file=sys.stderr)
             rows = [r for r in readable if int(r["step"]) <= resume_step]
         self._at_resume = {r["metric"] for r in rows if int(r["step"]) == resume_step}
