@@ -323,11 +323,13 @@ def test_percentile_probe_records_every_sigmoid_input():
 
 def test_one_recorder_serves_many_chunked_recordings():
     """Each recording replaces the last; a forward pass in chunks is recorded as one batch; the
-    percentiles (computed in place in a kept buffer) leave the recorded values as they were."""
+    percentiles (computed in place in a kept buffer) leave the recorded values as they were; a
+    recording no longer than the last is written into the same memory."""
     net = SigmoidMLP("none", copies=2, seeds=[0, 1]).eval()
     rec = SigmoidInputs(net.sigmoids)
+    where = []
     with torch.no_grad():
-        for x in (torch.rand(300, 784), torch.rand(500, 784)):
+        for x in (torch.rand(300, 784), torch.rand(500, 784), torch.rand(500, 784)):
             with rec:
                 for chunk in x.split(128):
                     net(chunk)
@@ -338,6 +340,8 @@ def test_one_recorder_serves_many_chunked_recordings():
             torch.testing.assert_close(rec.layer(2, unit=7), whole[:, 7], rtol=0, atol=0)
             want = np.percentile(whole.numpy(), [15, 50, 85], axis=-1)  # (3, copies, units)
             np.testing.assert_allclose(got[:, 2].numpy(), np.moveaxis(want, 0, 1), rtol=1e-6)
+            where.append(rec.layer(2).data_ptr())
+    assert where[2] == where[1]
 
 
 @pytest.mark.parametrize("norm", ["none", "batchnorm"])

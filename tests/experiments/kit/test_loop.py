@@ -3,9 +3,11 @@ random data (no study, no data files), with SGD + momentum, a learning-rate sche
 torch's global generator and a study state, so that a resume has every piece of state to get right.
 """
 
+import gc
 import itertools
 import math
 import re
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -56,12 +58,13 @@ class Copies(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
-def _train(cfg: DictConfig, out: Path, *, die_at=None, nan_at=None, noise=True):
+def _train(cfg: DictConfig, out: Path, *, die_at=None, nan_at=None, noise=True, spy=None):
     """Train one copy per seed of ``cfg.seed``; returns (summaries, model, study state).
 
     ``die_at``: the batches raise KeyboardInterrupt at that step (a kill); ``nan_at=(k, step)``:
     copy ``k``'s weights become NaN before that step; ``noise``: the inputs get noise from
-    torch's global generator (state that only the checkpoint's RNG state restores)."""
+    torch's global generator (state that only the checkpoint's RNG state restores); ``spy``:
+    called with the step at the start of every step."""
     seeds = list(cfg.seed)
     torch.manual_seed(1234)  # the process's global generator, as a study seeds it
     x_train, y_train = _data(0, N_TRAIN)
@@ -91,6 +94,8 @@ def _train(cfg: DictConfig, out: Path, *, die_at=None, nan_at=None, noise=True):
             yield x_train[idx], y_train[idx]
 
     def step_fn(step: int, batch) -> dict:
+        if spy is not None:
+            spy(step)
         x, y = batch
         if noise:
             x = x + 0.01 * torch.randn_like(x)
@@ -188,6 +193,32 @@ def test_without_the_checkpoints_rng_state_a_resume_would_differ(tmp_path):
 
 
 # --- (b) K copies in lockstep equal K separate runs ------------------------------------------------
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_collector_pauses_between_evaluations_and_frees_cycles_at_each(tmp_path):
+    """Automatic garbage collection is off during the steps (a step's objects die by reference
+    count), each evaluation collects the cycles made since, and the collector is on again after
+    the run."""
+    made: list[tuple[int, weakref.ref]] = []
+    seen = []
+
+    def spy(step: int) -> None:
+        alive_from_before = [s for s, ref in made if ref() is not None and s < step - step % 4]
+        seen.append((step, gc.isenabled(), alive_from_before))
+        made.append((step, weakref.ref(_Cycle())))  # unreachable at once, but for the cycle
+
+    assert gc.isenabled()
+    _train(_cfg("train.steps=12", "eval.every=4"), tmp_path, spy=spy)
+    assert gc.isenabled()
+    assert [s for s, _, _ in seen] == list(range(12))
+    assert not any(enabled for _, enabled, _ in seen)
+    assert all(not alive for _, _, alive in seen)  # each evaluation freed the earlier cycles
+    assert all(ref() is None for _, ref in made)
 
 
 def test_copies_in_lockstep_equal_separate_runs(tmp_path):
