@@ -104,13 +104,14 @@ MNIST_SEEDS ?= 0,1
 RENORM := $(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) setup=$(RENORM_SETUPS)
 
 # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every setup is
-# within a point of the others, keeps 2.
+# within a point of the others, keeps 2. One process per setup trains its seeds side by side
+# (experiments/nets/stacked.py: grouped convolutions, the same networks as separate runs).
 reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 setups x (5 seeds Fashion-MNIST, 2 MNIST); results/renorm/
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-renorm/$(STAMP); \
-	$(RENORM) data=fashion_mnist seed=$(FASHION_SEEDS) hydra.sweep.dir=$$runs/fashion_mnist; \
-	$(RENORM) data=mnist seed=$(MNIST_SEEDS) hydra.sweep.dir=$$runs/mnist; \
+	$(RENORM) data=fashion_mnist 'seed=[$(FASHION_SEEDS)]' hydra.sweep.dir=$$runs/fashion_mnist; \
+	$(RENORM) data=mnist 'seed=[$(MNIST_SEEDS)]' hydra.sweep.dir=$$runs/mnist; \
 	$(PY) -m scripts.collect renorm $$runs --out results/renorm \
 	  --command "make reproduce-renorm" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_renorm; \
@@ -167,7 +168,7 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 ne
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-brn-gradient/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
-	  setup=$(call reuse_or_run,$(BRN_REFERENCE))bn_micro4_rgrad,brn_micro4_bngrad seed=$(QUESTION_SEEDS) \
+	  setup=$(call reuse_or_run,$(BRN_REFERENCE))bn_micro4_rgrad,brn_micro4_bngrad 'seed=[$(QUESTION_SEEDS)]' \
 	  hydra.sweep.dir=$$runs; \
 	$(PY) -m scripts.collect renorm $$runs --out results/questions/brn_gradient $(call reuse_flags,$(BRN_REFERENCE)) \
 	  --command "make question-brn-gradient" --wall-time $$(( $$(date +%s) - start ))
@@ -179,7 +180,7 @@ question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after t
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
-	  setup=$(call reuse_or_run,bn32)bn32_after,nonorm seed=$(QUESTION_SEEDS) hydra.sweep.dir=$$runs; \
+	  setup=$(call reuse_or_run,bn32)bn32_after,nonorm 'seed=[$(QUESTION_SEEDS)]' hydra.sweep.dir=$$runs; \
 	$(PY) -m scripts.collect renorm $$runs --out results/questions/norm_position $(call reuse_flags,bn32) \
 	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start ))
 

@@ -265,6 +265,19 @@ class BatchRenormBase(BatchNormBase):
         _, d, _, d_max = self._last
         return (d.abs() > d_max).float().mean()
 
+    def clip_fractions(self, blocks: int = 1) -> tuple[Tensor, Tensor] | None:
+        """``(r, d)``: the fractions of the last training batch's ``r`` and ``d`` values that
+        were clipped, each ``(blocks,)``, one per block of ``C / blocks`` consecutive channels
+        (several networks stacked channel-wise, one block each). ``blocks=1`` gives
+        :attr:`r_clip_fraction` and :attr:`d_clip_fraction`."""
+        if self._last is None:
+            return None
+        if blocks < 1 or self.num_features % blocks:
+            raise ValueError(f"blocks={blocks} must divide num_features={self.num_features}")
+        r, d, r_max, d_max = self._last
+        clipped = ((r < 1.0 / r_max) | (r > r_max), d.abs() > d_max)
+        return tuple(c.reshape(-1, blocks, self.num_features // blocks).float().mean((0, 2)) for c in clipped)  # fmt: skip
+
     def _forward_batch_stats(self, x: Tensor, groups: int) -> Tensor:
         if self.ablation is not None:
             return self._forward_ablation(x, groups)

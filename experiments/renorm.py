@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import hydra
 import torch
@@ -23,13 +24,14 @@ from torch import nn
 
 import bn
 from experiments.kit import classify, config
-from experiments.kit.config import ConfigError, require
+from experiments.kit.config import ConfigError, require, seed_list
 from experiments.kit.data import load_splits
-from experiments.kit.evaluation import accuracy
+from experiments.kit.evaluation import copy_accuracies
 from experiments.kit.norm import apply_norm_options, norm_kwargs
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.nets.convnet import SmallConvNet
+from experiments.nets.stacked import copy_views, stack_copies
 
 STUDY = "renorm"
 
@@ -119,6 +121,7 @@ SPEC = StudySpec(
 
 def check(cfg: DictConfig) -> None:
     config.check_common(cfg, STUDY)
+    classify.check_seeds(cfg)
     n, s = cfg.norm, cfg.sampler
     require(
         [
@@ -127,6 +130,11 @@ def check(cfg: DictConfig) -> None:
                 s.kind != "pairs" or (s.per_label >= 2 and cfg.train.batch_size % s.per_label == 0),
                 f"sampler.per_label={s.per_label} must be at least 2 and divide "
                 f"train.batch_size={cfg.train.batch_size}",
+            ),
+            (
+                isinstance(cfg.seed, int) or cfg.model.name == "small_convnet",
+                f"seed={seed_list(cfg.seed)}: seeds side by side are built for small_convnet; sweep "
+                "the seeds of inception_v3 (-m seed=0,1,2)",
             ),
             (
                 cfg.model.name != "inception_v3" or n.kind in ("batchnorm", "batchrenorm"),
@@ -178,36 +186,51 @@ def make_sampler(cfg: DictConfig, split, batch_size: int, seed: int):
 
 class RenormProbe:
     """Every Batch Renorm layer's ``r_max``, ``d_max`` and clipped fractions, read every
-    ``every`` steps; the loop logs their mean over each evaluation interval."""
+    ``every`` steps; the loop logs their mean over each evaluation interval. For ``copies``
+    networks stacked channel-wise, each copy's own fractions (a list)."""
 
-    def __init__(self, model: nn.Module, every: int) -> None:
+    def __init__(self, model: nn.Module, every: int, copies: int = 1) -> None:
         self.layers = [m for m in model.modules() if bn.is_batch_renorm(m)]
-        self.every = every
+        self.every, self.copies = every, copies
 
-    def __call__(self, step: int) -> dict[str, float]:
+    def __call__(self, step: int) -> dict[str, Any]:
         if not self.layers or step % self.every:
             return {}
         first = self.layers[0]
-        out = {"renorm/r_max": first.current_r_max, "renorm/d_max": first.current_d_max}
+        out: dict[str, Any] = {
+            "renorm/r_max": first.current_r_max,
+            "renorm/d_max": first.current_d_max,
+        }
         for i, m in enumerate(self.layers, 1):
-            out[f"renorm/layer{i}/r_clipped"] = m.r_clip_fraction
-            out[f"renorm/layer{i}/d_clipped"] = m.d_clip_fraction
+            if self.copies == 1:
+                r, d = m.r_clip_fraction, m.d_clip_fraction
+            else:
+                fractions = m.clip_fractions(self.copies)
+                r, d = (None, None) if fractions is None else (f.tolist() for f in fractions)
+            out[f"renorm/layer{i}/r_clipped"] = r
+            out[f"renorm/layer{i}/d_clipped"] = d
         return out
 
 
-def train_mode_accuracy(cfg: DictConfig, proc, model, test_split):
+def train_mode_accuracy(cfg: DictConfig, proc, models: list[nn.Module], test_split):
     """``test/acc_train_mode``: BN in training mode on test minibatches built like the training
-    ones (the paper's control for non-i.i.d. minibatches); None when not asked for."""
+    ones (the paper's control for non-i.i.d. minibatches), each seed's own; None when not
+    asked for."""
     if not cfg.eval.train_mode:
         return None
-    e = cfg.eval
-    sampler = make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + cfg.seed)
-    batches = [sampler.indices(s) for s in range(len(test_split) // e.pair_batch_size)]
+    e, seeds = cfg.eval, seed_list(cfg.seed)
+    samplers = [
+        make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + s) for s in seeds
+    ]
+    steps = range(len(test_split) // e.pair_batch_size)
+    batches = [torch.cat([sampler.indices(s) for sampler in samplers]) for s in steps]
 
-    def extra() -> dict[str, float]:
+    def extra() -> dict[str, list[float]]:
         batches_ = test_split.batches(batches)
-        acc = accuracy(model, batches_, proc.device, proc.memory_format, train_mode=True)
-        return {"test/acc_train_mode": acc}
+        if len(seeds) > 1:
+            batches_ = (classify.stack_batch(x, y, len(seeds)) for x, y in batches_)
+        args = (proc.device, proc.memory_format)
+        return {"test/acc_train_mode": copy_accuracies(models, batches_, *args, train_mode=True)}
 
     return extra
 
@@ -220,11 +243,24 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     train_split, test_split, in_channels, num_classes = load_splits(
         cfg.data, pin_memory=torch.cuda.is_available()
     )
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, in_channels, num_classes)
+    seeds = seed_list(cfg.seed)
+    stacked = not isinstance(cfg.seed, int)
+    if stacked and proc.world > 1:
+        raise ConfigError(f"seed={list(seeds)}: a list of seeds trains in one process; launch one seed a process under torchrun")  # fmt: skip
+    models = []
+    for seed in seeds:  # each copy as its seed alone would build it
+        torch.manual_seed(seed)
+        models.append(build_model(cfg, in_channels, num_classes))
+    model = stack_copies(models) if stacked else models[0]
     model = model.to(proc.device, memory_format=proc.memory_format)
+    if stacked:  # each copy evaluated as a plain network, its tensors views of the stack's
+        models = copy_views(model, models)
     optimizer = build_optimizer(t, [p for p in model.parameters() if p.requires_grad])
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, t.lr_decay_every, t.lr_decay_factor)
+    samplers = [
+        make_sampler(cfg.sampler, train_split, t.batch_size, seed * 1000 + proc.rank)
+        for seed in seeds
+    ]
     loop = classify.classifier_loop(
         cfg,
         proc,
@@ -232,7 +268,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         model=model,
         optimizer=optimizer,
         scheduler=scheduler,
-        sampler=make_sampler(cfg.sampler, train_split, t.batch_size, cfg.seed * 1000 + proc.rank),
+        sampler=samplers if stacked else samplers[0],
         splits=(train_split, test_split),
         study=STUDY,
         summary={
@@ -240,8 +276,9 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "microbatch": cfg.norm.microbatch,
             "sampler": cfg.sampler.kind,
         },
-        step_extra=RenormProbe(model, cfg.eval.clip_every),
-        eval_extra=train_mode_accuracy(cfg, proc, model, test_split),
+        step_extra=RenormProbe(model, cfg.eval.clip_every, len(seeds) if stacked else 1),
+        eval_extra=train_mode_accuracy(cfg, proc, models, test_split),
+        copies=models if stacked else None,
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())

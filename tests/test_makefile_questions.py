@@ -23,7 +23,7 @@ def _dry_run(target: str, *assignments: str) -> str:
 
 
 def _setups(commands: str) -> list[str]:
-    [setups] = re.findall(r"setup=(\S+) seed=", commands)
+    [setups] = re.findall(r"experiments\.renorm .*?setup=(\S+) 'seed=", commands, re.S)
     return setups.split(",")
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -17,13 +18,14 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from experiments.kit import distributed
-from experiments.kit.config import setup_name
+from experiments.kit.config import require, seed_list, setup_name
 from experiments.kit.data import fixed_batches
-from experiments.kit.evaluation import accuracy, to_device
+from experiments.kit.evaluation import copy_accuracies, to_device
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.runlog import read_curve
 from experiments.kit.stopping import StopRule
+from experiments.nets.stacked import copy_losses, split_copies
 
 
 @dataclass
@@ -65,57 +67,63 @@ def classifier_loop(
     study: str,
     summary: dict,
     transform: Callable[[int, Tensor], Tensor] | None = None,
-    step_extra: Callable[[int], dict[str, float]] | None = None,
-    eval_extra: Callable[[], dict[str, float]] | None = None,
+    step_extra: Callable[[int], dict[str, Any]] | None = None,
+    eval_extra: Callable[[], dict[str, Any]] | None = None,
+    copies: Sequence[nn.Module] | None = None,
 ) -> TrainLoop:
-    """One seed's :class:`TrainLoop` for a classifier trained with cross-entropy.
+    """The :class:`TrainLoop` of a classifier trained with cross-entropy: one seed
+    (``cfg.seed`` an integer), or several side by side (a list: ``model`` stacks one copy per
+    seed, :func:`experiments.nets.stacked.stack_copies`; ``copies``: its copies as plain networks,
+    :func:`~experiments.nets.stacked.copy_views`, which the evaluations run).
 
-    ``sampler.indices(step)`` gives each step's examples; ``transform(step, x)`` augments a batch
-    on the device; ``step_extra(step)`` and ``eval_extra()`` add a study's own scalars to a step
-    and to an evaluation. The run is named ``<setup>-s<seed>``; its summary starts as ``summary``
-    plus the keys every study records. ``train.stop`` may end it before ``train.steps``."""
+    ``sampler.indices(step)`` gives each step's examples (a list of samplers, one per seed, for a
+    stack); ``transform(step, x)`` augments a batch on the device (one seed only);
+    ``step_extra(step)`` and ``eval_extra()`` add a study's own scalars to a step and to an
+    evaluation (for a stack, a value or a list with one per copy). Each run is named
+    ``<setup>-s<seed>`` and writes to ``out_dir`` (one seed) or ``out_dir/seed<k>/`` (a list);
+    its summary starts as ``summary`` plus the keys every study records. ``train.stop`` may end
+    a one-seed run before ``train.steps``."""
     train_split = splits[0]
     net = distributed.wrap(model, proc.device)
     params = [p for p in model.parameters() if p.requires_grad]
-    setup = setup_name()
-    run = Run(
-        name=f"{setup}-s{cfg.seed}",
-        out_dir=out_dir,
-        summary={
-            "name": f"{setup}-s{cfg.seed}",
-            "setup": setup,
-            "seed": cfg.seed,
-            "data": str(cfg.data.name),
-            "norm": str(cfg.norm.kind),
-            "steps": cfg.train.steps,
-            "world_size": proc.world,
-            "eval_every": cfg.eval.every,
-            "test_subset": cfg.eval.test_subset,
-            "command": job_command(f"experiments.{study}"),
-            **summary,
-        },
+    stacked = not isinstance(cfg.seed, int)
+    seeds, samplers = seed_list(cfg.seed), sampler if stacked else [sampler]
+    if stacked and (transform is not None or len(samplers) != len(seeds)):
+        raise ValueError("a stack of seeds takes one sampler per seed and no transform")
+    runs = _runs(
+        cfg, proc, out_dir, study, {**summary, "copies": len(seeds)} if stacked else summary
     )
 
     def batches(start: int):
-        steps = (sampler.indices(s) for s in itertools.count(start))
-        return train_split.batches(steps, seed=cfg.seed * 64 + proc.rank, first_step=start)
+        if not stacked:
+            steps = (sampler.indices(s) for s in itertools.count(start))
+            return train_split.batches(steps, seed=cfg.seed * 64 + proc.rank, first_step=start)
+        steps = (torch.cat([s.indices(step) for s in samplers]) for step in itertools.count(start))
+        return (stack_batch(x, y, len(seeds)) for x, y in train_split.batches(steps))
 
-    def step_fn(step: int, batch) -> dict[str, float]:
+    def step_fn(step: int, batch) -> dict[str, Any]:
         x, y = to_device(batch, proc.device, proc.memory_format)
         if transform is not None:
             x = transform(step, x)
         with proc.autocast():
             logits = net(x)
-        loss = F.cross_entropy(logits.float(), y)
+        losses = copy_losses(logits.float(), y) if stacked else F.cross_entropy(logits.float(), y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        losses.sum().backward()  # a stack: each copy the gradient of its own loss
         if cfg.train.grad_clip:
             nn.utils.clip_grad_norm_(params, cfg.train.grad_clip)
         optimizer.step()
-        out = {"loss": loss.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}
+        if stacked:
+            hits = (split_copies(logits, len(seeds)).argmax(-1) == y).float().mean(0)
+            out = {"loss": losses.tolist(), "acc_minibatch": hits.tolist()}
+        else:
+            out = {"loss": losses.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}  # fmt: skip
         return out if step_extra is None else {**out, **step_extra(step)}
 
-    evaluate, final_evaluate = accuracy_evaluation(cfg, proc, model, optimizer, splits, eval_extra)
+    if stacked and (copies is None or len(copies) != len(seeds)):
+        raise ValueError("a stack of seeds is evaluated through its copies: pass one per seed")
+    models = list(copies) if stacked else [model]
+    evaluate, final_evaluate = accuracy_evaluation(cfg, proc, models, optimizer, splits, eval_extra)
     s = cfg.train.stop
     rule = StopRule(
         "test/acc_subset" if cfg.eval.test_subset else "test/acc", s.target, s.plateau, s.min_steps
@@ -130,7 +138,7 @@ def classifier_loop(
 
     return TrainLoop(
         model=model,
-        runs=[run],
+        runs=runs,
         batches=batches,
         step_fn=step_fn,
         evaluate=evaluate,
@@ -143,10 +151,66 @@ def classifier_loop(
         batch_size=cfg.train.batch_size * proc.world,
         optimizer=optimizer,
         scheduler=scheduler,
+        job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
     )
 
 
-def accuracy_evaluation(cfg, proc: Process, model, optimizer, splits, extra=None):
+def check_seeds(cfg: DictConfig) -> None:
+    """What a list of seeds (trained side by side in one process) cannot do: each network's own
+    gradient clipping, or its own stop rule; the error names the setting."""
+    if isinstance(cfg.seed, int):
+        return
+    seeds, s = seed_list(cfg.seed), cfg.train.stop
+    require(
+        [
+            (not cfg.train.grad_clip, f"train.grad_clip={cfg.train.grad_clip} clips each network's own gradient norm, which seeds side by side (seed={seeds}) would mix: set train.grad_clip=null or sweep the seeds (-m seed=0,1,2)"),
+            (s.target is None and s.plateau is None, f"train.stop ends each run at its own step; seeds side by side (seed={seeds}) train in lockstep: sweep the seeds instead (-m seed=0,1,2)"),
+        ]
+    )  # fmt: skip
+
+
+def _runs(cfg: DictConfig, proc: Process, out_dir: Path, study: str, summary: dict) -> list[Run]:
+    """One :class:`Run` per seed: ``out_dir`` itself for one seed, ``out_dir/seed<k>/`` for a
+    list."""
+    setup = setup_name()
+    seeds = seed_list(cfg.seed)
+    dirs = [out_dir] if isinstance(cfg.seed, int) else [out_dir / f"seed{s}" for s in seeds]
+    runs = []
+    for seed, run_dir in zip(seeds, dirs):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        name = f"{setup}-s{seed}"
+        runs.append(
+            Run(
+                name=name,
+                out_dir=run_dir,
+                summary={
+                    "name": name,
+                    "setup": setup,
+                    "seed": seed,
+                    "data": str(cfg.data.name),
+                    "norm": str(cfg.norm.kind),
+                    "steps": cfg.train.steps,
+                    "world_size": proc.world,
+                    "eval_every": cfg.eval.every,
+                    "test_subset": cfg.eval.test_subset,
+                    "command": job_command(f"experiments.{study}"),
+                    **summary,
+                },
+            )
+        )
+    return runs
+
+
+def stack_batch(x: Tensor, y: Tensor, copies: int) -> tuple[Tensor, Tensor]:
+    """The copies' batches, drawn one after the other (``(copies·N, C, ...)``, ``(copies·N,)``),
+    as a stack reads them: ``(N, copies·C, ...)``, copy ``k``'s examples in channels
+    ``k·C ..``, and labels ``(N, copies)``."""
+    n = x.shape[0] // copies
+    stacked = x.view(copies, n, *x.shape[1:]).transpose(0, 1).reshape(n, -1, *x.shape[2:])
+    return stacked, y.view(copies, n).t()
+
+
+def accuracy_evaluation(cfg, proc: Process, models, optimizer, splits, extra=None):
     """``(evaluate, final_evaluate)``. ``evaluate(step)``: ``test/acc`` on the test split (or,
     with ``eval.test_subset``, ``test/acc_subset`` on that many fixed test examples),
     ``train/acc`` on the first ``eval.train_subset`` training examples (inference mode), the
@@ -155,6 +219,7 @@ def accuracy_evaluation(cfg, proc: Process, model, optimizer, splits, extra=None
     evaluates."""
     train_split, test_split = splits
     e = cfg.eval
+    copies = len(models)
     args = (proc.device, proc.memory_format)
     test_key = "test/acc_subset" if e.test_subset else "test/acc"
     test_batches = fixed_batches(test_split, e.batch_size, e.test_subset or None)
@@ -162,31 +227,43 @@ def accuracy_evaluation(cfg, proc: Process, model, optimizer, splits, extra=None
         fixed_batches(train_split, e.batch_size, e.train_subset) if e.train_subset else []
     )
 
-    def evaluate(step: int) -> dict[str, float]:
+    def per_run(metrics: dict[str, Any]) -> list[dict[str, float]] | dict[str, float]:
+        """``{key: one value per copy}`` as one dict per run (one seed: the dict itself)."""
+        if isinstance(cfg.seed, int):
+            return {k: v[0] if isinstance(v, list) else v for k, v in metrics.items()}
+        return [
+            {k: v[i] if isinstance(v, list) else v for k, v in metrics.items()}
+            for i in range(copies)
+        ]
+
+    def evaluate(step: int) -> list[dict[str, float]] | dict[str, float]:
         if proc.rank != 0:
             return {}
         with proc.autocast():
-            metrics = {test_key: accuracy(model, test_split.batches(test_batches), *args)}
+            metrics = {test_key: copy_accuracies(models, test_split.batches(test_batches), *args)}
             if train_batches:
-                metrics["train/acc"] = accuracy(model, train_split.batches(train_batches), *args)
+                train = train_split.batches(train_batches)
+                metrics["train/acc"] = copy_accuracies(models, train, *args)
         if extra is not None:
             metrics.update(extra())
         metrics["lr"] = optimizer.param_groups[0]["lr"]
-        return metrics
+        return per_run(metrics)
 
-    def final_evaluate() -> dict[str, float]:
+    def final_evaluate() -> list[dict[str, float]] | dict[str, float]:
         if proc.rank != 0:
             return {}
         batches = test_split.batches(fixed_batches(test_split, e.batch_size))
         with proc.autocast():
-            return {"test/acc": accuracy(model, batches, *args)}
+            return per_run({"test/acc": copy_accuracies(models, batches, *args)})
 
     return evaluate, (final_evaluate if e.test_subset else None)
 
 
 def finish(loop: TrainLoop, result) -> dict:
-    """The run's summary (written to ``summary.json`` by rank 0), with its throughput."""
-    loop.runs[0].summary["examples_per_s"] = result.examples_per_s
-    [summary] = loop.finish(result)
+    """The run's summary (written to ``summary.json`` by rank 0), with its throughput; for a
+    stack of seeds, every run's summary in seed order."""
+    for run in loop.runs:
+        run.summary["examples_per_s"] = result.examples_per_s
+    summaries = loop.finish(result)
     distributed.cleanup()
-    return summary
+    return summaries[0] if len(summaries) == 1 and "copies" not in summaries[0] else summaries

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -17,7 +17,6 @@ def to_device(
     return x, y.to(device, non_blocking=True)
 
 
-@torch.no_grad()
 def accuracy(
     model: nn.Module,
     batches: Iterable[tuple[Tensor, Tensor]],
@@ -27,14 +26,38 @@ def accuracy(
 ) -> float:
     """Top-1 accuracy over ``batches``; ``train_mode`` normalizes with each batch's own
     statistics (the model is copied first, so its moving averages do not change)."""
-    if train_mode:
-        model = copy.deepcopy(model)
-    was_training = model.training
-    model.train(train_mode)
-    correct = total = 0
+    return copy_accuracies([model], batches, device, memory_format, train_mode)[0]
+
+
+@torch.no_grad()
+def copy_accuracies(
+    models: Sequence[nn.Module],
+    batches: Iterable[tuple[Tensor, Tensor]],
+    device: torch.device,
+    memory_format: torch.memory_format = torch.contiguous_format,
+    train_mode: bool = False,
+) -> list[float]:
+    """Each model's top-1 accuracy over ``batches``: the copies of a stack of seeds
+    (:func:`experiments.nets.stacked.copy_views`), or one model.
+
+    A batch ``(x, y)`` with labels ``(N,)`` is read by every model; with labels ``(N, K)``, a
+    stacked batch (:func:`experiments.kit.classify.stack_batch`), model ``k`` reads its own
+    examples, channels ``k·C ..`` of ``x``. ``train_mode`` normalizes with each batch's own
+    statistics (the models are copied first, so their moving averages do not change)."""
+    models = [copy.deepcopy(m) for m in models] if train_mode else list(models)
+    was_training = [m.training for m in models]
+    for m in models:
+        m.train(train_mode)
+    correct = [0] * len(models)
+    total = 0
     for x, y in batches:
         x, y = to_device((x, y), device, memory_format)
-        correct += (model(x).argmax(1) == y).sum().item()
+        shared = y.dim() == 1
+        xs = [x] * len(models) if shared else x.chunk(len(models), dim=1)
+        for k, (model, xk) in enumerate(zip(models, xs)):
+            yk = y if shared else y[:, k]
+            correct[k] += (model(xk).argmax(1) == yk).sum().item()
         total += len(y)
-    model.train(was_training)
-    return correct / max(total, 1)
+    for m, mode in zip(models, was_training):
+        m.train(mode)
+    return [c / max(total, 1) for c in correct]

@@ -208,6 +208,38 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     assert a["step"] == b["step"] == 9
 
 
+@pytest.mark.parametrize("setup", ["brn_micro4", "noniid_brn"])
+def test_seeds_side_by_side_are_the_separate_runs_one_folder_each(root, tmp_path, setup):
+    """A list of seeds trains them stacked in one process: a folder per seed with its own
+    metrics and summary; at step 0 (the same networks, before float rounding can differ) every
+    evaluation equals that of the seed's own run, and every probe is logged per seed."""
+    overrides = (f"setup={setup}", "eval.train_mode=true")
+    summaries = renorm.train(_small(root, *overrides, "seed=[3,5]"), tmp_path / "stack")
+    assert [s["seed"] for s in summaries] == [3, 5]
+    assert all(s["copies"] == 2 and s["steps_done"] == 6 for s in summaries)
+    for seed in (3, 5):
+        alone = renorm.train(_small(root, *overrides, f"seed={seed}"), tmp_path / f"s{seed}")
+        rows = metric_rows(tmp_path / "stack" / f"seed{seed}")
+        saved = json.loads((tmp_path / "stack" / f"seed{seed}" / "summary.json").read_text())
+        assert saved["seed"] == seed and saved["name"] == f"{setup}-s{seed}"
+        assert {r["metric"] for r in rows} == {r["metric"] for r in metric_rows(tmp_path / f"s{seed}")}  # fmt: skip
+        at0 = {r["metric"]: r["value"] for r in rows if int(r["step"]) == 0}
+        want = {r["metric"]: r["value"] for r in metric_rows(tmp_path / f"s{seed}") if int(r["step"]) == 0}  # fmt: skip
+        assert at0 == want and "test/acc_train_mode" in at0
+        assert abs(saved["test_acc"] - alone["test_acc"]) < 0.2  # float rounding apart, same net
+
+
+def test_seeds_side_by_side_resume_after_a_kill_as_uninterrupted(root, tmp_path, monkeypatch):
+    overrides = ("setup=bn_micro4", "seed=[0,2]", "train.steps=9")
+    renorm.train(_small(root, *overrides), tmp_path / "full")
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
+        renorm.train(_small(root, *overrides), tmp_path / "killed")
+    renorm.train(_small(root, *overrides, "resume=true"), tmp_path / "killed")
+    for seed in (0, 2):
+        rows = metric_rows(tmp_path / "killed" / f"seed{seed}")
+        assert rows == metric_rows(tmp_path / "full" / f"seed{seed}")
+
+
 def test_diverged_run_stops_cleanly(root, tmp_path):
     summary = renorm.train(_small(root, "setup=bn32", "norm.kind=none", "train.lr=1e9"), tmp_path)
     assert summary["diverged"] and summary["diverged_at_step"] <= 6
@@ -236,6 +268,9 @@ def test_diverged_run_stops_cleanly(root, tmp_path):
         (["eval.batch_size=0"], "eval.batch_size=0"),
         (["data.num_workers=-1"], "data.num_workers=-1"),
         (["sampler.kind=balanced"], "sampler.kind='balanced'"),
+        (["seed=[0,1]", "train.grad_clip=1.0"], "train.grad_clip=1.0 clips each network's own"),
+        (["seed=[0,1]", "train.stop.target=0.5"], "train.stop ends each run at its own step"),
+        (["seed=[0,1]", "model.name=inception_v3"], r"seed=\[0, 1\]: seeds side by side"),
     ],
 )
 def test_invalid_settings_fail_before_training(root, tmp_path, overrides, setting):

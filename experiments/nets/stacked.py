@@ -1,0 +1,177 @@
+"""Several networks side by side in one: seeds trained in lockstep as grouped convolutions.
+
+:func:`stack_copies` turns ``K`` networks of the same architecture (a :class:`torch.nn.Sequential`
+of convolutions, linear layers, norms and parameter-free layers, such as
+:class:`~experiments.nets.convnet.SmallConvNet`) into one that computes all ``K`` at once:
+
+- a convolution becomes a grouped one (``groups = K·groups``) over ``K·C`` channels: copy ``k``
+  reads and writes channels ``k·C .. (k+1)·C − 1``;
+- a linear layer becomes a :class:`GroupedLinear` (``K`` independent maps, one batched product);
+- a norm layer keeps its class and every option (microbatches, Batch Renorm's bounds and
+  ablations, momentum, ε) over ``K·C`` channels; a norm statistic is per channel (and per
+  microbatch), so each copy's channels are normalized over its own examples. A group or layer
+  norm gets ``K`` times the groups, so no group spans two copies.
+
+The input is ``(N, K·C_in, H, W)``: example ``n`` of copy ``k`` in channels ``k·C_in ..``, so each
+copy reads its own batch; the output is ``(N, K·classes)``. Nothing is shared between copies:
+training the stack on the sum of the copies' losses gives each copy the gradient of its own
+loss, and an element-wise optimizer (SGD with momentum and weight decay, RMSprop) then takes each
+copy's own step. ``tests/experiments/nets/test_stacked.py`` holds ``K`` stacked copies equal to
+``K`` separate networks in float64, for every norm the conv-net studies train. Stacking shares
+the per-operation cost of these small layers between the copies (``python -m
+scripts.bench_studies``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# Layers without state that act on each channel (or each value) alone: the same in the stack.
+_CHANNELWISE = (nn.ReLU, nn.Sigmoid, nn.AdaptiveAvgPool2d, nn.AvgPool2d, nn.MaxPool2d, nn.Flatten, nn.Identity)  # fmt: skip
+
+
+class GroupedLinear(nn.Module):
+    """``copies`` independent linear maps ``x_k W_kᵀ + b_k`` on ``(N, copies·in_features)``.
+
+    ``weight`` is ``(copies, out_features, in_features)``, ``bias`` ``(copies, out_features)``;
+    the output is ``(N, copies·out_features)``, copy ``k``'s features in block ``k``.
+    """
+
+    def __init__(self, copies: int, in_features: int, out_features: int, bias: bool = True):
+        super().__init__()
+        self.copies, self.in_features, self.out_features = copies, in_features, out_features
+        self.weight = nn.Parameter(torch.empty(copies, out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(copies, out_features)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        n = x.shape[0]
+        u = x.reshape(n, self.copies, self.in_features).transpose(0, 1)  # (K, N, in)
+        y = torch.bmm(u, self.weight.transpose(1, 2))  # (K, N, out)
+        if self.bias is not None:
+            y = y + self.bias[:, None]
+        return y.transpose(0, 1).reshape(n, self.copies * self.out_features)
+
+    def extra_repr(self) -> str:
+        return (
+            f"copies={self.copies}, in_features={self.in_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
+
+
+def stack_copies(nets: Sequence[nn.Sequential]) -> nn.Sequential:
+    """One :class:`torch.nn.Sequential` computing every network of ``nets`` side by side (see
+    the module); copy ``k`` starts with ``nets[k]``'s parameters and buffers. ``nets`` must share
+    their architecture and options; a layer the stack cannot split by copy raises ``ValueError``.
+    """
+    if not nets:
+        raise ValueError("stack_copies: no networks to stack")
+    firsts = [list(net) for net in nets]
+    if len({len(layers) for layers in firsts}) != 1:
+        raise ValueError("stack_copies: the networks have different numbers of layers")
+    return nn.Sequential(*(_stack_layer(list(layers)) for layers in zip(*firsts)))
+
+
+def copy_views(stack: nn.Sequential, nets: Sequence[nn.Sequential]) -> list[nn.Sequential]:
+    """``nets`` (the networks :func:`stack_copies` was given, or any of their architecture) with
+    each parameter and buffer replaced by a view of copy ``k``'s block of ``stack``'s; returns
+    ``nets``. Network ``k`` then computes copy ``k`` of the stack as a plain network: for
+    evaluation, where the stack's grouped layers cost more than ``K`` plain passes over the same
+    images. The views follow the stack while its tensors change in place (optimizer steps,
+    ``load_state_dict``); they carry no gradient."""
+    copies = len(nets)
+    for k, net in enumerate(nets):
+        for layer, stacked in zip(net, stack, strict=True):
+            for name, tensor in stacked.named_parameters(recurse=False):
+                view = _block(stacked, tensor.detach(), k, copies)
+                layer._parameters[name] = nn.Parameter(view, requires_grad=False)
+            for name, tensor in stacked.named_buffers(recurse=False):
+                layer._buffers[name] = _block(stacked, tensor, k, copies)
+    return list(nets)
+
+
+def _block(layer: nn.Module, tensor: Tensor, k: int, copies: int) -> Tensor:
+    """Copy ``k``'s block of one of a stacked layer's tensors (a view)."""
+    if isinstance(layer, GroupedLinear):
+        return tensor[k]
+    if tensor.dim() == 0:  # a step counter: the copies share it
+        return tensor
+    return tensor.chunk(copies)[k]
+
+
+def split_copies(logits: Tensor, copies: int) -> Tensor:
+    """``(N, copies·classes)`` → ``(N, copies, classes)``."""
+    return logits.view(logits.shape[0], copies, -1)
+
+
+def copy_losses(logits: Tensor, y: Tensor) -> Tensor:
+    """Each copy's mean cross-entropy, ``(copies,)``, from ``(N, copies·classes)`` logits and
+    ``(N, copies)`` labels."""
+    per_example = F.cross_entropy(split_copies(logits, y.shape[1]).transpose(1, 2), y, reduction="none")  # fmt: skip
+    return per_example.mean(0)
+
+
+def _stack_layer(layers: list[nn.Module]) -> nn.Module:
+    first, k = layers[0], len(layers)
+    if any(type(m) is not type(first) for m in layers):
+        raise ValueError(f"stack_copies: layers of different types: {[type(m).__name__ for m in layers]}")  # fmt: skip
+    if isinstance(first, nn.Conv2d):
+        return _stack_conv(layers)
+    if isinstance(first, nn.Linear):
+        out = GroupedLinear(k, first.in_features, first.out_features, first.bias is not None)
+        with torch.no_grad():
+            out.weight.copy_(torch.stack([m.weight for m in layers]))
+            if out.bias is not None:
+                out.bias.copy_(torch.stack([m.bias for m in layers]))
+        return out.to(first.weight.dtype)
+    if isinstance(first, (nn.modules.batchnorm._NormBase, nn.GroupNorm)):
+        return _stack_norm(layers)
+    if isinstance(first, _CHANNELWISE):
+        return copy.deepcopy(first)
+    raise ValueError(f"stack_copies: cannot split {type(first).__name__} by copy")
+
+
+def _stack_conv(layers: list[nn.Conv2d]) -> nn.Conv2d:
+    first, k = layers[0], len(layers)
+    if first.padding_mode != "zeros":
+        raise ValueError("stack_copies: a convolution with padding_mode other than zeros")
+    out = nn.Conv2d(
+        k * first.in_channels, k * first.out_channels, first.kernel_size, first.stride,
+        first.padding, first.dilation, k * first.groups, first.bias is not None,
+        dtype=first.weight.dtype,
+    )  # fmt: skip
+    with torch.no_grad():
+        out.weight.copy_(torch.cat([m.weight for m in layers]))
+        if out.bias is not None:
+            out.bias.copy_(torch.cat([m.bias for m in layers]))
+    out.weight.requires_grad_(first.weight.requires_grad)
+    return out
+
+
+def _stack_norm(layers: list[nn.Module]) -> nn.Module:
+    """The first layer's copy (class and options kept) with every per-channel tensor the
+    concatenation of the copies' and ``K`` times the channels (and groups)."""
+    first, k = layers[0], len(layers)
+    out = copy.deepcopy(first)
+    if isinstance(first, nn.GroupNorm):
+        out.num_groups, out.num_channels = k * first.num_groups, k * first.num_channels
+    else:
+        out.num_features = k * first.num_features
+    with torch.no_grad():
+        for name, tensor in list(first.named_parameters(recurse=False)):
+            stacked = torch.cat([getattr(m, name) for m in layers])
+            setattr(out, name, nn.Parameter(stacked, requires_grad=tensor.requires_grad))
+        for name, tensor in list(first.named_buffers(recurse=False)):
+            if tensor is None:
+                continue
+            values = [getattr(m, name) for m in layers]
+            if tensor.dim() == 0:  # a step counter: the copies are in lockstep
+                if any(not torch.equal(v, tensor) for v in values):
+                    raise ValueError(f"stack_copies: the copies' {name} differ")
+                continue
+            out.register_buffer(name, torch.cat(values))
+    return out
