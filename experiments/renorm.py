@@ -167,6 +167,27 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Modul
     return apply_norm_options(model, cfg.norm)
 
 
+def build_copies(
+    cfg: DictConfig,
+    in_channels: int,
+    num_classes: int,
+    device: torch.device,
+    memory_format: torch.memory_format,
+) -> tuple[nn.Module, list[nn.Module]]:
+    """``(model, copies)``: for one seed its network and ``[model]``; for a list of seeds the
+    stack of their networks (each built as its seed alone would build it) and each copy as a
+    plain network whose tensors are views of its block of the stack (what the evaluations run)."""
+    models = []
+    for seed in seed_list(cfg.seed):
+        torch.manual_seed(seed)
+        models.append(build_model(cfg, in_channels, num_classes))
+    if isinstance(cfg.seed, int):
+        model = models[0].to(device, memory_format=memory_format)
+        return model, [model]
+    stack = stack_copies(models).to(device, memory_format=memory_format)
+    return stack, copy_views(stack, models)
+
+
 def build_optimizer(t: DictConfig, params) -> torch.optim.Optimizer:
     if t.optimizer == "sgd":
         return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
@@ -247,14 +268,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     stacked = not isinstance(cfg.seed, int)
     if stacked and proc.world > 1:
         raise ConfigError(f"seed={list(seeds)}: a list of seeds trains in one process; launch one seed a process under torchrun")  # fmt: skip
-    models = []
-    for seed in seeds:  # each copy as its seed alone would build it
-        torch.manual_seed(seed)
-        models.append(build_model(cfg, in_channels, num_classes))
-    model = stack_copies(models) if stacked else models[0]
-    model = model.to(proc.device, memory_format=proc.memory_format)
-    if stacked:  # each copy evaluated as a plain network, its tensors views of the stack's
-        models = copy_views(model, models)
+    model, models = build_copies(cfg, in_channels, num_classes, proc.device, proc.memory_format)
     optimizer = build_optimizer(t, [p for p in model.parameters() if p.requires_grad])
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, t.lr_decay_every, t.lr_decay_factor)
     samplers = [

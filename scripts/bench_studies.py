@@ -13,7 +13,10 @@ A run-step is one step of one network: the MNIST study trains three seeds side b
 process (three run-steps a step), as ``make reproduce-mnist`` does. Cases alternate within each
 round (drift on a busy machine hits all alike); the table gives medians over rounds, and the
 ratio peer / study as the median of each round's ratio (a round's study and peer run back to
-back; above 1: the study is cheaper). Target: the Figure 1 MLP at >= 4x.
+back; above 1: the study is cheaper). Target: the Figure 1 MLP at >= 4x. For the conv net it
+also times the study with five seeds side by side in one process (``seed=[0,1,2,3,4]``, the way
+``make reproduce-renorm`` runs it), per run-step; Batch Renorm per microbatch has no peer
+(``torch.nn`` has no such layer), so its row compares the study's two routes.
 
 For the Figure 1 MLP it also states the compute floor of a run-step: its arithmetic (forward,
 backward and update; the binary first layer's additions counted as they are done, one per set
@@ -49,9 +52,13 @@ class Case:
     what: str
     study: list[str]  # the study's entry point and overrides (steps appended)
     runs: int  # networks the study trains side by side in its process
-    peer: list[str]  # the peer's module and arguments (steps and data appended)
+    peer: list[str] | None  # the peer's module and arguments (steps and data appended)
     data: str  # which of the prepared tensors files the peer reads
     lengths: tuple[int, int]  # run lengths in steps; their difference is what is timed
+    stacked: tuple[str, int] | None = None  # the study's seeds-side-by-side route: (seed, runs)
+
+    def routes(self) -> list[str]:
+        return ["study", *(["stacked"] if self.stacked else []), *(["peer"] if self.peer else [])]
 
 
 def cases() -> list[Case]:
@@ -71,7 +78,12 @@ def cases() -> list[Case]:
             "conv", "Batch Renorm study's conv net, BN, batch 32",
             ["experiments.renorm", "setup=bn32", "eval.every=300", *off], 1,
             ["scripts.peers.convnet", "--eval-every", "300", "--train-eval", "5000"], "images",
-            (300, 1200),
+            (300, 1200), ("seed=[0,1,2,3,4]", 5),
+        ),
+        Case(
+            "conv_brn_micro4", "the same conv net, Batch Renorm per microbatch of 4",
+            ["experiments.renorm", "setup=brn_micro4", "eval.every=300", *off], 1,
+            None, "images", (300, 1200), ("seed=[0,1,2,3,4]", 5),
         ),
         Case(
             "inception", "BN-Inception at CPU scale, BN-Baseline",
@@ -195,40 +207,65 @@ def main() -> None:
     cost: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
         for case in chosen:
-            seconds: dict[str, list[float]] = {"study": [], "peer": []}
+            seconds: dict[str, list[float]] = {route: [] for route in case.routes()}
             for steps in case.lengths:
                 run_dir = scratch / f"{case.key}-r{r}-{steps}"
-                study = [*py, *case.study, f"train.steps={steps}", f"hydra.run.dir={run_dir}"]
-                peer = [*py, *case.peer, "--steps", str(steps), "--data", str(files[case.data])]
-                seconds["study"].append(cpu_seconds(study))
-                seconds["peer"].append(cpu_seconds(peer))
+                commands = {
+                    "study": [*py, *case.study, f"train.steps={steps}", f"hydra.run.dir={run_dir}"],
+                    "stacked": [*py, *case.study, case.stacked[0] if case.stacked else "", f"train.steps={steps}", f"hydra.run.dir={run_dir}-stacked"],
+                    "peer": [*py, *(case.peer or []), "--steps", str(steps), "--data", str(files[case.data])],
+                }  # fmt: skip
+                for route in case.routes():
+                    seconds[route].append(cpu_seconds(commands[route]))
             extra = case.lengths[1] - case.lengths[0]
-            for route, runs in (("study", case.runs), ("peer", 1)):
-                per_step = (seconds[route][1] - seconds[route][0]) / (runs * extra)
+            runs = {
+                "study": case.runs,
+                "stacked": case.stacked[1] if case.stacked else 0,
+                "peer": 1,
+            }
+            for route in case.routes():
+                per_step = (seconds[route][1] - seconds[route][0]) / (runs[route] * extra)
                 cost.setdefault((case.key, route), []).append(per_step * 1e3)
             print(f"round {r + 1}/{args.rounds}: {case.key} done", file=sys.stderr)
     print(f"torch {torch.__version__}, one thread per process, {cpu_name()}")
     print(
-        f"CPU ms per run-step (medians of {args.rounds} rounds); ratio = peer / study, the median "
-        "of the rounds' ratios (each round's in brackets)"
+        f"CPU ms per run-step (medians of {args.rounds} rounds); ratio = peer / route, the median "
+        "of the rounds' ratios (each round's in brackets); stacked: the study with five seeds "
+        "side by side in one process"
     )
-    print(f"{'network':56} {'study':>8} {'peer':>8} {'ratio':>7}")
+    print(f"{'network':56} {'study':>8} {'stacked':>8} {'peer':>8} {'ratio':>7}")
     rows, failed = [], []
     for case in chosen:
-        study = statistics.median(cost[(case.key, "study")])
-        peer = statistics.median(cost[(case.key, "peer")])
-        ratios = [p / q for p, q in zip(cost[(case.key, "peer")], cost[(case.key, "study")])]
-        ratio = statistics.median(ratios)
-        each = ", ".join(f"{r:.2f}" for r in ratios)
-        print(f"{case.what:56} {study:8.3f} {peer:8.3f} {ratio:7.2f}  [{each}]")
+        median = {route: statistics.median(cost[(case.key, route)]) for route in case.routes()}
+        ratios = {
+            route: [p / q for p, q in zip(cost[(case.key, "peer")], cost[(case.key, route)])]
+            for route in ("study", "stacked")
+            if case.peer and route in case.routes()
+        }
+        ratio = statistics.median(ratios["study"]) if "study" in ratios else None
+        shown = {route: f"{median[route]:8.3f}" if route in median else f"{'-':>8}" for route in ("study", "stacked", "peer")}  # fmt: skip
+        each = ", ".join(f"{r:.2f}" for r in ratios.get("study", []))
+        print(
+            f"{case.what:56} {shown['study']} {shown['stacked']} {shown['peer']} "
+            f"{f'{ratio:7.2f}' if ratio else f'{chr(45):>7}'}  [{each}]"
+        )
+        if "stacked" in ratios:
+            r_st = statistics.median(ratios["stacked"])
+            print(f"{'':56} stacked: peer / stacked = {r_st:.2f} [{', '.join(f'{r:.2f}' for r in ratios['stacked'])}]")  # fmt: skip
+        if "stacked" in median:
+            print(f"{'':56} stacked / study = {median['stacked'] / median['study']:.2f}")
         target = TARGET.get(case.key)
-        if target is not None and ratio < target:
+        if target is not None and ratio is not None and ratio < target:
             failed.append(f"{case.key}: {ratio:.2f}x < {target}x")
         rows.append(
             {
                 "network": case.what, "key": case.key, "study_runs_per_process": case.runs,
-                "study_ms_per_run_step": round(study, 4), "peer_ms_per_run_step": round(peer, 4),
-                "ratio_peer_to_study": round(ratio, 3), "ratios_by_round": " ".join(f"{r:.3f}" for r in ratios),
+                "study_ms_per_run_step": round(median["study"], 4),
+                "stacked_ms_per_run_step": round(median["stacked"], 4) if "stacked" in median else "",
+                "peer_ms_per_run_step": round(median["peer"], 4) if "peer" in median else "",
+                "ratio_peer_to_study": round(ratio, 3) if ratio else "",
+                "ratio_peer_to_stacked": round(statistics.median(ratios["stacked"]), 3) if "stacked" in ratios else "",
+                "ratios_by_round": " ".join(f"{r:.3f}" for r in ratios.get("study", [])),
                 "target": target or "",
                 "steps_timed": case.lengths[1] - case.lengths[0], "rounds": args.rounds,
                 "cpu": cpu_name(), "torch": torch.__version__,
