@@ -32,12 +32,14 @@ format: $(ENV) ## ruff format + import sorting
 	$(PY) -m ruff check --fix --select I .
 	$(PY) -m ruff format .
 
-bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer (that part ~35 min on 2 cores; writes results/bench/)
+bench: $(ENV) fashion-data ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer, the conv net's layouts (writes results/bench/)
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m scripts.bench_layers
 	$(PY) -m scripts.bench_inception
 	$(PY) -m scripts.bench_mnist
 	$(PY) -m scripts.bench_studies
+	$(PY) -m experiments.kit.data fashion_mnist
+	$(PY) -m scripts.bench_layout
 
 # --- BN paper Figure 1 (MNIST) ---------------------------------------------------------------
 DATA ?= mnist

@@ -44,9 +44,13 @@ def study_config(overrides: list[str]):
         return compose("renorm", overrides=overrides)
 
 
-def time_setup(setup: str, copies: int, layout: str, data: str, steps: int) -> tuple[float, float]:
-    """``(train, eval)`` CPU ms per run-step of ``setup`` with ``copies`` seeds in ``layout``."""
-    cfg = study_config([f"setup={setup}", f"data={data}", "data.download=false"])
+def time_setup(
+    setup: str, copies: int, layout: str, data: str, steps: int, root: str = "data"
+) -> tuple[float, float]:
+    """``(train, eval)`` CPU ms per run-step of ``setup`` with ``copies`` seeds in ``layout``,
+    on ``data`` (read from ``root``)."""
+    overrides = [f"setup={setup}", f"data={data}", f"data.root={root}", "data.download=false"]
+    cfg = study_config(overrides)
     train_split, test_split, channels, classes = load_splits(cfg.data)
     fmt = LAYOUTS[layout]
     with open_dict(cfg):
@@ -90,6 +94,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=60, help="training steps timed per case")
     ap.add_argument("--data", default="fashion_mnist")
+    ap.add_argument("--root", default="data", help="where the data's files are")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -100,7 +105,7 @@ def main() -> None:
             for k in ks:
                 for layout in LAYOUTS:
                     key = (setup, k, layout)
-                    times.setdefault(key, []).append(time_setup(setup, k, layout, args.data, args.steps))  # fmt: skip
+                    times.setdefault(key, []).append(time_setup(setup, k, layout, args.data, args.steps, args.root))  # fmt: skip
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     print(f"torch {torch.__version__}, one thread, {cpu_name()}; {args.data}")
     print("CPU ms per run-step (medians of rounds): training step + evaluation share = total")

@@ -1,6 +1,7 @@
 """scripts.bench_studies and its plain-PyTorch peers (scripts/peers)."""
 
 import ast
+import csv
 import sys
 from pathlib import Path
 
@@ -100,3 +101,20 @@ def test_timing_some_cases_keeps_the_other_rows(tmp_path):
     rows = bench_studies._merged(path, [{"key": "mlp", "ratio_peer_to_study": "4.5"}])
     assert [(r["key"], r["ratio_peer_to_study"]) for r in rows] == [("mlp", "4.5"), ("conv", "1.3")]
     assert bench_studies._merged(tmp_path / "missing.csv", rows[:1]) == rows[:1]
+
+
+def test_the_layout_bench_times_both_layouts_and_names_the_faster(tiny_data, tmp_path, monkeypatch):
+    from scripts import bench_layout
+
+    argv = ["bench_layout", "--setups", "bn32,brn_micro4", "--seeds", "1,2", "--rounds", "1"]
+    argv += ["--steps", "2", "--root", str(tiny_data), "--out", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench_layout.main()
+    rows = list(csv.DictReader((tmp_path / "conv_layout_cpu.csv").open()))
+    cases = {(r["setup"], r["seeds_side_by_side"], r["layout"]) for r in rows}
+    assert cases == {(s, k, lay) for s in ("bn32", "brn_micro4") for k in "12" for lay in bench_layout.LAYOUTS}  # fmt: skip
+    for setup, k, _ in cases:
+        pair = [r for r in rows if (r["setup"], r["seeds_side_by_side"]) == (setup, k)]
+        assert all(float(r["train_ms_per_run_step"]) > 0 for r in pair)
+        quicker = min(pair, key=lambda r: float(r["total_ms_per_run_step"]))["layout"]
+        assert {r["faster"] for r in pair} == {quicker}
