@@ -233,10 +233,12 @@ class RenormProbe:
         return out
 
 
-def train_mode_accuracy(cfg: DictConfig, proc, models: list[nn.Module], test_split):
+def train_mode_accuracy(
+    cfg: DictConfig, proc, models: list[nn.Module], test_split, stack: nn.Module | None = None
+):
     """``test/acc_train_mode``: BN in training mode on test minibatches built like the training
-    ones (the paper's control for non-i.i.d. minibatches), each seed's own; None when not
-    asked for."""
+    ones (the paper's control for non-i.i.d. minibatches), each seed's own (for seeds side by
+    side, the ``stack`` reads them all at once); None when not asked for."""
     if not cfg.eval.train_mode:
         return None
     e, seeds = cfg.eval, seed_list(cfg.seed)
@@ -250,8 +252,8 @@ def train_mode_accuracy(cfg: DictConfig, proc, models: list[nn.Module], test_spl
         batches_ = test_split.batches(batches)
         if len(seeds) > 1:
             batches_ = (classify.stack_batch(x, y, len(seeds)) for x, y in batches_)
-        args = (proc.device, proc.memory_format)
-        return {"test/acc_train_mode": copy_accuracies(models, batches_, *args, train_mode=True)}
+        acc = copy_accuracies(models, batches_, proc.device, proc.memory_format, True, stack)
+        return {"test/acc_train_mode": acc}
 
     return extra
 
@@ -291,7 +293,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "sampler": cfg.sampler.kind,
         },
         step_extra=RenormProbe(model, cfg.eval.clip_every, len(seeds) if stacked else 1),
-        eval_extra=train_mode_accuracy(cfg, proc, models, test_split),
+        eval_extra=train_mode_accuracy(cfg, proc, models, test_split, model if stacked else None),
         copies=models if stacked else None,
     )
     loop.start(cfg, writes_log=proc.rank == 0)

@@ -178,3 +178,24 @@ def test_clip_fractions_by_block():
     torch.testing.assert_close(torch.stack([r.mean(), d.mean()]), torch.stack([layer.r_clip_fraction, layer.d_clip_fraction]))  # fmt: skip
     with pytest.raises(ValueError, match="must divide"):
         layer.clip_fractions(4)
+
+
+@pytest.mark.parametrize("train_mode", [False, True])
+def test_a_stacked_batch_scores_each_copy_as_its_own_network(train_mode):
+    """copy_accuracies on stacked batches: one pass of the stack gives each copy the accuracy
+    its separate network gets on its own examples; in training mode nothing is changed."""
+    from experiments.kit.evaluation import copy_accuracies
+
+    norm, kwargs = NORMS["brn_micro4"]
+    nets = _nets(norm, kwargs)
+    stack = stack_copies(_nets(norm, kwargs))
+    views = copy_views(stack, _nets(norm, kwargs))
+    batches = [stack_batch(x.flatten(0, 1), y.flatten(), K) for x, y in _batches(3)]
+    before = {k: v.clone() for k, v in stack.state_dict().items()}
+    cpu = torch.device("cpu")
+    got = copy_accuracies(views, batches, cpu, train_mode=train_mode, stack=stack)
+    assert got == copy_accuracies(views, batches, cpu, train_mode=train_mode)  # copy by copy
+    for k, net in enumerate(nets):
+        own = [(x.chunk(K, 1)[k], y[:, k]) for x, y in batches]
+        assert got[k] == copy_accuracies([net], own, cpu, train_mode=train_mode)[0]
+    assert all(torch.equal(before[k], v) for k, v in stack.state_dict().items())
