@@ -108,7 +108,7 @@ RENORM := $(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.l
 # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every setup is
 # within a point of the others, keeps 2. One process per setup trains its seeds side by side
 # (experiments/nets/stacked.py: grouped convolutions, the same networks as separate runs).
-reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 setups x (5 seeds Fashion-MNIST, 2 MNIST); results/renorm/
+reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 setups x (5 seeds Fashion-MNIST, 2 MNIST), ~21 min on 2 cores (AMD EPYC); results/renorm/
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-renorm/$(STAMP); \
@@ -166,7 +166,7 @@ reuse_flags = $(if $(QUESTION_REUSE),--reuse $(QUESTION_REUSE) --reuse-setups $(
 # BN, BRN, BN's output with BRN's gradient (bn_micro4_rgrad), BRN's output with BN's gradient
 # (brn_micro4_bngrad); the renorm study's Fashion-MNIST CPU scale, 5 seeds each.
 BRN_REFERENCE := bn_micro4,brn_micro4
-question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 new arms x 5 seeds, BN and BRN from results/renorm (Fashion-MNIST; 637 s in reproduce-questions); results/questions/brn_gradient/
+question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 new arms x 5 seeds, BN and BRN from results/renorm (Fashion-MNIST; 137 s alone on 2 cores, AMD EPYC); results/questions/brn_gradient/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-brn-gradient/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
@@ -178,7 +178,7 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 ne
 # Note 000: BN before the nonlinearity (the paper), after it (the authors' released model), or none:
 # the renorm study's conv net on Fashion-MNIST (5 seeds), and the Figure 1 sigmoid MLP on MNIST
 # (3 seeds; the MLP runs are question-mlp's, shared with question-nongaussianity: results/questions/mlp/).
-question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 2 new arms x 5 seeds, bn32 from results/renorm (402 s in reproduce-questions), and question-mlp; results/questions/norm_position/
+question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 2 new arms x 5 seeds, bn32 from results/renorm (116 s alone on 2 cores, AMD EPYC), and question-mlp; results/questions/norm_position/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
 	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \

@@ -68,8 +68,9 @@ def small_minibatches(dataset: str, data: dict) -> Path:
         ax.legend(loc="lower right", fontsize=8)
     axes[0].set_ylabel("test accuracy (inference mode)")
     _ylim(axes[0], data, ["bn32", "brn32", "bn_micro4", "brn_micro4"])
+    seeds = len({seed for setup, seed in data if setup == "bn32"})
     fig.suptitle(
-        f"Batch Renorm paper Fig. 1 at CPU scale: {TITLES[dataset]} (mean and range of 2 seeds)"
+        f"Batch Renorm paper Fig. 1 at CPU scale: {TITLES[dataset]} (mean and range of {seeds} seeds)"
     )
     return save(fig, f"renorm_fig1_{dataset}.png")
 
