@@ -49,7 +49,13 @@ def time_setup(
 ) -> tuple[float, float]:
     """``(train, eval)`` CPU ms per run-step of ``setup`` with ``copies`` seeds in ``layout``,
     on ``data`` (read from ``root``)."""
-    overrides = [f"setup={setup}", f"data={data}", f"data.root={root}", "data.download=false"]
+    overrides = [
+        f"setup={setup}",
+        f"data={data}",
+        f"data.root={root}",
+        "data.download=false",
+        "data.verify=false",
+    ]
     cfg = study_config(overrides)
     train_split, test_split, channels, classes = load_splits(cfg.data)
     fmt = LAYOUTS[layout]
