@@ -401,7 +401,7 @@ def bn_gradients_explode_at_init() -> Claim:
     deepest = max(next(iter(bn_relu.values())))
     at_deepest = statistics.geometric_mean([v[deepest] for v in bn_relu.values()])
     return Claim(
-        "Yang et al. 2019 (mechanism.md §3)", "At initialization BN makes gradients explode exponentially with depth",
+        "Yang et al. 2019", "At initialization BN makes gradients explode exponentially with depth",
         "exponential growth of the gradient norm towards the input (fully connected, BN, ReLU)",
         f"log10 of ‖∂L/∂W_first‖/‖∂L/∂W_last‖ per hidden layer, ReLU: with BN {slope_bn.text(1, '', 3)}, without {slope_plain.text(1, '', 3)}; with BN {at_deepest:.3g}× at depth {deepest} (geometric mean)",
         "reproduced if the BN slope's 95% interval is above 0 and above the no-BN slope's interval",
@@ -416,7 +416,7 @@ def bn_explosion_shrinks_after_training() -> Claim:
     ratios = [at1[s][deepest] / at0[s][deepest] for s in at0 if deepest in at1.get(s, {})]
     r100 = [at100[s][deepest] for s in at0 if deepest in at100.get(s, {})]
     return Claim(
-        "Yang et al. 2019 (mechanism.md §3)", "After one optimization step the gradient explosion of a deep BN network shrinks",
+        "Yang et al. 2019", "After one optimization step the gradient explosion of a deep BN network shrinks",
         "the dynamic range shrinks after one step",
         f"depth {deepest}, ReLU, with BN: ratio after 1 step / at init {', '.join(f'{r:.2g}' for r in ratios)} ({len(ratios)} seeds); after 100 steps {', '.join(f'{r:.3g}' for r in r100)}",
         "reproduced if every seed's ratio after one step is below its ratio at init",
@@ -515,7 +515,7 @@ def bn_does_not_reduce_gradient_ics() -> Claim:
     relu = ratio("mech_relu_bn", "mech_relu_baseline", *EARLY)
     reduced = any(e.high is not None and e.high < 0 for e in (early, whole))
     return Claim(
-        "Santurkar et al. 2018 (mechanism.md §1)", "BN does not reduce gradient-based ICS (Def. 2.1)",
+        "Santurkar et al. 2018", "BN does not reduce gradient-based ICS (Def. 2.1)",
         "BN's ‖G − G′‖ not lower, often higher (VGG, DLN)",
         f"output layer's ‖G − G′‖/‖G‖, BN / no BN: steps ≤ {EARLY[1]:,} {_times(early)}, whole run {_times(whole)}; noisy BN / no BN (≤ {EARLY[1]:,}) {_times(noisy)}; ReLU MLP (≤ {EARLY[1]:,}) {_times(relu)}",
         "reproduced unless a BN / no BN interval (early or whole run) is below 1 (an interval containing 1 finds no reduction)",
@@ -539,7 +539,7 @@ def bn_smooths_the_landscape() -> Claim:
         verdicts.append(_lower(e))
     n = verdicts.count("reproduced")
     return Claim(
-        "Santurkar et al. 2018 (mechanism.md §2)", "BN makes the loss landscape smoother along the gradient",
+        "Santurkar et al. 2018", "BN makes the loss landscape smoother along the gradient",
         "smaller loss band, gradient change and β-smoothness with BN",
         f"BN / no BN, steps ≤ {EARLY[1]:,}: " + "; ".join(parts),
         "reproduced if all three ratios' 95% intervals are below 1 early in training; partly if some are",
@@ -559,7 +559,7 @@ def noisy_bn_trains_like_bn() -> Claim:
         vs_base.low is not None and vs_base.low > 0 and vs_bn.low is not None and vs_bn.low > -0.005
     )
     return Claim(
-        "Santurkar et al. 2018 (mechanism.md §1)", "BN with injected covariate shift (noisy BN) still trains about as well as BN",
+        "Santurkar et al. 2018", "BN with injected covariate shift (noisy BN) still trains about as well as BN",
         "noisy BN ≈ BN ≫ baseline",
         f"final test accuracy: noisy BN − BN {vs_bn.text()}; noisy BN − no BN {vs_base.text()}; its training-mode drift / BN's, second half, {_times(shift)}",
         "reproduced if noisy BN beats the baseline (interval above 0) and is within 0.5 pp of BN (interval above −0.5 pp)",
@@ -595,7 +595,7 @@ def weight_decay_sets_the_effective_step() -> Claim:
         _late(MECH, "mech_bn", "weights/layer2/norm", 0.8),
     )
     return Claim(
-        "BN paper, Sec. 3.3; van Laarhoven 2017 (mechanism.md §4)", "With BN, larger weights get smaller gradients, so weight decay raises the effective step",
+        "BN paper, Sec. 3.3; van Laarhoven 2017", "With BN, larger weights get smaller gradients, so weight decay raises the effective step",
         "∂BN((aW)u)/∂(aW) = (1/a) ∂BN(Wu)/∂W",
         f"hidden layer 2, last 20% of training, L2 1e-3 / no L2: ‖W‖ {_times(norms)}, ‖ΔW‖/‖W‖ per step {_times(e)}",
         "reproduced if the relative update's ratio interval is above 1", _positive(e),
@@ -615,7 +615,7 @@ def brn_is_gradient_scaling() -> Claim:
     )
     refuted = fwd.low is not None and fwd.low > 0 and grad.high is not None and grad.high < brn.low
     return Claim(
-        "Seed note 000 (mechanism.md §7)", "Batch Renorm's gain at microbatch 4 is its gradient scaling by r, not its forward correction",
+        "Seed note 000", "Batch Renorm's gain at microbatch 4 is its gradient scaling by r, not its forward correction",
         "hypothesis (no published number)",
         f"test accuracy − BN-micro4 (Fashion-MNIST): BRN {brn.text()}; BN forward with BRN's r-scaled gradient {grad.text()}; BRN forward with BN's gradient {fwd.text()}",
         "reproduced if the r-scaled-gradient arm's interval is above 0 and the forward-only arm's contains 0; not reproduced if the forward-only arm's is above 0 and the gradient arm's is below BRN's",
@@ -634,7 +634,7 @@ def bn_after_relu_is_better() -> Claim:
     s = _question("norm_position/fashion_mnist")
     d, before = _paired(s, "bn32_after", "bn32"), _paired(s, "bn32", "nonorm")
     return Claim(
-        "Seed note 000; CaffeNet benchmark (mechanism.md §6)", "BN after the ReLU beats BN before it (conv net)",
+        "Seed note 000; Mishkin et al. 2017 (CaffeNet)", "BN after the ReLU beats BN before it (conv net)",
         "CaffeNet top-1: after ReLU 49.9% vs before 47.4% (+2.5 pp)",
         f"SmallConvNet, Fashion-MNIST, batch 32: after − before {d.text()}; before − no BN {before.text()}",
         "reproduced if the 95% interval of after − before is above 0", _positive(d),
@@ -654,7 +654,7 @@ def bn_after_sigmoid_vs_before() -> Claim:
     d, before = _paired(s, "bn_after", "bn"), _paired(s, "bn", "baseline")
     reach = {k: _steps_to("questions/mlp", k, 0.97) for k in ("baseline", "bn", "bn_after")}
     return Claim(
-        "Seed note 000 (mechanism.md §6)", "BN after the sigmoid is as good as BN before it (the paper's placement; Figure 1 MLP)",
+        "Seed note 000", "BN after the sigmoid is as good as BN before it (the paper's placement; Figure 1 MLP)",
         "the paper normalizes Wu, before the nonlinearity",
         f"MNIST, {s['steps']:,} steps: after − before {d.text()}; before − no BN {before.text()}; steps to 97% per seed: no BN {reach['baseline']}, before {reach['bn']}, after {reach['bn_after']}",
         "reproduced if the interval of after − before is within ±0.3 pp; not reproduced if it excludes 0 by more",
@@ -678,7 +678,7 @@ def bn_makes_inputs_gaussian() -> Claim:
     control = _late(path, "baseline", "nongauss/control/kurtosis_median")
     n = verdicts.count("reproduced")
     return Claim(
-        "Seed note 000 (mechanism.md §5)", "BN makes each unit's sigmoid input closer to Gaussian (lower negentropy)",
+        "Seed note 000", "BN makes each unit's sigmoid input closer to Gaussian (lower negentropy)",
         "question, no published number",
         f"median unit, second half of training, BN / no BN: {'; '.join(parts)}; normal control's kurtosis {statistics.fmean(control.values()):+.3f}",
         "reproduced if the negentropy ratio's 95% interval is below 1 in every hidden layer; partly if in some",

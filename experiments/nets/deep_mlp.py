@@ -1,4 +1,4 @@
-"""A deep fully connected network for the depth sweep (Yang et al. 2019, mechanism.md §3)."""
+"""A deep fully connected network for the depth sweep (Yang et al. 2019)."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ def test_scale_invariance(impl):
 @pytest.mark.parametrize("a", [0.3, 7.0])
 def test_scale_invariance_with_eps_is_a_rescaled_eps(impl, a):
     """With ε > 0 the identity is exact in this form: BN_ε(aWu) = BN_{ε/a²}(Wu), values and
-    input gradients (mechanism.md §4); BN_ε(aWu) itself differs from BN_ε(Wu)."""
+    input gradients (van Laarhoven 2017); BN_ε(aWu) itself differs from BN_ε(Wu)."""
     eps = 0.1  # large, so that ignoring it would fail
     u = torch.randn(16, 10, dtype=torch.float64, requires_grad=True)
     w = torch.randn(6, 10, dtype=torch.float64) * 0.3

@@ -1,4 +1,4 @@
-"""Santurkar et al.'s noisy BN: the noise has the statistics mechanism.md gives, changes every
+"""Santurkar et al.'s noisy BN: the noise has the statistics their 2018 paper gives, changes every
 step, and is off in inference mode."""
 
 import torch
