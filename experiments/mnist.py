@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 
 import bn
 from experiments.kit import config
-from experiments.kit.config import require, seed_list, setup_name
+from experiments.kit.config import require, seed_dirs, seed_list, setup_name
 from experiments.kit.data import compact_inputs, ensure_dataset, load_split, to_inputs
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
@@ -334,10 +334,8 @@ def population_accuracies(
 
 def make_runs(cfg: DictConfig, out_dir: Path, seeds: list[int]) -> list[Run]:
     setup = setup_name()
-    dirs = [out_dir] if isinstance(cfg.seed, int) else [out_dir / f"seed{s}" for s in seeds]
     runs = []
-    for seed, run_dir in zip(seeds, dirs):
-        run_dir.mkdir(parents=True, exist_ok=True)
+    for seed, run_dir in seed_dirs(cfg.seed, out_dir):
         summary = {
             "name": f"{setup}-s{seed}", "setup": setup, "seed": seed, "data": str(cfg.data.name),
             "norm": str(cfg.norm.kind), "lr": cfg.train.lr, "init_std": cfg.model.init_std,

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from experiments.kit import distributed
-from experiments.kit.config import require, seed_list, setup_name
+from experiments.kit.config import require, seed_dirs, seed_list, setup_name
 from experiments.kit.data import fixed_batches
 from experiments.kit.evaluation import copy_accuracies, to_device
 from experiments.kit.jobs import job_command
@@ -173,11 +173,8 @@ def _runs(cfg: DictConfig, proc: Process, out_dir: Path, study: str, summary: di
     """One :class:`Run` per seed: ``out_dir`` itself for one seed, ``out_dir/seed<k>/`` for a
     list."""
     setup = setup_name()
-    seeds = seed_list(cfg.seed)
-    dirs = [out_dir] if isinstance(cfg.seed, int) else [out_dir / f"seed{s}" for s in seeds]
     runs = []
-    for seed, run_dir in zip(seeds, dirs):
-        run_dir.mkdir(parents=True, exist_ok=True)
+    for seed, run_dir in seed_dirs(cfg.seed, out_dir):
         name = f"{setup}-s{seed}"
         runs.append(
             Run(

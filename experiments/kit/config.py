@@ -202,6 +202,16 @@ def seed_list(seed) -> list[int]:
     return list(seed) if isinstance(seed, (list, tuple, ListConfig)) else [seed]
 
 
+def seed_dirs(seed, out_dir: Path) -> list[tuple[int, Path]]:
+    """``(seed, its run directory)`` for each seed of ``cfg.seed``, each directory made: one
+    seed writes to ``out_dir`` itself, a list (seeds side by side) to ``out_dir/seed<k>/``."""
+    seeds = seed_list(seed)
+    dirs = [out_dir] if isinstance(seed, int) else [out_dir / f"seed{s}" for s in seeds]
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    return list(zip(seeds, dirs))
+
+
 def setup_name() -> str:
     """The run's setup: Hydra's choice of the ``setup`` group (its file name)."""
     from hydra.core.hydra_config import HydraConfig
