@@ -31,6 +31,7 @@ from experiments.kit.norm import apply_norm_options, norm_kwargs
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import ShardBatches
 from experiments.nets.bn_inception import BNInception, count_parameters
+from experiments.papers import BN_FIG3
 
 STUDY = "inception"
 
@@ -87,11 +88,11 @@ config.register(STUDY, InceptionConf)
 
 SPEC = StudySpec(
     name=STUDY,
-    order=list(inception_fig3.PAPER_FIG3["setups"]),
+    order=list(BN_FIG3["setups"]),
     setup_keys=("norm", "activation", "weight_decay", "lr_decay_every", "photometric"),
     stat_keys=("max_test_acc", "test_acc", "examples_per_s"),
     summary_keys=("data", "width", "steps", "global_batch", "git_commit"),
-    paper=inception_fig3.PAPER_FIG3,
+    paper=BN_FIG3,
     extend=inception_fig3.extend,
 )
 

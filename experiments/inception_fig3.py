@@ -22,20 +22,8 @@ import yaml
 
 from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
+from experiments.papers import BN_FIG3
 
-# BN paper Figure 3 (ImageNet, single crop, batch 32 per step).
-PAPER_FIG3 = {
-    "source": "BN paper Sec. 4.2.2, Figure 3 (ImageNet validation, single crop)",
-    "setups": {
-        "inception": {"steps_to_baseline_max": 31.0e6, "max_acc": 0.722},
-        "bn_baseline": {"steps_to_baseline_max": 13.3e6, "max_acc": 0.727},
-        "bn_x5": {"steps_to_baseline_max": 2.1e6, "max_acc": 0.730},
-        "bn_x30": {"steps_to_baseline_max": 2.7e6, "max_acc": 0.748},
-        "bn_x5_sigmoid": {"steps_to_baseline_max": None, "max_acc": 0.698},
-        # "never achieves better than 1/1000 accuracy": chance on ImageNet's 1000 classes
-        "inception_sigmoid": {"steps_to_baseline_max": None, "max_acc": None},
-    },
-}
 BASELINE = "inception"
 SUBSET = "test/acc_subset"  # the converged protocol's curve
 
@@ -104,7 +92,7 @@ def extend(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> None:
 
 def fig3_table(summary: dict) -> str:
     """The paper's Figure 3 as markdown, our reduced-setting numbers beside the paper's."""
-    paper = PAPER_FIG3["setups"]
+    paper = BN_FIG3["setups"]
     target = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
     head = f"steps to {target:.1%}" if target is not None else "steps to baseline max"
     lines = [
@@ -214,7 +202,7 @@ def eval_settings(runs: list[tuple[Path, dict]]) -> dict:
 
 def converged_table(summary: dict) -> str:
     """The converged protocol's Figure 3 as markdown, the paper's numbers beside ours."""
-    c, paper = summary["converged"], PAPER_FIG3["setups"]
+    c, paper = summary["converged"], BN_FIG3["setups"]
     lines = [
         f"BN paper Figure 3, converged protocol at CPU scale: {summary['data']}, width "
         f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}, "

@@ -32,6 +32,7 @@ from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.stacked import copy_views, stack_copies
+from experiments.papers import BRN_RESULTS
 
 STUDY = "renorm"
 
@@ -79,18 +80,6 @@ config.register(STUDY, RenormConf)
 
 # Batch Renorm paper Secs. 4.2-4.3, top-1 ImageNet validation accuracy of Inception-v3 (paper
 # scale: 50 workers x 32 examples).
-PAPER = {
-    "source": "Batch Renorm paper Secs. 4.2-4.3 (Inception-v3, ImageNet; paper scale)",
-    "setups": {
-        "bn32": {"test_acc": 0.783, "at_step": 130_000},
-        "brn32": {"test_acc": 0.785, "at_step": 130_000},
-        "bn_micro4": {"test_acc": 0.742, "at_step": 210_000},
-        "brn_micro4": {"test_acc": 0.765, "at_step": 130_000},
-        "noniid_bn": {"test_acc": 0.67, "train_acc": 0.728, "test_acc_train_mode": 0.765},
-        "noniid_bn_halves": {"test_acc": 0.774, "at_step": 140_000},
-        "noniid_brn": {"test_acc": 0.786, "at_step": 120_000},
-    },
-}
 SPEC = StudySpec(
     name=STUDY,
     order=[
@@ -115,7 +104,7 @@ SPEC = StudySpec(
     setup_keys=("norm", "microbatch", "sampler"),
     stat_keys=("test_acc", "max_test_acc", "train_acc", "test_acc_train_mode", "steps_per_s"),
     summary_keys=("data", "model", "steps", "git_commit"),
-    paper=PAPER,
+    paper=BRN_RESULTS,
 )
 
 

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from experiments.inception import SPEC
-from experiments.inception_fig3 import BASELINE, PAPER_FIG3, parameter_range
+from experiments.inception_fig3 import BASELINE, parameter_range
+from experiments.papers import BN_FIG3
 from scripts.plotting import has, plt, read_curves, save, series
 
 SUBSET = "test/acc_subset"
@@ -100,11 +101,11 @@ def _loss_panel(ax, data: dict, variants: list[str], per_seed: bool = False) -> 
 
 def _steps_panel(ax, summary: dict, variants: list[str]) -> None:
     rows = [v for v in variants if v != "inception_sigmoid"]
-    base_paper = PAPER_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
+    base_paper = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
     base_ours = summary["setups"].get(BASELINE, {}).get("steps_to_baseline_max")
     y = range(len(rows))
     ours = [_fraction(summary["setups"][v].get("steps_to_baseline_max"), base_ours) for v in rows]
-    paper = [_fraction(PAPER_FIG3["setups"][v]["steps_to_baseline_max"], base_paper) for v in rows]
+    paper = [_fraction(BN_FIG3["setups"][v]["steps_to_baseline_max"], base_paper) for v in rows]
     ax.barh([i + 0.2 for i in y], ours, height=0.4, color="#dd8452", label="ours (reduced setting)")
     ax.barh([i - 0.2 for i in y], paper, height=0.4, color="#4c72b0", label="paper (ImageNet)")
     for i, (o, p) in enumerate(zip(ours, paper)):
@@ -153,7 +154,7 @@ def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str]) -> N
 
 def _converged_steps_panel(ax, c: dict, variants: list[str]) -> None:
     rows = [v for v in variants if v != "inception_sigmoid"]
-    base_paper = PAPER_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
+    base_paper = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
     base = c["setups"][BASELINE]["steps_to_target"]["mean"]
     for i, v in enumerate(rows):
         e = c["setups"][v]
@@ -168,7 +169,7 @@ def _converged_steps_panel(ax, c: dict, variants: list[str]) -> None:
             "k.",
             ms=4,
         )
-        paper = _fraction(PAPER_FIG3["setups"][v]["steps_to_baseline_max"], base_paper)
+        paper = _fraction(BN_FIG3["setups"][v]["steps_to_baseline_max"], base_paper)
         ax.barh(
             i - 0.2,
             paper,

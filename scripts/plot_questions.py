@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.claims import Estimate
+from scripts.analysis.stats import Estimate
 from scripts.plotting import (
     TITLES,
     draw,
@@ -84,9 +84,9 @@ def _differences(ax, summary: dict, base: str, others: dict, key: str = "test_ac
         diffs = [100 * (va[s] - vb[s]) for s in sorted(va.keys() & vb.keys())]
         est = Estimate.of(diffs)
         ax.plot([i] * len(diffs), diffs, "o", color=color, alpha=0.5, ms=4)
-        if est.low is not None:
+        if (ci := est.interval()) is not None:
             ax.errorbar(
-                i + 0.15, est.mean, [[est.mean - est.low], [est.high - est.mean]], fmt="s",
+                i + 0.15, est.mean, [[est.mean - ci[0]], [ci[1] - est.mean]], fmt="s",
                 color=color, capsize=4, ms=5,
             )  # fmt: skip
         labels.append((i, label))

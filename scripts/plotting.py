@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.kit.results import RUN_KEY
+from scripts.analysis import results
 
 FIGURES = Path("results/figures")
 TITLES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
@@ -37,17 +37,17 @@ plt.rcParams.update(
 
 
 def read_curves(path: Path) -> dict:
-    """``{(setup, seed): {metric: (steps, values)}}`` from a ``runs.csv``; a missing file or a row
-    that is not whole (a file cut short) ends the figure script with one line naming it."""
-    data: dict = defaultdict(lambda: defaultdict(lambda: ([], [])))
-    for line, r in enumerate(read_rows(path), start=2):
-        try:
-            steps, values = data[(r[RUN_KEY], int(r["seed"]))][r["metric"]]
-            step, value = int(r["step"]), float(r["value"])
-        except (KeyError, TypeError, ValueError):
-            raise SystemExit(f"error: {path}, line {line}: not a whole row of a runs.csv") from None
-        steps.append(step)
-        values.append(value)
+    """``{(setup, seed): {metric: (steps, values)}}`` from a ``runs.csv`` (the results layer's
+    reader, arranged for plotting); a missing file or a row that is not whole (a file cut short)
+    ends the figure script with one line naming it."""
+    try:
+        runs = results.read_runs(path)
+    except (results.MissingResult, results.BadResults) as e:
+        raise SystemExit(f"error: {e}") from None
+    data: dict = defaultdict(dict)
+    for (setup, metric), by_seed in runs.items():
+        for seed, curve in by_seed.items():
+            data[(setup, seed)][metric] = (list(curve), list(curve.values()))
     return data
 
 

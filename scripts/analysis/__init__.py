@@ -1,0 +1,1 @@
+"""The results layer: reading the committed results and the statistics every claim uses."""

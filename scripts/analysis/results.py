@@ -1,0 +1,81 @@
+"""One reader of the committed results (``results/<study>/.../summary.json`` and ``runs.csv``)."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+from pathlib import Path
+
+RESULTS = Path("results")
+
+Curves = dict[tuple[str, str], dict[int, dict[int, float]]]
+
+
+class BadResults(ValueError):
+    """A results file that is there but not whole (a row cut short, a value that is no number)."""
+
+
+class MissingResult(FileNotFoundError):
+    """A study's results are not committed (its folder or file is absent): the claim has no
+    result yet. Any other error is a bug and fails the claims table."""
+
+
+def _file(path: str, name: str, root: Path) -> Path:
+    file = root / path / name
+    if not file.exists():
+        raise MissingResult(f"{file} is not there (run the study that writes it)")
+    return file
+
+
+def summary(path: str, root: Path = RESULTS) -> dict:
+    """``results/<path>/summary.json``."""
+    return json.loads(_file(path, "summary.json", root).read_text())
+
+
+def curves(path: str, root: Path = RESULTS) -> Curves:
+    """``{(setup, metric): {seed: {step: value}}}`` of ``results/<path>/runs.csv``."""
+    return read_runs(_file(path, "runs.csv", root))
+
+
+def read_runs(file: Path) -> Curves:
+    """``{(setup, metric): {seed: {step: value}}}`` of one ``runs.csv`` (steps in file order),
+    read once per process; a MissingResult if it is not there, BadResults if it is not whole."""
+    if not file.exists():
+        raise MissingResult(f"{file} does not exist: run the study's make target first")
+    return _read_runs(file.resolve())
+
+
+@functools.cache
+def _read_runs(file: Path) -> Curves:
+    out: Curves = {}
+    with file.open() as f:
+        for line, r in enumerate(csv.DictReader(f), start=2):
+            try:
+                key, seed = (r["setup"], r["metric"]), int(r["seed"])
+                step, value = int(r["step"]), float(r["value"])
+            except (KeyError, TypeError, ValueError):
+                raise BadResults(f"{file}, line {line}: not a whole row of a runs.csv") from None
+            out.setdefault(key, {}).setdefault(seed, {})[step] = value
+    return out
+
+
+def series(path: str, setup: str, metric: str, root: Path = RESULTS) -> dict[int, dict[int, float]]:
+    """``{seed: {step: value}}`` of one setup's metric; a KeyError (a bug, not a missing result)
+    if the committed runs never logged it."""
+    by_seed = curves(path, root).get((setup, metric))
+    if not by_seed:
+        raise KeyError(f"{setup} never logged {metric} in {root / path / 'runs.csv'}")
+    return by_seed
+
+
+def per_seed(path: str, setup: str, key: str, root: Path = RESULTS) -> dict[int, float]:
+    """``{seed: value}`` of a per-seed summary entry (``summary.json``'s ``setups.<setup>.<key>``)."""
+    s = summary(path, root)["setups"][setup]
+    return dict(zip(s["seeds"], s[key]["per_seed"]))
+
+
+def rows(path: str, name: str, root: Path = RESULTS) -> list[dict[str, str]]:
+    """The rows of ``results/<path>/<name>`` (a CSV other than runs.csv)."""
+    with _file(path, name, root).open() as f:
+        return list(csv.DictReader(f))

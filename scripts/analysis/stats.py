@@ -1,0 +1,190 @@
+"""The analysis plan's statistics: what every claim in ``results/CLAIMS.md`` computes.
+
+- A quantity measured once per seed is summarised by its mean and a Student-t interval with the
+  exact quantile of ``n - 1`` degrees of freedom (:class:`Estimate`). Two setups are compared by
+  seed (paired): the estimate is over the per-seed differences.
+- A ratio is estimated on the log scale (:func:`log_ratios`): the per-seed ``log10(a / b)``, whose
+  mean is the log of the geometric-mean ratio, so no one seed or evaluation dominates.
+- A ratio of two means (a share of a gap) gets Fieller's interval (:func:`fieller`).
+- A claim of *no difference* is an equivalence test (two one-sided tests, :meth:`Estimate.tost`):
+  the ``1 - 2α`` interval inside the margin.
+- Several claims tested together: Holm's step-down method (:func:`holm`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as _scipy
+
+LEVEL = 0.95  # every interval in the claims table, unless it says otherwise
+
+
+class NonFinite(ValueError):
+    """A claim's numbers hold NaN or infinity (a diverged run?): no interval, no verdict."""
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile: ``P(T <= q) = p`` with ``df`` degrees of freedom (exact)."""
+    return float(_scipy.t.ppf(p, df))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over seeds with its standard error and degrees of freedom.
+
+    ``log=True`` marks a mean of log10 ratios: :meth:`text` shows it as a factor.
+    """
+
+    mean: float
+    se: float | None  # None with one seed: no interval
+    n: int
+    log: bool = False
+
+    @classmethod
+    def of(cls, values: Sequence[float], log: bool = False) -> Estimate:
+        values = list(values)
+        if not values or not all(math.isfinite(v) for v in values):
+            raise NonFinite(f"an estimate of {values}: empty, or NaN/infinite (a diverged run?)")
+        m = statistics.fmean(values)
+        se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+        return cls(m, se, len(values), log)
+
+    @property
+    def sd(self) -> float | None:
+        return None if self.se is None else self.se * math.sqrt(self.n)
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float] | None:
+        """The two-sided ``level`` t-interval of the mean (None with one seed)."""
+        if self.se is None:
+            return None
+        half = t_quantile(0.5 + level / 2, self.n - 1) * self.se
+        return self.mean - half, self.mean + half
+
+    def p_greater(self, null: float) -> float:
+        """One-sided p-value of "mean > null" (1 with one seed: nothing can be shown)."""
+        if self.se is None:
+            return 1.0
+        if self.se == 0:
+            return 0.0 if self.mean > null else 1.0
+        return float(_scipy.t.sf((self.mean - null) / self.se, self.n - 1))
+
+    def p_less(self, null: float) -> float:
+        """One-sided p-value of "mean < null"."""
+        if self.se is None:
+            return 1.0
+        if self.se == 0:
+            return 0.0 if self.mean < null else 1.0
+        return float(_scipy.t.cdf((self.mean - null) / self.se, self.n - 1))
+
+    def p_differs(self, null: float) -> float:
+        """Two-sided p-value of "mean != null": below 1 − LEVEL exactly when the interval
+        excludes ``null``."""
+        return min(1.0, 2 * min(self.p_greater(null), self.p_less(null)))
+
+    def tost(self, low: float, high: float) -> float:
+        """Two one-sided tests of ``low < mean < high``: the larger of the two p-values (below
+        α exactly when the ``1 - 2α`` interval lies inside the margin)."""
+        return max(self.p_greater(low), self.p_less(high))
+
+    def shifted(self, by: float) -> Estimate:
+        return Estimate(self.mean + by, self.se, self.n, self.log)
+
+    def negated(self) -> Estimate:
+        return Estimate(-self.mean, self.se, self.n, self.log)
+
+    def text(self, scale: float = 100, unit: str = " pp", digits: int = 2) -> str:
+        """``+1.23 pp [+0.45, +2.01] (5 seeds)``, or ``0.57× [0.31, 1.04] (5 seeds)`` for a log
+        ratio."""
+        ci = self.interval()
+        if self.log:
+            fmt = lambda v: f"{10**v:.3g}"  # noqa: E731
+            unit = "×" if unit == " pp" else unit
+        else:
+            sign = "+" if unit == " pp" else ""
+            fmt = lambda v: f"{v * scale:{sign}.{digits}f}"  # noqa: E731
+        if ci is None:
+            return f"{fmt(self.mean)}{unit} (1 seed, no interval)"
+        return f"{fmt(self.mean)}{unit} [{fmt(ci[0])}, {fmt(ci[1])}] ({self.n} seeds)"
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> Estimate:
+    """``a − b`` per seed over the seeds both have."""
+    seeds = sorted(a.keys() & b.keys())
+    return Estimate.of([a[s] - b[s] for s in seeds])
+
+
+def log_ratios(a: dict[int, float], b: dict[int, float]) -> Estimate:
+    """``log10(a / b)`` per seed over the seeds both have: the geometric-mean ratio's estimate."""
+    seeds = sorted(a.keys() & b.keys())
+    values = [a[s] / b[s] for s in seeds]
+    if any(not v > 0 for v in values):
+        raise NonFinite(f"a ratio of {values}: every ratio must be positive for its logarithm")
+    return Estimate.of([math.log10(v) for v in values], log=True)
+
+
+def seeds_to_decide(
+    e: Estimate, distance: float, level: float = LEVEL, most: int = 100
+) -> float | None:
+    """The fewest seeds whose interval half-width, at the observed spread, is below ``distance``
+    (how far the observed mean sits from the bound the interval must clear): ``math.inf`` if
+    more than ``most``; ``None`` if no number would (one seed, so no spread; or a mean exactly
+    on the bound)."""
+    if e.sd is None or distance <= 0:
+        return None
+    for n in range(2, most + 1):
+        if t_quantile(0.5 + level / 2, n - 1) * e.sd / math.sqrt(n) < distance:
+            return n
+    return math.inf
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio of two means with Fieller's interval (``low``/``high`` None when the
+    denominator's mean cannot be told from 0: the interval is unbounded)."""
+
+    value: float
+    low: float | None
+    high: float | None
+    n: int
+
+
+def fieller(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -> Ratio:
+    """``mean(num) / mean(den)`` for paired per-seed values, with Fieller's interval.
+
+    The set of ``ρ`` for which ``mean(num) − ρ·mean(den)`` is not significantly different from 0
+    at ``level``: the roots of ``(a − ρb)² = t² (v_aa − 2ρ v_ab + ρ² v_bb)``, with the
+    covariance of the two means from the pairs (Fieller 1954).
+    """
+    if len(num) != len(den) or len(num) < 2:
+        raise ValueError(f"Fieller's interval needs paired values from 2+ seeds, got {len(num)}")
+    if not all(math.isfinite(v) for v in (*num, *den)):
+        raise NonFinite(f"a ratio of {list(num)} / {list(den)}: NaN or infinite")
+    n = len(num)
+    a, b = statistics.fmean(num), statistics.fmean(den)
+    v_aa = statistics.variance(num) / n
+    v_bb = statistics.variance(den) / n
+    v_ab = statistics.covariance(num, den) / n
+    t2 = t_quantile(0.5 + level / 2, n - 1) ** 2
+    # (b² − t² v_bb) ρ² − 2 (ab − t² v_ab) ρ + (a² − t² v_aa) = 0
+    qa, qb, qc = b * b - t2 * v_bb, a * b - t2 * v_ab, a * a - t2 * v_aa
+    disc = qb * qb - qa * qc
+    if qa <= 0 or disc < 0:
+        return Ratio(a / b, None, None, n)
+    root = math.sqrt(disc)
+    return Ratio(a / b, (qb - root) / qa, (qb + root) / qa, n)
+
+
+def holm(p_values: Sequence[float], alpha: float = 1 - LEVEL) -> list[bool]:
+    """Holm's step-down method: which of the hypotheses are rejected with the family-wise error
+    rate at most ``alpha``."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected

@@ -1,0 +1,103 @@
+"""scripts/analysis/stats.py: exact t intervals, p-values that agree with them, Fieller's
+interval, equivalence tests, Holm's method and the seeds a row needs."""
+
+import math
+import random
+import statistics
+
+import pytest
+
+from scripts.analysis.stats import (
+    Estimate,
+    NonFinite,
+    fieller,
+    holm,
+    log_ratios,
+    paired,
+    seeds_to_decide,
+    t_quantile,
+)
+
+
+@pytest.mark.parametrize(
+    ("df", "q"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (29, 2.0452)]
+)
+def test_t_quantiles_are_exact_at_every_number_of_seeds(df, q):
+    # 10 degrees of freedom: 2.228, not the normal 1.96 a rounded table falls back to
+    assert t_quantile(0.975, df) == pytest.approx(q, abs=1e-4)
+
+
+def test_interval_of_three_values():
+    e = Estimate.of([1.0, 2.0, 3.0])
+    half = t_quantile(0.975, 2) * 1.0 / math.sqrt(3)
+    assert e.interval() == (pytest.approx(2 - half), pytest.approx(2 + half))
+    assert e.interval(0.9)[1] - 2 == pytest.approx(t_quantile(0.95, 2) / math.sqrt(3))
+    assert Estimate.of([0.5]).interval() is None
+    assert "1 seed, no interval" in Estimate.of([0.5]).text()
+
+
+def test_p_values_agree_with_the_intervals():
+    rng = random.Random(0)
+    for _ in range(300):
+        e = Estimate.of([rng.gauss(0.3, 1.0) for _ in range(rng.randrange(2, 9))])
+        low, high = e.interval()
+        assert (e.p_differs(0.0) < 0.05) == (low > 0 or high < 0)
+        assert (e.p_greater(0.0) < 0.025) == (low > 0)
+        low90, high90 = e.interval(0.9)
+        assert (e.tost(-0.5, 0.5) < 0.05) == (low90 > -0.5 and high90 < 0.5)
+
+
+def test_non_finite_and_empty_values_are_refused():
+    for bad in ([0.1, math.nan], [math.inf], []):
+        with pytest.raises(NonFinite):
+            Estimate.of(bad)
+    with pytest.raises(NonFinite, match="positive"):
+        log_ratios({0: 1.0}, {0: -1.0})
+
+
+def test_paired_and_log_ratios_use_the_seeds_both_have():
+    a, b = {0: 3.0, 1: 5.0, 7: 1.0}, {0: 1.0, 1: 2.0, 2: 9.0}
+    assert paired(a, b).mean == pytest.approx(2.5)
+    e = log_ratios({0: 10.0, 1: 1000.0}, {0: 1.0, 1: 1.0})
+    assert 10**e.mean == pytest.approx(100.0)  # the geometric mean of 10× and 1000×
+    assert e.text().startswith("100×")
+
+
+def test_fieller_interval_is_where_the_t_statistic_equals_its_quantile():
+    num, den = [0.5, 0.7, 0.9, 0.4, 0.6], [1.0, 1.2, 0.8, 1.1, 0.9]
+    r = fieller(num, den)
+    assert r.value == pytest.approx(statistics.fmean(num) / statistics.fmean(den))
+    t = t_quantile(0.975, 4)
+    for rho in (r.low, r.high):
+        d = [a - rho * b for a, b in zip(num, den)]
+        stat = statistics.fmean(d) / (statistics.stdev(d) / math.sqrt(5))
+        assert abs(stat) == pytest.approx(t, rel=1e-9)
+    assert r.low < r.value < r.high
+
+
+def test_fieller_with_a_constant_denominator_is_the_t_interval_of_the_numerator():
+    num = [0.2, 0.5, 0.3, 0.6]
+    r, e = fieller(num, [2.0] * 4), Estimate.of(num)
+    low, high = e.interval()
+    assert (r.low, r.high) == (pytest.approx(low / 2), pytest.approx(high / 2))
+
+
+def test_fieller_is_unbounded_when_the_denominator_may_be_zero():
+    r = fieller([0.5, 0.6, 0.4], [0.1, -0.1, 0.05])
+    assert r.low is None and r.high is None
+
+
+def test_holm_steps_down():
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert holm([0.001, 0.012, 0.02]) == [True, True, True]  # 0.0167, 0.025, 0.05
+    assert holm([]) == []
+
+
+def test_seeds_to_decide_is_the_fewest_that_clear_the_distance():
+    e = Estimate.of([0.1, 0.5, -0.2, 0.4])
+    n = seeds_to_decide(e, 0.3)
+    half = lambda k: t_quantile(0.975, k - 1) * e.sd / math.sqrt(k)  # noqa: E731
+    assert half(n) < 0.3 <= half(n - 1)
+    assert seeds_to_decide(e, 0.0) is None  # the mean sits on the bound
+    assert seeds_to_decide(Estimate.of([1.0]), 0.3) is None  # one seed: no spread to go by
+    assert seeds_to_decide(e, 0.001) == math.inf  # more than 100

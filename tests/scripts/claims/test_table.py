@@ -1,0 +1,137 @@
+"""scripts/claims: the committed results/CLAIMS.md is what the committed results give; every
+claim's rule decides each combination of its parts as its sentence says; only a missing
+results folder reads "no result"."""
+
+import dataclasses
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+
+from scripts.analysis.stats import Estimate
+from scripts.claims import __main__ as cli
+from scripts.claims import table
+from scripts.claims.claim import Measured, decide
+from scripts.claims.rules import (
+    All,
+    Compare,
+    Equivalent,
+    EverySeed,
+    NotLower,
+    ShareAbove,
+    Verdict,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+R, N, I = Verdict.REPRODUCED, Verdict.NOT_REPRODUCED, Verdict.INCONCLUSIVE  # noqa: E741
+
+
+def test_the_committed_claims_table_is_regenerated_byte_for_byte(monkeypatch):
+    monkeypatch.chdir(REPO)  # the results paths are relative to the repository
+    assert (REPO / "results/CLAIMS.md").read_text() == table.render()
+
+
+def _leaf_values(rule, outcome: Verdict) -> dict:
+    """Synthetic numbers that make one leaf rule decide ``outcome``."""
+    if isinstance(rule, EverySeed):
+        return {rule.key: [outcome is R] * 3}
+    if isinstance(rule, ShareAbove):
+        return _leaf_values(Compare(rule.test_key, "", 0.0), outcome)
+    if isinstance(rule, Compare):
+        side = 1 if rule.above else -1
+        mean = {R: side, N: -side, I: side * 1e-4}[outcome]
+        return {rule.key: Estimate(rule.bound + mean, 1e-3 if outcome is not I else 1.0, 5)}
+    if isinstance(rule, Equivalent):
+        mean = {R: 0.0, N: 3 * rule.margin, I: 0.0}[outcome]
+        return {rule.key: Estimate(mean, rule.margin / 100 if outcome is not I else 10.0, 5)}
+    if isinstance(rule, NotLower):
+        mean = {R: 0.0, N: -3 * rule.margin, I: -rule.margin / 2}[outcome]
+        return {rule.key: Estimate(mean, rule.margin / 100 if outcome is not I else 10.0, 5)}
+    raise AssertionError(f"a rule type without a truth table: {type(rule).__name__}")
+
+
+def _expected(outcomes: list[Verdict]) -> Verdict:
+    """The sentence of a claim of several parts, written out independently of ``All``."""
+    if all(o is R for o in outcomes):
+        return R
+    if any(o is R for o in outcomes):
+        return Verdict.PARTLY
+    return N if any(o is N for o in outcomes) else I
+
+
+@pytest.mark.parametrize("claim", table.CLAIMS, ids=lambda c: c.claim[:50])
+def test_every_claims_rule_follows_its_sentence(claim):
+    rule = claim.rule
+    parts = rule.parts if isinstance(rule, All) else (rule,)
+    for outcomes in itertools.product((R, N, I), repeat=len(parts)):
+        if any(isinstance(p, EverySeed) and o is I for p, o in zip(parts, outcomes)):
+            continue  # a yes/no outcome per seed has no undecided case
+        values: dict = {}
+        for p, o in zip(parts, outcomes):
+            values |= _leaf_values(p, o)
+        expected = _expected(list(outcomes)) if isinstance(rule, All) else outcomes[0]
+        if isinstance(rule, All) and rule.requires is not None:
+            assert rule.decide(values | {rule.requires.key: [True, False]}).verdict is N
+            values[rule.requires.key] = [True, True]
+        assert rule.decide(values).verdict is expected, (claim.claim, outcomes)
+
+
+def test_every_claim_is_decided_from_the_committed_results(monkeypatch):
+    monkeypatch.chdir(REPO)
+    outcomes = table.decide_all()
+    assert all(o.verdict is not Verdict.NO_RESULT for o in outcomes)
+    kept = table.family(outcomes)
+    assert kept and all(outcomes[i].decision.p is not None for i in kept)
+
+
+def test_without_results_every_row_reads_no_result(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    text = table.render()
+    assert text.count("| **no result** |") == len(table.CLAIMS)
+    assert f"**{len(table.CLAIMS)} no result**" in text
+
+
+def test_a_bug_in_a_claim_fails_the_table_instead_of_reading_no_result(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+    def broken(plan):
+        raise KeyError("a metric the claim misspelt")
+
+    claim = dataclasses.replace(table.CLAIMS[0], measure=broken)
+    with pytest.raises(KeyError):
+        decide(claim)
+
+
+def test_a_verdict_that_flips_under_an_alternative_is_shown_fragile():
+    def measure(plan):
+        mean = 0.01 if plan.end_shift == 0 else 0.0
+        return Measured({"d": Estimate(mean, 0.001, 5)}, "d")
+
+    claim = dataclasses.replace(
+        table.CLAIMS[0],
+        rule=Compare("d", "d"),
+        measure=measure,
+        alternatives=("early window one evaluation longer", "median over a window's evaluations"),
+    )
+    o = decide(claim)
+    assert o.verdict is R and o.flips == (("early window one evaluation longer", I),)
+    assert table._robustness(o).startswith("**fragile**: inconclusive with the early window")
+
+
+def test_a_non_finite_number_is_one_line_and_no_file(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "render", lambda: Estimate.of([math.inf]))
+    monkeypatch.setattr(cli, "OUT", tmp_path / "CLAIMS.md")
+    with pytest.raises(SystemExit, match="NaN/infinite .*CLAIMS.md left as it was"):
+        cli.main([])
+    assert not (tmp_path / "CLAIMS.md").exists()
+
+
+def test_check_fails_on_a_stale_table(monkeypatch, tmp_path):
+    out = tmp_path / "CLAIMS.md"
+    out.write_text("stale\n")
+    monkeypatch.setattr(cli, "render", lambda: "fresh\n")
+    monkeypatch.setattr(cli, "OUT", out)
+    with pytest.raises(SystemExit, match="not what `make claims` gives"):
+        cli.main(["--check"])
+    assert out.read_text() == "stale\n"
