@@ -2,10 +2,12 @@
 
     python -m scripts.report          # (make report) offline, from the committed results
 
-The page holds the claims table (``results/CLAIMS.md``), every study's table with the paper's
-numbers beside ours, the command and commit that produced each result, and every figure of
-``results/figures/`` embedded (PNG as data; the vector files, SVG, are linked beside them). It
-opens offline in any browser; links point only at files in ``results/``.
+The page opens with the verdict counts and a table of contents; the claims table comes from the
+claims themselves (``scripts.claims``), each claim linked to its study's section and figure;
+then one section per study of the registry (``experiments.studies``): the command and commit
+that produced it, each setup's numbers with their 95% t-interval over seeds beside the paper's,
+and its figures (PNG embedded as data; the vector files, SVG, linked). It opens offline in any
+browser; links point only at files in ``results/``.
 """
 
 from __future__ import annotations
@@ -13,151 +15,234 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
+from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-RESULTS = Path("results")
+import jinja2
+
+from experiments.studies import STUDIES, Section
+from scripts.analysis.results import RESULTS
+from scripts.analysis.stats import Estimate
+from scripts.claims.rules import MEANING, Verdict
+from scripts.claims.table import decide_all, family
+
 OUT = RESULTS / "report.html"
 FIGURES = RESULTS / "figures"
-# (title, results folder, figure name prefixes)
-SECTIONS = [
-    ("BN paper Figure 1: MNIST", "mnist/mnist", ("mnist_",)),
-    ("BN paper Figure 1 on Fashion-MNIST", "mnist/fashion_mnist", ("fashion_mnist_",)),
-    ("Batch Renorm paper Figs. 1-2 (Fashion-MNIST)", "renorm/fashion_mnist", ("renorm_",)),
-    ("Batch Renorm paper Figs. 1-2 (MNIST)", "renorm/mnist", ()),
-    (
-        "BN paper Figs. 2-3: BN-Inception, reduced setting, the paper's converged protocol",
-        "inception/fashion_mnist_converged",
-        ("inception_fig2_fashion_mnist_converged",),
-    ),
-    (
-        "BN paper Figs. 2-3: BN-Inception, reduced setting, a fixed budget of 3,000 steps",
-        "inception/fashion_mnist_cpu",
-        ("inception_",),
-    ),
-]
+TEMPLATE = Path(__file__).with_name("report.html.j2")
 STUDY_TABLES = ("fig3_table.md",)  # a study's own Markdown table, shown when its folder has one
-STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 12px; }
-th, td { border: 1px solid #ccc; padding: 3px 6px; vertical-align: top; }
-th { background: #f3f3f3; }
-figure { margin: 1.5em 0; } figure img { max-width: 100%; } figcaption { font-size: 12px; color: #555; }
-code { background: #f3f3f3; padding: 0 3px; } details { margin: 0.5em 0; }
-"""
+BADGE = {
+    Verdict.REPRODUCED: "ok",
+    Verdict.PARTLY: "partly",
+    Verdict.NOT_REPRODUCED: "no",
+    Verdict.INCONCLUSIVE: "open",
+    Verdict.NO_RESULT: "none",
+}
+# summary.json keys as the tables name them
+COLUMNS = {
+    "test_acc": "test accuracy",
+    "max_test_acc": "best test accuracy",
+    "train_acc": "training accuracy",
+    "test_acc_population": "test accuracy, population statistics",
+    "test_acc_population_no_bessel": "the same, without Bessel's correction",
+    "test_acc_train_mode": "test accuracy in training mode",
+    "final_train_loss": "final training loss",
+    "steps_per_s": "steps / s",
+    "examples_per_s": "examples / s",
+    "images_per_s": "images / s",
+    "grad_ratio_init": "gradient ratio at initialization",
+    "grad_ratio": "gradient ratio at the end",
+    "fixed_batch_loss": "loss on a fixed batch",
+}
+PAPER_KEYS = {
+    "test_acc": "test accuracy",
+    "train_acc": "training accuracy",
+    "test_acc_train_mode": "in training mode",
+    "max_acc": "best accuracy",
+    "at_step": "at step",
+    "steps_to_baseline_max": "steps to Inception's best",
+}
 
 
-def markdown_table(text: str, source: str = "CLAIMS.md") -> str:
-    """The first Markdown table in ``text`` (read from ``source``) as HTML."""
+def markdown_table(text: str, source: str) -> str:
+    """The first Markdown table in ``text`` (a study's own table, read from ``source``) as HTML."""
     rows = [
         line.strip().strip("|").split(" | ") for line in text.splitlines() if line.startswith("|")
     ]
     if not rows:
-        raise SystemExit(f"error: {source} holds no table to show (make claims rebuilds CLAIMS.md)")
-    head, body = rows[0], [r for r in rows[2:]]
+        raise SystemExit(f"error: {source} holds no table to show (collect the study again)")
+    head, body = rows[0], rows[2:]
     cell = lambda c: html.escape(c.strip()).replace("**", "")  # noqa: E731
     out = ["<table><tr>" + "".join(f"<th>{cell(c)}</th>" for c in head) + "</tr>"]
     out += ["<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>" for r in body]
     return "\n".join(out) + "</table>"
 
 
-def setups_table(summary: dict) -> str:
-    """Per setup: every seed statistic (mean ± spread) and the paper's number when it has one."""
+def _number(key: str, v: float) -> str:
+    return f"{v:.2%}" if "acc" in key else f"{v:.4g}"
+
+
+def spread(key: str, stat: dict) -> str:
+    """A seed statistic as ``mean [95% t-interval]``, or the one value of a single seed."""
+    values = [v for v in stat.get("per_seed", []) if v is not None and math.isfinite(v)]
+    if len(values) < 2:
+        return _number(key, stat["mean"]) if values else "–"
+    e = Estimate.of(values)
+    low, high = e.interval()
+    return f"{_number(key, e.mean)} [{_number(key, low)}, {_number(key, high)}]"
+
+
+def paper_text(entry: dict) -> str:
+    """The paper's numbers for one setup, as a reader would write them."""
+    parts = []
+    for k, v in entry.items():
+        name = PAPER_KEYS.get(k, k.replace("_", " "))
+        if v is None:
+            parts.append(f"{name}: never" if k.startswith("steps") else f"{name}: –")
+        elif "acc" in k:
+            parts.append(f"{name} {v:.1%}")
+        elif k.startswith("steps"):
+            parts.append(f"{name} {v / 1e6:.1f}M")
+        else:
+            parts.append(f"{name} {v:,}")
+    return "; ".join(parts)
+
+
+def setups_table(summary: dict, labels: dict[str, str]) -> dict:
     setups = summary.get("setups", {})
-    keys = sorted(
-        {k for e in setups.values() for k, v in e.items() if isinstance(v, dict) and "mean" in v}
-    )
+    keys = [
+        k
+        for k in COLUMNS
+        if any(isinstance(e.get(k), dict) and "mean" in e[k] for e in setups.values())
+    ]
     paper = summary.get("paper", {}).get("setups", {})
-    head = ["setup", "seeds", *keys, "paper"]
-    rows = []
-    for name, e in setups.items():
-        stats = [f"{e[k]['mean']:.4g} ± {e[k]['std']:.2g}" if k in e else "–" for k in keys]
-        rows.append(
-            [
-                name,
-                str(len(e.get("seeds", []))),
-                *stats,
-                json.dumps(paper.get(name, "")) if name in paper else "–",
-            ]
-        )
-    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
-    out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows]
-    return "\n".join(out) + "</table>"
+    rows = [
+        {
+            "setup": labels.get(name, name),
+            "key": name,
+            "seeds": len(e.get("seeds", [])),
+            "cells": [spread(k, e[k]) if isinstance(e.get(k), dict) else "–" for k in keys],
+            "paper": paper_text(paper[name]) if name in paper else "–",
+        }
+        for name, e in setups.items()
+    ]
+    return {"columns": [COLUMNS[k] for k in keys], "rows": rows, "paper": bool(paper)}
 
 
-def figure(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
+def figure(file: str, caption: str) -> dict:
+    path = FIGURES / file
     svg = path.with_suffix(".svg")
-    name, svg_name = html.escape(path.name), html.escape(svg.name)
-    link = (
-        f' (vector: <a href="figures/{html.escape(quote(svg.name))}">{svg_name}</a>)'
-        if svg.exists()
-        else ""
-    )
-    return (
-        f'<figure><img alt="{name}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{name}{link}</figcaption></figure>"
-    )
+    return {
+        "anchor": "fig-" + path.stem.replace("_", "-"),
+        "name": file,
+        "caption": caption,
+        "data": base64.b64encode(path.read_bytes()).decode() if path.exists() else None,
+        "svg": f"figures/{quote(svg.name)}" if svg.exists() else None,
+    }
 
 
-def section(title: str, folder: str, figures: list[Path]) -> str:
-    parts = [f"<h2>{html.escape(title)}</h2>"]
-    summary_path = RESULTS / folder / "summary.json"
-    if summary_path.exists():
-        try:
-            s = json.loads(summary_path.read_text())
-        except ValueError as e:
-            raise SystemExit(
-                f"error: {summary_path} is not valid JSON ({e}): collect it again"
-            ) from None
-        parts.append(
-            f"<p>Command: <code>{html.escape(str(s.get('command') or '–'))}</code>; commit "
-            f"<code>{html.escape(str(s.get('git_commit')))}</code>; wall time "
-            f"{html.escape(str(s.get('wall_time_s') or '–'))} s. Files: "
-            f'<a href="{html.escape(quote(folder))}/runs.csv">runs.csv</a>, '
-            f'<a href="{html.escape(quote(folder))}/summary.json">summary.json</a>.</p>'
+def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
+    folder = RESULTS / s.path
+    out: dict = {
+        "anchor": s.anchor,
+        "title": s.title,
+        "target": s.target,
+        "figures": [figure(f.file, f.caption) for f in s.figures],
+        "claims": [c for c in claims if c["section"] == s.anchor],
+        "files": [],
+        "tables": [],
+        "setups": None,
+        "summary": None,
+    }
+    if folder.is_file():
+        out["files"] = [(folder.name, quote(s.path))]
+        return out
+    summary_path = folder / "summary.json"
+    if not summary_path.exists():
+        return out
+    try:
+        summary = json.loads(summary_path.read_text())
+    except ValueError as e:
+        raise SystemExit(
+            f"error: {summary_path} is not valid JSON ({e}): collect it again"
+        ) from None
+    out["summary"] = {
+        "command": summary.get("command") or "–",
+        "commit": str(summary.get("git_commit") or "–")[:7],
+        "wall": f"{summary['wall_time_s']:,.0f} s" if summary.get("wall_time_s") else "–",
+    }
+    out["files"] = [
+        (name, f"{quote(s.path)}/{name}")
+        for name in ("runs.csv", "summary.json")
+        if (folder / name).exists()
+    ]
+    for name in STUDY_TABLES:
+        if (folder / name).exists():
+            text = (folder / name).read_text()
+            out["tables"].append((text.split("\n")[0], markdown_table(text, str(folder / name))))
+    out["setups"] = setups_table(summary, labels)
+    return out
+
+
+def claim_rows() -> tuple[list[dict], Counter]:
+    outcomes = decide_all()
+    holds = family(outcomes)
+    rows = []
+    for i, o in enumerate(outcomes):
+        c, d = o.claim, o.decision
+        rows.append(
+            {
+                "n": i + 1,
+                "source": c.source,
+                "claim": c.claim,
+                "paper": c.paper,
+                "ours": o.measured.text if o.measured else f"no result ({o.missing})",
+                "method": c.method,
+                "rule": c.rule.text(),
+                "verdict": d.verdict.value,
+                "badge": BADGE[d.verdict],
+                "parts": [(name, p.verdict.value, BADGE[p.verdict]) for name, p in d.parts],
+                "fragile": [(name, v.value) for name, v in o.flips],
+                "alternatives": len(c.alternatives),
+                "holm": {True: "✓", False: "✗"}.get(holds.get(i), "—"),
+                "section": c.section,
+                "figure": "fig-" + Path(c.figure).stem.replace("_", "-") if c.figure else None,
+            }
         )
-        for name in STUDY_TABLES:
-            if (RESULTS / folder / name).exists():
-                text = (RESULTS / folder / name).read_text()
-                parts.append(f"<p>{html.escape(text.split(chr(10))[0])}</p>")
-                parts.append(markdown_table(text, str(RESULTS / folder / name)))
-        parts.append(setups_table(s))
-        if s.get("paper"):
-            parts.append(
-                "<details><summary>the paper's numbers, as stored</summary><pre>"
-                + html.escape(json.dumps(s["paper"], indent=2))
-                + "</pre></details>"
-            )
-    parts += [figure(p) for p in figures]
-    return "\n".join(parts)
+    return rows, Counter(o.verdict for o in outcomes)
 
 
 def render() -> str:
-    pngs = sorted(FIGURES.glob("*.png"))
-    placed: set[Path] = set()
-    sections = []
-    for title, folder, prefixes in SECTIONS:
-        mine = [p for p in pngs if p.name.startswith(prefixes) and p not in placed]
-        placed.update(mine)
-        sections.append(section(title, folder, mine))
-    rest = [p for p in pngs if p not in placed]
-    if rest:
-        sections.append("<h2>Other figures</h2>\n" + "\n".join(figure(p) for p in rest))
-    claims = (RESULTS / "CLAIMS.md").read_text() if (RESULTS / "CLAIMS.md").exists() else ""
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-        "<title>BN and Batch Renorm: results</title>"
-        f"<style>{STYLE}</style></head><body>\n"
-        "<h1>Batch Normalization and Batch Renormalization: a reproduction</h1>\n"
-        "<p>Every number comes from a committed CSV in <code>results/</code>; "
-        "<code>make claims report</code> rebuilds this page offline. "
-        'Settings and discussion: <a href="README.md">results/README.md</a>.</p>\n'
-        "<h2>Claims</h2>\n"
-        + (markdown_table(claims) if claims else "<p>no claims table yet</p>")
-        + "\n"
-        + "\n".join(sections)
-        + "\n</body></html>\n"
+    claims, counts = claim_rows()
+    studies = [
+        {
+            "anchor": f"study-{study.name}",
+            "title": study.title,
+            "sections": [section(s, study.labels, claims) for s in study.sections],
+        }
+        for study in STUDIES
+    ]
+    titles = {s["anchor"]: s["title"] for st in studies for s in st["sections"]}
+    for c in claims:
+        c["section_title"] = titles[c["section"]]
+    placed = {f["name"] for st in studies for s in st["sections"] for f in s["figures"]}
+    unplaced = [
+        figure(p.name, p.name) for p in sorted(FIGURES.glob("*.png")) if p.name not in placed
+    ]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE.parent),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template(TEMPLATE.name).render(
+        claims=claims,
+        counts=[(v.value, counts[v], BADGE[v]) for v in Verdict if counts[v]],
+        meanings=[(v.value, m, BADGE[v]) for v, m in MEANING.items()],
+        studies=studies,
+        unplaced=unplaced,
     )
 
 

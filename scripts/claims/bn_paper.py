@@ -140,6 +140,8 @@ def _speedup_claim(setup: str) -> Claim:
         ),
         _speedup(setup),
         ("target 0.5 pp lower", "moving average of 3 evaluations"),
+        section="inception-converged",
+        figure="inception_fig2_fashion_mnist_converged.png",
         method="the converged protocol: each run until its test-subset accuracy plateaus or the cap; the target is the lowest Inception seed's plateau (the maximum of its curve smoothed by a centred moving average of 5 evaluations); steps are each run's first evaluation at or above it; the speed-up is Inception's steps / the variant's, paired by seed; half the paper's factor is the bar",
     )
 
@@ -175,12 +177,14 @@ CLAIMS = [
         "BN well above the baseline from the first steps",
         Compare("BN − baseline", "BN − baseline"), _trains_faster,
         ("early window one evaluation longer",),
+        section="mnist", figure="mnist_fig1.png",
     ),
     Claim(
         "BN paper, Fig. 1(a)", "BN ends with higher test accuracy (MNIST, 50k steps)",
         "≈ 98–99% vs ≈ 95–97% (read off the plot)",
         Compare("BN − baseline", "BN − baseline"), _final_accuracy,
         ("late-window mean instead of the final accuracy",),
+        section="mnist", figure="mnist_fig1.png",
     ),
     Claim(
         "BN paper, Fig. 1(b, c)", "BN's sigmoid inputs are more stable over training",
@@ -190,16 +194,19 @@ CLAIMS = [
             Compare("late", "BN / baseline in the second half", 0.0, above=False, unit="×"),
         )),
         _stable_inputs, EARLY_ALTERNATIVES + LATE_ALTERNATIVES[:2],
+        section="mnist", figure="mnist_covariate_shift.png",
     ),
     Claim(
         "BN paper, Alg. 2", "Population statistics give the accuracy of the moving averages",
         "(the paper uses population statistics; no comparison given)",
         Equivalent("population − moving", "the difference", 0.003), _population_vs_moving,
+        section="mnist",
     ),
     Claim(
         "BN paper, Alg. 2", "Bessel's correction (m/(m−1)) makes no measurable difference",
         "(used, not evaluated)",
         Equivalent("with − without", "the difference", 0.003), _bessel,
+        section="mnist",
     ),
     _speedup_claim("bn_x5"),
     _speedup_claim("bn_x30"),
@@ -212,11 +219,13 @@ CLAIMS = [
             requires=EverySeed("trains", "a smoothed maximum above chance + 5 pp"),
         ),
         _sigmoid_bn, ("target 0.5 pp lower", "moving average of 3 evaluations"),
+        section="inception-converged", figure="inception_fig2_fashion_mnist_converged.png",
     ),
     Claim(
         "BN paper, Sec. 4.2.2", "Inception with sigmoid (no BN) never trains",
         "stays at chance (1/1000)",
         EverySeed("at chance", "a smoothed maximum within 5 pp of chance"), _sigmoid_inception,
         ("moving average of 3 evaluations",),
+        section="inception-converged", figure="inception_fig2_fashion_mnist_converged.png",
     ),
 ]  # fmt: skip

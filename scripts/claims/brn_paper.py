@@ -64,6 +64,7 @@ CLAIMS = [
         "BRN paper, Fig. 1", "With minibatches of 32, Batch Renorm matches BN",
         f"{_pct('brn32')} vs {_pct('bn32')}",
         Equivalent("BRN-32 − BN-32", "the difference", 0.01), _matches, FINAL,
+        section="renorm", figure="renorm_fig1_fashion_mnist.png",
     ),
     Claim(
         "BRN paper, Fig. 1", "Batch Renorm recovers most of the accuracy lost to microbatches of 4",
@@ -74,15 +75,18 @@ CLAIMS = [
             ShareAbove("share", "the recovered share", SHARE, "share − 50%"),
         )),
         _recovers, FINAL,
+        section="renorm", figure="renorm_fig1_fashion_mnist.png",
     ),
     Claim(
         "BRN paper, Sec. 4.3", "With non-i.i.d. minibatches, BN's inference (moving averages) falls below its training-mode accuracy",
         f"{_pct('noniid_bn')} at inference vs {_pct('noniid_bn', 'test_acc_train_mode')} in training mode",
         Compare("training mode − inference", "the difference"), _collapse, FINAL,
+        section="renorm", figure="renorm_fig2_fashion_mnist.png",
     ),
     Claim(
         "BRN paper, Sec. 4.3", "Batch Renorm fixes non-i.i.d. minibatches",
         f"{_pct('noniid_brn')} vs {_pct('noniid_bn')}",
         Compare("BRN − BN", "the difference"), _fixes, FINAL,
+        section="renorm", figure="renorm_fig2_fashion_mnist.png",
     ),
 ]  # fmt: skip

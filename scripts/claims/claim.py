@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from experiments.studies import SECTIONS
 from scripts.analysis.results import MissingResult
 from scripts.analysis.windows import ALTERNATIVES, PLAN, Plan
 from scripts.claims.rules import Decision, Rule, Values, Verdict
@@ -28,11 +29,19 @@ class Claim:
     measure: Callable[[Plan], Measured]
     alternatives: tuple[str, ...] = ()  # names in ALTERNATIVES that move this claim's numbers
     method: str = ""  # how the numbers are computed, where the table's header does not say it
+    section: str = ""  # the study section (experiments.studies) that holds its results
+    figure: str = ""  # the figure that shows it, one of that section's
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.alternatives if a not in ALTERNATIVES]
         if unknown:
             raise ValueError(f"{self.claim}: unknown robustness alternatives {unknown}")
+        if self.section not in SECTIONS:
+            raise ValueError(
+                f"{self.claim}: section {self.section!r} is not in experiments.studies"
+            )
+        if self.figure and self.figure not in {f.file for f in SECTIONS[self.section].figures}:
+            raise ValueError(f"{self.claim}: {self.figure} is not a figure of {self.section!r}")
 
 
 @dataclass(frozen=True)

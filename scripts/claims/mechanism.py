@@ -170,12 +170,14 @@ CLAIMS = [
         "exponential growth of the gradient norm towards the input (fully connected, BN, ReLU)",
         All((Compare("BN's slope", "BN's slope", unit=""), Compare("BN − no BN", "BN's slope − no BN's (paired by seed)", unit=""))),
         _explode,
+        section="depth", figure="depth_gradient_ratio.png",
     ),
     Claim(
         "Yang et al. 2019", "After one optimization step the gradient explosion of a deep BN network shrinks",
         "the dynamic range shrinks after one step",
         Compare("after one step / at init", "the ratio after one step / at init", above=False, unit="×"),
         _shrinks,
+        section="depth", figure="depth_gradient_ratio.png",
     ),
     Claim(
         "BN paper, Sec. 2 and Fig. 1(b, c)", "BN reduces internal covariate shift (distributional; moving-average jitter removed)",
@@ -186,6 +188,7 @@ CLAIMS = [
         )),
         _ics_population, EARLY_ALTERNATIVES,
         method="at equal loss: 8 log-spaced training-loss levels both networks pass (from the higher of their losses at the second evaluation to the higher of their lowest), each network's change at its first evaluation at or below the level; geometric mean over levels",
+        section="mechanism", figure="mechanism_ics_three_ways.png",
     ),
     Claim(
         "Santurkar et al. 2018", "BN does not reduce gradient-based ICS (Def. 2.1)",
@@ -195,12 +198,14 @@ CLAIMS = [
             NotLower("late", "BN / no BN in the second half", RATIO_MARGIN),
         )),
         _gradient_ics, EARLY_ALTERNATIVES + LATE_ALTERNATIVES[:2],
+        section="mechanism", figure="mechanism_santurkar.png",
     ),
     Claim(
         "Santurkar et al. 2018", "BN makes the loss landscape smoother along the gradient",
         "smaller loss band, gradient change and β-smoothness with BN",
         All(tuple(Compare(name, f"BN / no BN's {name}", above=False, unit="×") for name in LANDSCAPE.values())),
         _landscape, EARLY_ALTERNATIVES,
+        section="mechanism", figure="mechanism_santurkar.png",
     ),
     Claim(
         "Santurkar et al. 2018", "BN with injected covariate shift (noisy BN) still trains about as well as BN",
@@ -210,6 +215,7 @@ CLAIMS = [
             NotLower("noisy BN − BN", "noisy BN − BN", 0.005, unit="pp"),
         )),
         _noisy_bn, ("late-window mean instead of the final accuracy",),
+        section="mechanism", figure="mechanism_santurkar.png",
     ),
     Claim(
         "BN paper, Sec. 3.3 (conjecture)", "BN keeps the layer Jacobians' singular values near 1",
@@ -219,11 +225,13 @@ CLAIMS = [
             Compare("in band, BN − no BN", "the in-band fraction, BN − no BN"),
         )),
         _jacobian, LATE_ALTERNATIVES,
+        section="mechanism", figure="mechanism_jacobian.png",
     ),
     Claim(
         "BN paper, Sec. 3.3; van Laarhoven 2017", "With BN, larger weights get smaller gradients, so weight decay raises the effective step",
         "∂BN((aW)u)/∂(aW) = (1/a) ∂BN(Wu)/∂W",
         Compare("relative update", "the relative update's ratio, L2 / no L2", unit="×"),
         _weight_decay, LATE_ALTERNATIVES,
+        section="mechanism", figure="mechanism_weights.png",
     ),
 ]  # fmt: skip

@@ -126,17 +126,20 @@ CLAIMS = [
         "Open question; Mishkin et al. 2017 (CaffeNet)", "BN after the ReLU beats BN before it (conv net)",
         "CaffeNet top-1: after ReLU 49.9% vs before 47.4% (+2.5 pp)",
         Compare("after − before", "after − before"), _after_relu, FINAL,
+        section="norm-position", figure="question_norm_position.png",
     ),
     Claim(
         "Open question", "BN after the sigmoid is as good as BN before it (the paper's placement; Figure 1 MLP)",
         "the paper normalizes Wu, before the nonlinearity",
         Equivalent("after − before", "after − before", 0.003), _after_sigmoid, FINAL,
+        section="mlp-questions",
     ),
     Claim(
         "Open question", "BN makes each unit's sigmoid input closer to Gaussian (lower negentropy)",
         "question, no published number",
         All(tuple(Compare(f"layer {k}", f"BN / no BN's negentropy in layer {k}", above=False, unit="×") for k in (1, 2, 3))),
         _gaussian, LATE_ALTERNATIVES,
+        section="mlp-questions", figure="question_nongaussianity.png",
     ),
     Claim(
         "Open question", "Batch Renorm's gain at microbatch 4 is its gradient scaling by r, not its forward correction",
@@ -146,6 +149,7 @@ CLAIMS = [
             Equivalent("forward correction", "the forward-correction arm − BN-micro4", AS_GOOD),
         )),
         _gradient_scaling, FINAL,
+        section="brn-gradient", figure="question_brn_gradient.png",
     ),
     Claim(
         "BN paper, Sec. 4.2.1 (open question)", "With BN, dropout can be removed without losing accuracy",
@@ -155,11 +159,13 @@ CLAIMS = [
             NotLower("BN-Baseline", "BN-Baseline without − with dropout", AS_GOOD, unit="pp"),
         )),
         _dropout, FINAL,
+        section="dropout", figure="question_dropout.png",
     ),
     Claim(
         "Open question", "On 1,000 images, BN makes the accuracy depend less on the weight-initialisation scale",
         "a hypothesis from CIFAR-10 with 1,000 images: less dependence on the initialization",
         All(tuple(Compare(name, f"BN's range over scales − the baseline's on {name}", above=False) for name in ("MNIST", "Fashion-MNIST"))),
         _init_scale,
+        section="init-scale-small", figure="question_init_scale_small.png",
     ),
 ]  # fmt: skip

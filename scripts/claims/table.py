@@ -121,8 +121,9 @@ def render() -> str:
         else:
             ours = o.measured.text + (f". Method: {c.method}" if c.method else "")
         mark = {True: "✓", False: "✗"}.get(holds.get(i), "—")
+        shown = f"{c.claim} ([figure](figures/{c.figure}))" if c.figure else c.claim
         lines.append(
-            f"| {c.source} | {c.claim} | {c.paper} | {ours} | {c.rule.text()} | {_verdict(o)} "
+            f"| {c.source} | {shown} | {c.paper} | {ours} | {c.rule.text()} | {_verdict(o)} "
             f"| {_robustness(o)} | {mark} |\n"
         )
     return "".join(lines)

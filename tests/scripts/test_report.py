@@ -1,53 +1,113 @@
-"""scripts/report.py: the page embeds every figure and links only to files that exist."""
+"""scripts/report.py: the page holds every study and figure of the registry, its verdict counts
+and claims come from the claims themselves, every link resolves, and nothing read from a file
+can inject markup."""
 
+import json
 import re
 from pathlib import Path
 
+import pytest
+
+from experiments.studies import SECTIONS, STUDIES
 from scripts import report
+from scripts.claims.table import CLAIMS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_every_figure_is_on_the_page_and_every_link_exists(monkeypatch):
-    monkeypatch.chdir(REPO)
-    page = report.render()
+@pytest.fixture(scope="module")
+def page():
+    import os
+
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        yield report.render()
+    finally:
+        os.chdir(here)
+
+
+def test_every_figure_and_study_is_on_the_page(page):
     for png in (REPO / "results" / "figures").glob("*.png"):
         assert f'alt="{png.name}"' in page, png.name
+    assert 'id="other-figures"' not in page  # every figure has its place in the registry
+    for study in STUDIES:
+        assert f'id="study-{study.name}"' in page
+        for s in study.sections:
+            assert f'<h3 id="{s.anchor}">' in page
+
+
+def test_every_link_resolves(page):
     links = re.findall(r'href="([^"]+)"', page)
+    anchors = set(re.findall(r'id="([^"]+)"', page))
     assert links
     for link in links:
-        assert (REPO / "results" / link).exists(), link
-    assert "<h2>Claims</h2>" in page and "reproduced" in page
+        if link.startswith("#"):
+            assert link[1:] in anchors, link
+        else:
+            assert (REPO / "results" / link).exists(), link
 
 
-def test_markdown_table_to_html():
-    text = "intro\n\n| a | b |\n|---|---|\n| 1 | **x** |\n"
-    assert (
-        report.markdown_table(text)
-        == "<table><tr><th>a</th><th>b</th></tr>\n<tr><td>1</td><td>x</td></tr></table>"
+def test_verdict_counts_and_claim_links(page):
+    counts = re.findall(r'<span class="badge \w+">(\d+) ([a-z ]+)</span>', page.split("<nav>")[0])
+    assert sum(int(n) for n, _ in counts) == len(CLAIMS)
+    for i, claim in enumerate(CLAIMS, start=1):
+        row = page.split(f'<tr id="claim-{i}">')[1].split("</tr>")[0]
+        assert f'href="#{claim.section}"' in row
+        assert claim.claim.replace("'", "&#39;") in row
+
+
+def test_spread_is_the_t_interval_over_seeds():
+    values = [0.97, 0.975, 0.972]
+    cell = report.spread("test_acc", {"mean": 0.9723, "per_seed": values})
+    low, high = re.findall(r"\[(.+)%, (.+)%\]", cell)[0]
+    from scripts.analysis.stats import Estimate
+
+    ci = Estimate.of(values).interval()
+    assert (float(low), float(high)) == (
+        pytest.approx(100 * ci[0], abs=0.005),
+        pytest.approx(100 * ci[1], abs=0.005),
     )
+    assert report.spread("test_acc", {"mean": 0.9, "per_seed": [0.9]}) == "90.00%"
 
 
-def test_file_names_and_summary_values_cannot_inject_markup(tmp_path, monkeypatch):
-    evil = tmp_path / 'x" onload="alert(1)" y=<b>.png'
-    evil.write_bytes(b"\x89PNG")
-    html_figure = report.figure(evil)
-    assert 'onload="' not in html_figure and "<b>" not in html_figure
-    folder = tmp_path / "study"
-    folder.mkdir()
-    (folder / "summary.json").write_text('{"wall_time_s": "<script>x</script>", "command": "c"}')
-    monkeypatch.setattr(report, "RESULTS", tmp_path)
-    page = report.section("S", "study", [])
-    assert "<script>" not in page and "&lt;script&gt;" in page
+def test_the_papers_numbers_read_as_text():
+    assert (
+        report.paper_text({"test_acc": 0.783, "at_step": 130_000})
+        == "test accuracy 78.3%; at step 130,000"
+    )
+    assert report.paper_text({"steps_to_baseline_max": 2.1e6, "max_acc": 0.73}) == (
+        "steps to Inception's best 2.1M; best accuracy 73.0%"
+    )
+    assert report.paper_text({"steps_to_baseline_max": None}) == "steps to Inception's best: never"
 
 
-def test_a_claims_file_without_a_table_or_a_broken_summary_is_one_line(tmp_path, monkeypatch):
-    import pytest
-
-    with pytest.raises(SystemExit, match="CLAIMS.md holds no table"):
-        report.markdown_table("# Claims\n\nnothing yet\n")
+def test_study_tables_and_bad_files(tmp_path, monkeypatch):
+    with pytest.raises(SystemExit, match="holds no table"):
+        report.markdown_table("# nothing\n", "x.md")
+    assert report.markdown_table("| a | b |\n|---|---|\n| 1 | **x** |\n", "x.md") == (
+        "<table><tr><th>a</th><th>b</th></tr>\n<tr><td>1</td><td>x</td></tr></table>"
+    )
     (tmp_path / "study").mkdir()
     (tmp_path / "study" / "summary.json").write_text('{"command": "make')
     monkeypatch.setattr(report, "RESULTS", tmp_path)
     with pytest.raises(SystemExit, match="summary.json is not valid JSON"):
-        report.section("S", "study", [])
+        report.section(SECTIONS["mnist"].__class__("a", "A", "study", "t"), {}, [])
+
+
+def test_values_read_from_files_cannot_inject_markup(tmp_path, monkeypatch):
+    (tmp_path / "study").mkdir()
+    summary = {
+        "command": "<script>x</script>",
+        "wall_time_s": 1.0,
+        "setups": {"<b>s</b>": {"seeds": [0], "test_acc": {"mean": 0.5, "per_seed": [0.5]}}},
+    }
+    (tmp_path / "study" / "summary.json").write_text(json.dumps(summary))
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "FIGURES", tmp_path)
+    sec = SECTIONS["mnist"].__class__("a", "A", "study", "t")
+    monkeypatch.setattr(report, "STUDIES", [STUDIES[0].__class__("x", "X", (sec,))])
+    monkeypatch.setattr(report, "claim_rows", lambda: ([], __import__("collections").Counter()))
+    page = report.render()
+    assert "<script>x" not in page and "&lt;script&gt;x" in page
+    assert "<b>s</b>" not in page and "&lt;b&gt;s&lt;/b&gt;" in page
