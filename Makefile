@@ -32,6 +32,11 @@ format: $(ENV) ## ruff format + import sorting
 	$(PY) -m ruff check --fix --select I .
 	$(PY) -m ruff format .
 
+smoke: $(ENV) fashion-data ## every study for a few steps (configs/debug/), collected and plotted into multirun/smoke/ (never results/), about a minute
+	$(PY) -m experiments.kit.data mnist
+	$(PY) -m experiments.kit.data fashion_mnist
+	$(PY) -m scripts.smoke
+
 bench: $(ENV) fashion-data ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer, the conv net's layouts (writes results/bench/)
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m scripts.bench_layers
@@ -45,8 +50,9 @@ bench: $(ENV) fashion-data ## layer speed/memory vs torch.nn, BN-Inception vs Go
 DATA ?= mnist
 JOBS ?= 2
 STAMP := $(shell date +%Y%m%d-%H%M%S)
-MNIST := $(PY) -m experiments.mnist -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS)
-MNIST_RUN := $(PY) -m experiments.mnist threads=1
+ARGS ?=  # extra Hydra overrides for every study run of a target, e.g. ARGS="logger.mode=online"
+MNIST := $(PY) -m experiments.mnist -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS)
+MNIST_RUN := $(PY) -m experiments.mnist $(ARGS) threads=1
 
 # One process per network (three seeds each), side by side on the two cores: the same runs as
 # a Hydra multirun over setup=baseline,bn, ~5 s sooner (its launcher imports torch once more).
@@ -103,7 +109,7 @@ clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 RENORM_SETUPS := bn32,brn32,bn_micro4,brn_micro4,noniid_bn,noniid_bn_halves,noniid_brn,noniid8_bn,noniid8_brn,groupnorm,layernorm,brn_micro4_jump
 FASHION_SEEDS ?= 0,1,2,3,4
 MNIST_SEEDS ?= 0,1
-RENORM := $(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) setup=$(RENORM_SETUPS)
+RENORM := $(PY) -m experiments.renorm -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) setup=$(RENORM_SETUPS)
 
 # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every setup is
 # within a point of the others, keeps 2. One process per setup trains its seeds side by side
@@ -125,7 +131,7 @@ reproduce-renorm: $(ENV) fashion-data ## Batch Renorm Figs. 1-2, CPU scale: 12 s
 reproduce-depth: $(ENV) ## gradients across depth at init, with and without BN (~10 min); results/mechanism/depth/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-depth/$(STAMP); \
-	$(PY) -m experiments.depth -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+	$(PY) -m experiments.depth -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
 	  setup=deep_mlp,deep_mlp_bn model.activation=sigmoid,relu,linear seed=0,1,2 hydra.sweep.dir=$$runs; \
 	$(PY) -m scripts.collect depth $$runs --out results/mechanism/depth \
 	  --command "make reproduce-depth" --wall-time $$(( $$(date +%s) - start )); \
@@ -138,14 +144,14 @@ reproduce-depth: $(ENV) ## gradients across depth at init, with and without BN (
 MECH_SEEDS ?= 0,1,2,3,4
 MECH_ARM_SEEDS ?= 0,1,2
 MECH_EVERY ?= 1000
-MECHANISM := $(PY) -m experiments.mechanism -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+MECHANISM := $(PY) -m experiments.mechanism -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
   eval.every=$(MECH_EVERY)
 reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks, ~9 min on 2 cores); results/mechanism/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-mechanism/$(STAMP); \
 	$(MECHANISM) setup=mech_baseline,mech_bn,mech_noisy_bn seed=$(MECH_SEEDS) hydra.sweep.dir=$$runs/main; \
 	$(MECHANISM) setup=mech_bn_wd1e-4,mech_bn_wd1e-3,mech_relu_baseline,mech_relu_bn seed=$(MECH_ARM_SEEDS) \
-	  hydra.sweep.dir=$$runs/two_seeds; \
+	  hydra.sweep.dir=$$runs/arms; \
 	$(PY) -m scripts.collect mechanism $$runs --out results/mechanism/mlp \
 	  --command "make reproduce-mechanism" --wall-time $$(( $$(date +%s) - start )); \
 	$(PY) -m scripts.plot_mechanism; \
@@ -170,7 +176,7 @@ BRN_REFERENCE := bn_micro4,brn_micro4
 question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 new arms x 5 seeds, BN and BRN from results/renorm (Fashion-MNIST; 137 s alone on 2 cores, AMD EPYC); results/questions/brn_gradient/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-brn-gradient/$(STAMP); \
-	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
+	$(PY) -m experiments.renorm -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
 	  setup=$(call reuse_or_run,$(BRN_REFERENCE))bn_micro4_rgrad,brn_micro4_bngrad 'seed=[$(QUESTION_SEEDS)]' \
 	  hydra.sweep.dir=$$runs; \
 	$(PY) -m scripts.collect renorm $$runs --out results/questions/brn_gradient $(call reuse_flags,$(BRN_REFERENCE)) \
@@ -182,7 +188,7 @@ question-brn-gradient: $(ENV) fashion-data ## is BRN just gradient scaling? 2 ne
 question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after the nonlinearity? conv net 2 new arms x 5 seeds, bn32 from results/renorm (116 s alone on 2 cores, AMD EPYC), and question-mlp; results/questions/norm_position/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-norm-position/$(STAMP); \
-	$(PY) -m experiments.renorm -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
+	$(PY) -m experiments.renorm -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) data=fashion_mnist \
 	  setup=$(call reuse_or_run,bn32)bn32_after,nonorm 'seed=[$(QUESTION_SEEDS)]' hydra.sweep.dir=$$runs; \
 	$(PY) -m scripts.collect renorm $$runs --out results/questions/norm_position $(call reuse_flags,bn32) \
 	  --command "make question-norm-position" --wall-time $$(( $$(date +%s) - start ))
@@ -209,7 +215,7 @@ DROPOUT_EVAL_EVERY ?= 500
 question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (2040 s in reproduce-questions); results/questions/dropout/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-dropout/$(STAMP); \
-	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+	$(PY) -m experiments.inception -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
 	  setup=bn_x5,bn_x5_dropout,bn_baseline,bn_baseline_nodropout seed=$(QUESTION_SEEDS) train.steps=$(DROPOUT_STEPS) \
 	  eval.every=$(DROPOUT_EVAL_EVERY) hydra.sweep.dir=$$runs; \
 	$(PY) -m scripts.collect inception $$runs --out results/questions/dropout \
@@ -257,7 +263,7 @@ NPROC ?= 1
 reproduce-inception-cpu: $(ENV) fashion-data ## BN paper Figs. 2-3, CPU scale: 6 variants on Fashion-MNIST 32 px; results/inception/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; \
-	$(PY) -m experiments.inception -m threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
+	$(PY) -m experiments.inception -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
 	  setup=$(INCEPTION_VARIANTS) hydra.sweep.dir=multirun/reproduce-inception-cpu/$(STAMP); \
 	$(PY) -m scripts.collect inception multirun/reproduce-inception-cpu/$(STAMP) --out results/inception/fashion_mnist_cpu \
 	  --command "make reproduce-inception-cpu" --wall-time $$(( $$(date +%s) - start )); \
@@ -287,14 +293,14 @@ reproduce-inception-converged: $(ENV) fashion-data ## BN paper Figs. 2-3, the pa
 
 inception-runs: # RUNS=dir JOB_LIST="setup seed ..." [STOP=...]: the converged protocol's runs, JOBS at a time
 	@mkdir -p $(RUNS)/logs; printf '%s %s\n' $(JOB_LIST) | xargs -P $(JOBS) -L 1 sh -c \
-	  '$(PY) -m experiments.inception setup=$$0 seed=$$1 $(CONVERGED) $(STOP) hydra.run.dir=$(RUNS)/$${0}_seed$$1 \
+	  '$(PY) -m experiments.inception $(ARGS) setup=$$0 seed=$$1 $(CONVERGED) $(STOP) hydra.run.dir=$(RUNS)/$${0}_seed$$1 \
 	   > $(RUNS)/logs/$${0}_seed$$1.log 2>&1 && echo "done: $$0 seed $$1" || { echo "failed: $$0 seed $$1 (see $(RUNS)/logs/$${0}_seed$$1.log)"; exit 255; }'
 
 reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGENET_SUBSET=dir (NPROC=GPUs); results/inception/
 	@[ -n "$(IMAGENET_SUBSET)" ] || { echo "set IMAGENET_SUBSET to an image folder with train/ and val/ (scripts/make_imagenet_subset.py makes one)"; exit 2; }
 	@start=$$(date +%s); set -e; \
 	for v in $$(echo $(INCEPTION_VARIANTS) | tr , ' '); do \
-	  $(PY) -m torch.distributed.run --standalone --nproc_per_node=$(NPROC) -m experiments.inception \
+	  $(PY) -m torch.distributed.run --standalone --nproc_per_node=$(NPROC) -m experiments.inception $(ARGS) \
 	    inception_scale=gpu data.root=$(IMAGENET_SUBSET) setup=$$v \
 	    hydra.run.dir=multirun/reproduce-inception/$(STAMP)/$$v; \
 	done; \
@@ -304,4 +310,4 @@ reproduce-inception: $(ENV) ## BN paper Figs. 2-3, GPU scale: 6 variants, IMAGEN
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
 .PHONY: reproduce-inception reproduce-inception-cpu reproduce-inception-converged inception-runs question-brn-gradient question-norm-position question-nongaussianity question-mlp question-dropout reproduce-questions reproduce-depth reproduce-mechanism question-init-scale-small
-.PHONY: help install test test-full lint format bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures
+.PHONY: help install test test-full lint format smoke bench claims report clean-outputs reproduce-mnist reproduce-fashion-mnist fashion-data reproduce-renorm sweep-lr sweep-init-scale figures

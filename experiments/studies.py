@@ -95,8 +95,8 @@ STUDIES: tuple[Study, ...] = (
             "bn_micro4": "BN, microbatch 4", "brn_micro4": "Batch Renorm, microbatch 4",
             "brn_micro4_jump": "Batch Renorm, microbatch 4, no ramp",
             "groupnorm": "GroupNorm", "layernorm": "LayerNorm",
-            "noniid_bn": "BN, non-i.i.d. (2 labels × 16)", "noniid_bn_halves": "BN on two halves, non-i.i.d.",
-            "noniid_brn": "Batch Renorm, non-i.i.d. (2 labels × 16)",
+            "noniid_bn": "BN, non-i.i.d. (16 labels × 2)", "noniid_bn_halves": "BN on two halves, non-i.i.d.",
+            "noniid_brn": "Batch Renorm, non-i.i.d. (16 labels × 2)",
             "noniid8_bn": "BN, non-i.i.d. (4 labels × 8)", "noniid8_brn": "Batch Renorm, non-i.i.d. (4 labels × 8)",
         },
     ),
@@ -187,6 +187,11 @@ STUDIES: tuple[Study, ...] = (
 )  # fmt: skip
 
 SECTIONS: dict[str, Section] = {s.anchor: s for study in STUDIES for s in study.sections}
+
+
+def study(name: str) -> Study:
+    """The registry's record of the study ``name``."""
+    return next(s for s in STUDIES if s.name == name)
 
 
 def study_of(anchor: str) -> Study:

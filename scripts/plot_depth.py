@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import NullLocator
 
-from scripts.plotting import plt, read_curves, save
+from scripts.plotting import SPREAD, plt, read_curves, save, t_band
 
 RESULTS = Path("results/mechanism/depth")
 ACTIVATIONS = ("sigmoid", "relu", "linear")
@@ -51,11 +51,13 @@ def figure(folder: Path = RESULTS) -> Path:
             if not rows:
                 continue
             ds = [d for d, _ in rows]
-            geo = [float(np.exp(np.mean(np.log(v)))) for _, v in rows]
-            ax.plot(ds, geo, color=color, ls=style, marker="o", ms=3, label=label)
-            ax.fill_between(
-                ds, [min(v) for _, v in rows], [max(v) for _, v in rows], color=color, alpha=0.15
-            )
+            width = max(len(v) for _, v in rows)
+            logs = np.full((width, len(rows)), np.nan)
+            for j, (_, v) in enumerate(rows):
+                logs[: len(v), j] = np.log10(v)
+            mean, low, high = (10**x for x in t_band(logs))  # the geometric mean and its interval
+            ax.plot(ds, mean, color=color, ls=style, marker="o", ms=3, label=label)
+            ax.fill_between(ds, low, high, color=color, alpha=0.15)
         ax.axhline(1.0, color="k", lw=0.6)
         ax.set(xscale="log", yscale="log", xlabel="hidden layers", title=f"{act}")
         ax.set_xticks(depths, [str(d) for d in depths])
@@ -64,7 +66,7 @@ def figure(folder: Path = RESULTS) -> Path:
     axes[-1].legend(fontsize=7, loc="upper left")
     fig.suptitle(
         f"Gradients across depth (Yang et al. 2019): width-100 MLPs on {summary['data']}, SGD lr "
-        f"{summary['lr']}, batch {summary['batch_size']}; geometric mean over seeds, band: min-max"
+        f"{summary['lr']}, batch {summary['batch_size']}; geometric mean over seeds\n{SPREAD} (of the log)"
     )
     return save(fig, "depth_gradient_ratio.png")
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from experiments.inception import SPEC
 from experiments.inception_fig3 import BASELINE, parameter_range
 from experiments.papers import BN_FIG3
-from scripts.plotting import has, plt, read_curves, save, series
+from scripts.analysis import steps_to_target as fig3
+from scripts.plotting import TITLES, has, plt, read_curves, save, series
 
 SUBSET = "test/acc_subset"
 
@@ -39,9 +42,10 @@ def figure2(setting: Path) -> Path:
     variants = [v for v in SPEC.order if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
     if "converged" in summary:
-        _converged_accuracy_panel(axes[0], data, summary["converged"], variants)
+        path = f"inception/{setting.name}"
+        _converged_accuracy_panel(axes[0], data, summary["converged"], variants, path)
         _loss_panel(axes[1], data, variants, per_seed=True)
-        _converged_steps_panel(axes[2], summary["converged"], variants)
+        _converged_steps_panel(axes[2], summary["converged"], variants, path)
         protocol = "converged protocol (Inception to a plateau, the others to its maximum)"
     else:
         _accuracy_panel(axes[0], data, summary, variants)
@@ -49,7 +53,7 @@ def figure2(setting: Path) -> Path:
         _steps_panel(axes[2], summary, variants)
         protocol = f"fixed budget of {summary['steps']} steps"
     fig.suptitle(
-        f"BN-Inception variants, reduced setting, {protocol}: {summary['data']}, width "
+        f"BN-Inception variants, reduced setting, {protocol}: {TITLES.get(summary['data'], summary['data'])}, width "
         f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}"
     )
     return save(fig, f"inception_fig2_{setting.name}.png")
@@ -127,22 +131,19 @@ def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]
     return [v[metric] for (s, _), v in sorted(data.items()) if s == setup and metric in v]
 
 
-def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str]) -> None:
+def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], path: str) -> None:
+    level = fig3.target(path=path)
     for v in variants:
         color, style, label = STYLE[v]
         for i, (steps, acc) in enumerate(_seed_curves(data, v, SUBSET)):
             ax.plot(steps, acc, color=color, ls=style, lw=1, label=label if i == 0 else None)
-        for row in c["setups"][v]["seeds"]:
-            if row["steps_to_target"] is not None:
-                ax.plot([row["steps_to_target"]], [c["target"]], "o", color=color, ms=4)
-    ax.axhline(c["target"], color="k", lw=0.7, ls="--")
-    ax.annotate(
-        f"target {c['target']:.2%}: the lowest Inception seed's max",
-        (0, c["target"]),
-        xytext=(4, 3),
-        textcoords="offset points",
-        fontsize=7,
-    )
+        for step in fig3.steps(v, level, path).values():
+            if step is not None:
+                ax.plot([step], [level], "o", color=color, ms=4)
+    ax.axhline(
+        level, color="k", lw=0.7, ls="--",
+        label=f"Inception's max {level:.2%}\n(its lowest seed's smoothed plateau)",
+    )  # fmt: skip
     ax.set(
         xlabel="training step",
         ylabel=f"accuracy on {c['test_subset']} fixed test images",
@@ -152,23 +153,19 @@ def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str]) -> N
     ax.legend(loc="lower right", fontsize=7)
 
 
-def _converged_steps_panel(ax, c: dict, variants: list[str]) -> None:
+def _converged_steps_panel(ax, c: dict, variants: list[str], path: str) -> None:
+    level = fig3.target(path=path)
     rows = [v for v in variants if v != "inception_sigmoid"]
     base_paper = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
-    base = c["setups"][BASELINE]["steps_to_target"]["mean"]
+    base = np.mean(list(fig3.steps(BASELINE, level, path).values()))
     for i, v in enumerate(rows):
-        e = c["setups"][v]
-        seeds = [_fraction(r["steps_to_target"], base) for r in e["seeds"]]
-        mean = _fraction(e["steps_to_target"] and e["steps_to_target"]["mean"], base)
+        steps = list(fig3.steps(v, level, path).values())
+        reached = [s / base for s in steps if s is not None]
+        mean = float(np.mean(reached)) if len(reached) == len(steps) else 0.0
         ax.barh(
             i + 0.2, mean, height=0.4, color="#dd8452", label="ours (seed mean)" if i == 0 else None
         )
-        ax.plot(
-            [s for s in seeds if s],
-            [i + 0.2] * sum(bool(s) for s in seeds),
-            "k.",
-            ms=4,
-        )
+        ax.plot(reached, [i + 0.2] * len(reached), "k.", ms=4)
         paper = _fraction(BN_FIG3["setups"][v]["steps_to_baseline_max"], base_paper)
         ax.barh(
             i - 0.2,
@@ -178,15 +175,14 @@ def _converged_steps_panel(ax, c: dict, variants: list[str]) -> None:
             label="paper (ImageNet)" if i == 0 else None,
         )
         if mean == 0:
-            ax.text(
-                0.01, i + 0.2, f"never ({e['reached']} seeds reached it)", va="center", fontsize=7
-            )
+            text = f"never ({len(reached)}/{len(steps)} seeds reached it)"
+            ax.text(0.01, i + 0.2, text, va="center", fontsize=7)
         if paper == 0:
             ax.text(0.01, i - 0.2, "never", va="center", fontsize=7)
     ax.set_yticks(range(len(rows)), [STYLE[v][2] for v in rows])
     ax.invert_yaxis()
     ax.set(
-        xlabel="steps to the target / Inception's mean steps (dots: seeds)",
+        xlabel="steps to Inception's max / Inception's mean steps (dots: seeds)",
         xlim=(0, max(1.05, *(b.get_width() * 1.1 for b in ax.patches))),
         title="(c) steps to Inception's max (cf. Fig. 3)",
     )

@@ -12,7 +12,7 @@
 - ``mechanism_jacobian``: singular values of the layer and input-output Jacobians over training.
 - ``mechanism_weights``: ``‖W‖``, ``‖∇W‖`` and ``‖ΔW‖/‖W‖`` with and without weight decay.
 
-Curves are the mean over seeds with a min-max band.
+Curves are the mean over seeds with its 95% t-interval.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def jacobian() -> Path:
             style = "--" if setup in RELU else "-"
             _line(axes[0, col], data, setup, f"jacobian/{part}/sv_median", color, label, style)
             _line(axes[1, col], data, setup, f"jacobian/{part}/sv_in_band", color, label, style)
-        axes[0, col].set(yscale="log", title=f"{title}: median singular value")
+        axes[0, col].set(yscale="log", ylim=(1e-7, 1e2), title=f"{title}: median singular value")
         axes[1, col].set(ylim=(0, 1), title=f"{title}: fraction in [0.5, 2]")
         for ax in axes[:, col]:
             ax.set_xlabel("training step")

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.plotting import TITLES, draw, has, plt, read_curves, read_rows, save, series
+from scripts.plotting import (
+    TITLES,
+    draw,
+    has,
+    plt,
+    read_curves,
+    read_rows,
+    save,
+    series,
+    spread_band,
+)
 
 RESULTS = Path("results/mnist")
 COLORS = {"baseline": "#4c72b0", "bn": "#dd8452"}
@@ -30,12 +40,14 @@ def figure1(dataset: str) -> Path | None:
     ax = axes[0]
     for m in models:
         steps, acc = series(data, m, "test/acc")
+        later = steps > 0  # a log axis: the early steps, where BN's lead opens, are visible
+        mean = spread_band(ax, steps[later], acc[:, later], COLORS[m], alpha=0.25)
         ax.plot(
-            steps, acc.mean(0), color=COLORS[m], label=f"{LABELS[m]} (mean of {len(acc)} seeds)"
+            steps[later], mean, color=COLORS[m], label=f"{LABELS[m]} (mean of {len(acc)} seeds)"
         )
-        ax.fill_between(steps, acc.min(0), acc.max(0), color=COLORS[m], alpha=0.25, lw=0)
     ax.set(
-        xlabel="training step",
+        xlabel="training step (log scale)",
+        xscale="log",
         ylabel="test accuracy",
         title="(a) test accuracy",
         ylim=(0.7 if dataset == "mnist" else 0.5, 1.0),
@@ -52,7 +64,7 @@ def figure1(dataset: str) -> Path | None:
         ax.set(
             xlabel="training step",
             ylabel="input to a typical sigmoid",
-            title=f"{tag} {LABELS[m].lower()} (last hidden layer, seed {seed})",
+            title=f"{tag} {LABELS[m][0].lower()}{LABELS[m][1:]} (last hidden layer, seed {seed})",
         )
         ax.legend(loc="lower right")
         lims.append(ax.get_ylim())

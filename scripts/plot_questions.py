@@ -1,10 +1,10 @@
-"""Figures of the seed notes' open questions, made only from ``results/questions/``.
+"""Figures of the open questions, made only from ``results/questions/``.
 
     python -m scripts.plot_questions   # every question whose results are committed
 
 One figure per question (``results/figures/question_*.png`` and ``.svg``): BN before or after
-the nonlinearity, non-Gaussianity, Batch Renorm as gradient scaling, dropout with BN, and note
-001's small-data initialisation study. Curves are the mean over seeds with a min-max band;
+the nonlinearity, non-Gaussianity, Batch Renorm as gradient scaling, dropout with BN, and the
+small-data initialisation study. Curves are the mean over seeds with its 95% t-interval;
 differences carry their 95% Student-t interval over seeds, paired by seed.
 """
 
@@ -16,10 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.studies import study
 from scripts.analysis.stats import Estimate
 from scripts.plotting import (
     TITLES,
     draw,
+    geometric,
     has,
     mean_band,
     plt,
@@ -27,9 +29,12 @@ from scripts.plotting import (
     read_rows,
     save,
     series,
+    spread_band,
 )
 
 RESULTS = Path("results/questions")
+LABELS = study("questions").labels
+KEYS = {"test_acc": "test accuracy"}
 GREY = "#7f7f7f"
 
 
@@ -38,7 +43,7 @@ def _summary(folder: Path) -> dict:
 
 
 def _curves(ax, data: dict, setups: dict, metric: str = "test/acc") -> None:
-    """Mean over seeds and the min-max band of ``metric`` for each ``{setup: (label, color)}``."""
+    """Mean over seeds and its 95% t-interval of ``metric`` for each ``{setup: (label, color)}``."""
     for setup, (label, color) in setups.items():
         mean_band(ax, data, setup, metric, color, f"{label} ({{n}} seeds)", alpha=0.2)
 
@@ -92,7 +97,7 @@ def _differences(ax, summary: dict, base: str, others: dict, key: str = "test_ac
         labels.append((i, label))
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks([i for i, _ in labels], [lab for _, lab in labels], rotation=15, fontsize=7)
-    ax.set_ylabel(f"{key.replace('_', ' ')} − {base} (pp)")
+    ax.set_ylabel(f"{KEYS.get(key, key)} − {LABELS.get(base, base)} (pp)")
 
 
 # -- 1. BN before or after the nonlinearity ------------------------------------------------------
@@ -132,7 +137,7 @@ def norm_position() -> Path | None:
         xlabel="training step", yscale="log", ylabel="|Δ median| between evaluations",
         title="MLP: drift of the last layer's sigmoid input (Fig. 1)",
     )  # fmt: skip
-    fig.suptitle("Open question 1: BN before or after the nonlinearity (note 000)")
+    fig.suptitle("Open question 1: BN before or after the nonlinearity")
     return save(fig, "question_norm_position.png")
 
 
@@ -158,7 +163,10 @@ def nongaussianity() -> Path | None:
                 _, q25 = series(data, setup, f"nongauss/layer{layer}/{stat}_q25")
                 _, q75 = series(data, setup, f"nongauss/layer{layer}/{stat}_q75")
                 ax.plot(steps, med.mean(0), color=color, label=f"{name}: median unit")
-                ax.fill_between(steps, q25.mean(0), q75.mean(0), color=color, alpha=0.15, lw=0)
+                ax.fill_between(
+                    steps, q25.mean(0), q75.mean(0), color=color, alpha=0.15, lw=0,
+                    label=f"{name}: 25th-75th percentile unit",
+                )  # fmt: skip
             ref = next(k for k in POSITIONS_MLP if has(data, k))
             steps, control = series(data, ref, f"nongauss/control/{stat}_median")
             ax.plot(steps, control.mean(0), ":", color="k", label="standard-normal control")
@@ -280,11 +288,8 @@ def init_scale_small() -> Path | None:
             ax = axes[row, col]
             for setup, (label, color) in SMALL.items():
                 scales, v = _by_scale(rows, setup, key)
-                ax.plot(scales, _over_seeds(np.nanmean, v), "o-", ms=3, color=color, label=label)
-                ax.fill_between(
-                    scales, _over_seeds(np.nanmin, v), _over_seeds(np.nanmax, v), color=color,
-                    alpha=0.2, lw=0,
-                )  # fmt: skip
+                mean = spread_band(ax, scales, v.T, color, alpha=0.2, log=geometric(key))
+                ax.plot(scales, mean, "o-", ms=3, color=color, label=label)
             if key == "test_acc" and d == "mnist" and full.exists():
                 full_rows = read_rows(full)
                 for setup, (label, color) in SMALL.items():
@@ -326,7 +331,7 @@ def init_scale_small() -> Path | None:
         )
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(
-        "Open question 5: note 001's small-data initialisation study (1,000 training images, 3 seeds; band: min-max)"
+        "Open question 5: sensitivity to the initial scale on 1,000 training images (3 seeds)"
     )
     return save(fig, "question_init_scale_small.png")
 

@@ -13,7 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from experiments.renorm import SPEC
-from scripts.plotting import TITLES, has, plt, read_curves, save, series
+from experiments.studies import study
+from scripts.plotting import TITLES, has, plt, read_curves, save, series, spread_band, t_band
+
+LABELS = study("renorm").labels
 
 RESULTS = Path("results/renorm")
 DATASETS = ("fashion_mnist", "mnist")
@@ -39,8 +42,8 @@ def _curve(ax, data, setup, metric="test/acc", label=None, **kw) -> None:
     color, style, name = STYLE[setup]
     steps, v = series(data, setup, metric)
     kw = {"color": color, "ls": style, **kw}
-    ax.plot(steps, v.mean(0), label=label or name, **kw)
-    ax.fill_between(steps, v.min(0), v.max(0), color=kw["color"], alpha=0.15, lw=0)
+    mean = spread_band(ax, steps, v, kw["color"])
+    ax.plot(steps, mean, label=label or name, **kw)
 
 
 def _ylim(ax, data, setups, metric="test/acc") -> None:
@@ -69,9 +72,7 @@ def small_minibatches(dataset: str, data: dict) -> Path:
     axes[0].set_ylabel("test accuracy (inference mode)")
     _ylim(axes[0], data, ["bn32", "brn32", "bn_micro4", "brn_micro4"])
     seeds = len({seed for setup, seed in data if setup == "bn32"})
-    fig.suptitle(
-        f"Batch Renorm paper Fig. 1 at CPU scale: {TITLES[dataset]} (mean and range of {seeds} seeds)"
-    )
+    fig.suptitle(f"Batch Renorm paper Fig. 1 at CPU scale: {TITLES[dataset]} ({seeds} seeds)")
     return save(fig, f"renorm_fig1_{dataset}.png")
 
 
@@ -164,16 +165,16 @@ def final_bars() -> Path | None:
                         rows.append((f"{setup} (train-mode inf.)", p["test_acc_train_mode"], 0.0))
             elif setup in summary["setups"]:
                 e = summary["setups"][setup]
-                rows.append((setup, e["test_acc"]["mean"], e["test_acc"]["std"]))
+                rows.append((setup, e["test_acc"]["mean"], _half(e["test_acc"])))
                 if "test_acc_train_mode" in e:
                     t = e["test_acc_train_mode"]
-                    rows.append((f"{setup} (train-mode inf.)", t["mean"], t["std"]))
-        labels, means, stds = zip(*rows, strict=True)
+                    rows.append((f"{setup} (train-mode inf.)", t["mean"], _half(t)))
+        labels, means, halves = zip(*rows, strict=True)
         y = np.arange(len(rows))[::-1]
-        ax.barh(y, means, xerr=stds, color="#dd8452" if summary is None else "#4c72b0")
+        ax.barh(y, means, xerr=halves, color="#dd8452" if summary is None else "#4c72b0")
         for yi, m in zip(y, means):
             ax.text(m, yi, f" {m:.3f}", va="center", fontsize=7)
-        ax.set_yticks(y, labels, fontsize=7)
+        ax.set_yticks(y, [_label(lab) for lab in labels], fontsize=7)
         lo = min(means)
         ax.set_xlim(max(0.0, lo - 0.1), 1.0 if summary is not None else 0.85)
         title = (
@@ -182,8 +183,21 @@ def final_bars() -> Path | None:
             else f"ours: {TITLES[name]}, small conv net\n(CPU scale, {summary['steps']} steps)"
         )
         ax.set(xlabel="final test accuracy", title=title)
-    fig.suptitle("Batch Renorm study: every setup (bars: mean; whiskers: spread over seeds)")
+    fig.suptitle(
+        "Batch Renorm study: every setup (bars: mean over seeds; whiskers: 95% t-interval of the mean)"
+    )
     return save(fig, "renorm_final.png")
+
+
+def _half(stat: dict) -> float:
+    """Half the 95% t-interval of a per-seed statistic (0 with one seed)."""
+    _, _, high = t_band(np.array(stat["per_seed"], dtype=float)[:, None])
+    return 0.0 if np.isnan(high[0]) else float(high[0] - stat["mean"])
+
+
+def _label(setup: str) -> str:
+    base, sep, _ = setup.partition(" (train-mode inf.)")
+    return LABELS.get(base, base) + (", training-mode inference" if sep else "")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ import csv
 import multiprocessing
 import os
 import sys
+import warnings
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -19,6 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from scipy.stats import t as student_t
 
 from scripts.analysis import results
 
@@ -62,13 +64,40 @@ def series(data: dict, setup: str, metric: str):
     return np.array(runs[0][0][:n]), np.array([v[:n] for _, v in runs])
 
 
+# the one spread every figure draws, and how its line averages the seeds
+SPREAD = "lines: mean over seeds (geometric on log axes); shaded: its 95% t-interval"
+
+
+def geometric(metric: str) -> bool:
+    """Whether a metric is averaged over seeds on the log scale: every positive quantity that
+    spans orders of magnitude (losses, drifts, gradient and smoothness measures, norms, singular
+    values), as the claims average them; not accuracies, fractions, cosines or the lr."""
+    excluded = ("acc", "cosine", "in_band", "clipped", "r_max", "d_max")
+    return metric != "lr" and not any(k in metric for k in excluded)
+
+
+def t_band(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of ``v`` (seeds, points): the mean over the seeds with a finite value and its
+    95% Student-t interval (NaN where fewer than two seeds have one), as the claims compute it."""
+    v = np.asarray(v, dtype=float)
+    n = np.isfinite(v).sum(0)
+    with warnings.catch_warnings():  # columns with no or one finite value are NaN, on purpose
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(np.where(np.isfinite(v), v, np.nan), 0)
+        sd = np.where(n > 1, np.nanstd(v, 0, ddof=1), np.nan)
+        q = np.where(n > 1, student_t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
+        half = q * sd / np.sqrt(np.maximum(n, 1))
+    return mean, mean - half, mean + half
+
+
 def mean_band(
     ax, data: dict, setup: str, metric: str, color: str, label: str, style: str = "-",
     alpha: float = 0.15, band: bool = True,
 ) -> None:  # fmt: skip
-    """``metric`` of every seed of ``setup``: the mean over seeds as a line and the min-max band
-    (NaN-aware: a diverged seed leaves a gap, not a hole in every curve); ``{n}`` in ``label``
-    becomes the number of seeds. Draws nothing if no seed of ``setup`` logged ``metric``."""
+    """``metric`` of every seed of ``setup``: the mean over seeds as a line and its 95%
+    t-interval as a band (:data:`SPREAD`; NaN-aware: a diverged seed leaves a gap, not a hole in
+    every curve); ``{n}`` in ``label`` becomes the number of seeds. Draws nothing if no seed of
+    ``setup`` logged ``metric``. The mean is geometric for the metrics :func:`geometric` names."""
     if not any(metric in v for (s, _), v in data.items() if s == setup):
         return
     steps, v = series(data, setup, metric)
@@ -78,9 +107,9 @@ def mean_band(
             file=sys.stderr,
         )
         return
-    ax.plot(steps, np.nanmean(v, 0), style, color=color, label=label.format(n=len(v)))
-    if band and len(v) > 1:
-        ax.fill_between(steps, np.nanmin(v, 0), np.nanmax(v, 0), color=color, alpha=alpha, lw=0)
+    log = geometric(metric)
+    mean = spread_band(ax, steps, v, color, alpha, log) if band else seed_mean(v, log)[0]
+    ax.plot(steps, mean, style, color=color, label=label.format(n=len(v)))
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -94,9 +123,34 @@ def read_rows(path: Path) -> list[dict]:
         ) from None
 
 
+def seed_mean(v: np.ndarray, log: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`t_band` of ``v`` (seeds, points), on the log scale with ``log``: the geometric
+    mean and its interval (non-positive values left out)."""
+    if not log:
+        return t_band(v)
+    mean, low, high = t_band(np.log10(np.where(np.asarray(v, dtype=float) > 0, v, np.nan)))
+    return 10**mean, 10**low, 10**high
+
+
+def spread_band(
+    ax, x, v: np.ndarray, color: str, alpha: float = 0.15, log: bool = False
+) -> np.ndarray:
+    """Shade the 95% t-interval of the mean of ``v`` (seeds, points), geometric with ``log``,
+    and note it in the figure's title (:func:`save`); returns the mean."""
+    mean, low, high = seed_mean(v, log)
+    if len(v) > 1:
+        ax.fill_between(x, low, high, color=color, alpha=alpha, lw=0)
+        ax.figure.spread = True
+    return mean
+
+
 def save(fig, name: str) -> Path:
     """``results/figures/<name>`` (PNG) and the same figure as a vector file (SVG) beside it,
-    for papers and slides; neither holds a date, so a redraw gives the same bytes."""
+    for papers and slides; neither holds a date, so a redraw gives the same bytes. A figure with
+    a band from :func:`spread_band` says what the band is under its title."""
+    if getattr(fig, "spread", False):
+        title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+        fig.suptitle(f"{title}\n{SPREAD}" if title else SPREAD)
     FIGURES.mkdir(parents=True, exist_ok=True)
     path = FIGURES / name
     fig.savefig(path, metadata={"Software": None})

@@ -7,13 +7,12 @@ import math
 
 from experiments.papers import BN_FIG3
 from scripts.analysis import results
+from scripts.analysis import steps_to_target as fig3
 from scripts.analysis.stats import Estimate, paired
 from scripts.analysis.windows import (
     EARLY_ALTERNATIVES,
     LATE_ALTERNATIVES,
     Plan,
-    first_step,
-    smoothed,
 )
 from scripts.claims.claim import Claim, Measured
 from scripts.claims.measure import accuracy_gain, early_ratio, late_ratio, matched
@@ -76,39 +75,15 @@ def _bessel(plan: Plan) -> Measured:
 
 
 # -- Figure 3: steps to Inception's maximum, the converged protocol at CPU scale -------------------
-CONVERGED = "inception/fashion_mnist_converged"
 PAPER = BN_FIG3["setups"]
 PAPER_NAME = {"bn_baseline": "BN-Baseline", "bn_x5": "BN-x5", "bn_x30": "BN-x30"}
 CHANCE = 0.1  # ten classes
 
 
-def _curves(setup: str) -> dict[int, dict[int, float]]:
-    return dict(sorted(results.series(CONVERGED, setup, "test/acc_subset").items()))
-
-
-def _smoothed_curves(plan: Plan, setup: str) -> dict[int, dict[int, float]]:
-    return {seed: smoothed(c, plan.smoothing) for seed, c in _curves(setup).items()}
-
-
-def _target(plan: Plan) -> float:
-    """Inception's maximum: the lowest of its seeds' plateaus, each the maximum of the seed's
-    smoothed test curve (not one noisy evaluation), moved by the plan's offset."""
-    return (
-        min(max(c.values()) for c in _smoothed_curves(plan, "inception").values())
-        + plan.target_offset
-    )
-
-
-def _steps(setup: str, target: float) -> dict[int, int | None]:
-    """Per seed, the first evaluation at or above ``target`` (the runs stop at the protocol's
-    own target, so the curves after it are not there to smooth)."""
-    return {s: first_step(c, target) for s, c in _curves(setup).items()}
-
-
 def _speedup(setup: str):
     def measure(plan: Plan) -> Measured:
-        target = _target(plan)
-        base, ours = _steps("inception", target), _steps(setup, target)
+        target = fig3.target(plan)
+        base, ours = fig3.steps(fig3.BASELINE, target), fig3.steps(setup, target)
         reached = [ours[s] is not None for s in sorted(ours)]
         values: dict = {"reached": reached}
         shown = ", ".join("never" if ours[s] is None else f"{ours[s]:,}" for s in sorted(ours))
@@ -147,10 +122,10 @@ def _speedup_claim(setup: str) -> Claim:
 
 
 def _sigmoid_bn(plan: Plan) -> Measured:
-    target = _target(plan)
-    best = {s: max(c.values()) for s, c in _smoothed_curves(plan, "bn_x5_sigmoid").items()}
-    raw = {s: max(c.values()) for s, c in _curves("bn_x5_sigmoid").items()}
-    steps = _steps("bn_x5_sigmoid", target)
+    target = fig3.target(plan)
+    best = {s: max(c.values()) for s, c in fig3.smoothed_curves("bn_x5_sigmoid", plan).items()}
+    raw = {s: max(c.values()) for s, c in fig3.curves("bn_x5_sigmoid").items()}
+    steps = fig3.steps("bn_x5_sigmoid", target)
     shown = ", ".join("never" if s is None else f"{s:,}" for s in steps.values())
     return Measured(
         {
@@ -163,8 +138,7 @@ def _sigmoid_bn(plan: Plan) -> Measured:
 
 
 def _sigmoid_inception(plan: Plan) -> Measured:
-    curves = _smoothed_curves(plan, "inception_sigmoid")
-    best = {s: max(c.values()) for s, c in curves.items()}
+    best = {s: max(c.values()) for s, c in fig3.smoothed_curves("inception_sigmoid", plan).items()}
     return Measured(
         {"at chance": [b < CHANCE + 0.05 for b in best.values()]},
         f"smoothed maximum {', '.join(f'{b:.1%}' for b in best.values())} on the test subset (chance {CHANCE:.0%}; {len(best)} seed)",

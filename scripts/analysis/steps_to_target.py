@@ -1,0 +1,41 @@
+"""The BN paper's Figure 3 measure, steps to Inception's maximum, from the converged protocol's
+curves (``results/inception/fashion_mnist_converged``): one definition for the claims table and
+the figure.
+
+Inception's maximum is the lowest of its seeds' plateaus, each the maximum of the seed's test
+curve smoothed by a centred moving average (so not one noisy evaluation); a run's steps are its
+first evaluation at or above it. The runs themselves stopped at the protocol's own target (the
+lowest seed's single best evaluation), which is never below this one, so every run that stopped
+at it has crossed this target too.
+"""
+
+from __future__ import annotations
+
+from scripts.analysis import results
+from scripts.analysis.windows import PLAN, Plan, first_step, smoothed
+
+CONVERGED = "inception/fashion_mnist_converged"
+BASELINE = "inception"
+METRIC = "test/acc_subset"
+
+
+def curves(setup: str, path: str = CONVERGED) -> dict[int, dict[int, float]]:
+    """``{seed: {step: accuracy on the fixed test subset}}``."""
+    return dict(sorted(results.series(path, setup, METRIC).items()))
+
+
+def smoothed_curves(
+    setup: str, plan: Plan = PLAN, path: str = CONVERGED
+) -> dict[int, dict[int, float]]:
+    return {seed: smoothed(c, plan.smoothing) for seed, c in curves(setup, path).items()}
+
+
+def target(plan: Plan = PLAN, path: str = CONVERGED) -> float:
+    """Inception's maximum (moved by the plan's offset, a robustness alternative)."""
+    plateaus = [max(c.values()) for c in smoothed_curves(BASELINE, plan, path).values()]
+    return min(plateaus) + plan.target_offset
+
+
+def steps(setup: str, level: float, path: str = CONVERGED) -> dict[int, int | None]:
+    """Per seed, the first evaluation at or above ``level`` (None: never within the run)."""
+    return {s: first_step(c, level) for s, c in curves(setup, path).items()}

@@ -1,0 +1,109 @@
+"""``make smoke``: every study trained for a few steps, collected and plotted, end to end, into a
+scratch folder; nothing under ``results/`` is touched.
+
+    python -m scripts.smoke                         # into multirun/smoke/<time>/
+    python -m scripts.smoke --out /tmp/smoke        # a folder of your choice (must not exist)
+    python -m scripts.smoke --data-root DIR         # datasets already in DIR, nothing downloaded
+    python -m scripts.smoke --data-root DIR --no-verify   # ... not the official files (tests)
+
+Each study runs with its ``debug`` config (``configs/debug/<study>.yaml``: a few steps, W&B off),
+two at a time; then ``scripts.collect`` writes ``<out>/results/...`` as the real targets write
+``results/...``, and the figure scripts draw into ``<out>/results/figures/`` (they read and write
+``results/`` relative to the folder they run in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Job:
+    study: str
+    data: str
+    overrides: tuple[str, ...]  # beyond debug=<study>
+    out: str  # collect's --out, under <out>/results/
+    plot: str  # the figure script (python -m scripts.<plot>)
+
+
+JOBS = (
+    Job("mnist", "mnist", ("setup=baseline,bn", "seed=[0,1]"), "mnist/mnist", "plot_mnist"),
+    Job("renorm", "fashion_mnist", ("setup=bn32,brn_micro4", "seed=[0,1]"), "renorm", "plot_renorm"),
+    Job("inception", "fashion_mnist", ("setup=inception,bn_x5",), "inception/fashion_mnist_cpu", "plot_inception"),
+    Job("mechanism", "mnist", ("setup=mech_baseline,mech_bn",), "mechanism/mlp", "plot_mechanism"),
+    Job("depth", "mnist", ("setup=deep_mlp,deep_mlp_bn",), "mechanism/depth", "plot_depth"),
+)  # fmt: skip
+
+
+def _run(cmd: list[str], cwd: Path, log: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
+    with log.open("w") as f:
+        done = subprocess.run(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT)
+    if done.returncode:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        raise SystemExit(
+            f"{tail}\nerror: `{' '.join(cmd)}` failed (exit {done.returncode}); log: {log}"
+        )
+
+
+def train(job: Job, out: Path, data_root: Path | None, verify: bool) -> float:
+    start = time.monotonic()
+    data = [f"data={job.data}"]
+    if data_root is not None:
+        data += [f"data.root={data_root}", "data.download=false"]
+    if not verify:
+        data.append("data.verify=false")
+    cmd = [
+        sys.executable, "-m", f"experiments.{job.study}", "-m", f"debug={job.study}", "threads=1",
+        *data, *job.overrides, f"hydra.sweep.dir={out / 'runs' / job.study}",
+    ]  # fmt: skip
+    _run(cmd, REPO, out / "logs" / f"{job.study}.log")
+    return time.monotonic() - start
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, help="a new folder (default: multirun/smoke/<time>)")
+    p.add_argument("--data-root", type=Path, help="where the datasets are (no download)")
+    p.add_argument("--no-verify", action="store_true", help="skip the datasets' checksums")
+    p.add_argument("--jobs", type=int, default=2, help="studies trained at a time")
+    args = p.parse_args(argv)
+    out = (args.out or REPO / "multirun" / "smoke" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    if out.exists():
+        raise SystemExit(f"error: {out} exists; smoke writes only into a new folder")
+    if out == (REPO / "results").resolve() or (REPO / "results").resolve() in out.parents:
+        raise SystemExit(f"error: {out} is inside results/; smoke never writes there")
+    (out / "logs").mkdir(parents=True)
+    start = time.monotonic()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for job, seconds in zip(
+            JOBS, pool.map(lambda j: train(j, out, args.data_root, not args.no_verify), JOBS)
+        ):
+            print(f"trained {job.study:10} {seconds:5.1f} s", flush=True)
+    py = [sys.executable, "-m"]
+    for job in JOBS:
+        collect = [*py, "scripts.collect", job.study, str(out / "runs" / job.study)]
+        _run(
+            [*collect, "--out", f"results/{job.out}", "--command", "make smoke"],
+            out,
+            out / "logs" / f"collect_{job.study}.log",
+        )
+        _run([*py, f"scripts.{job.plot}"], out, out / "logs" / f"{job.plot}.log")
+    figures = sorted((out / "results" / "figures").glob("*.png"))
+    print(
+        f"smoke: {len(JOBS)} studies trained, collected and plotted ({len(figures)} figures) in "
+        f"{time.monotonic() - start:.0f} s; everything is in {out}"
+    )
+
+
+if __name__ == "__main__":
+    main()
