@@ -146,7 +146,7 @@ MECH_ARM_SEEDS ?= 0,1,2
 MECH_EVERY ?= 1000
 MECHANISM := $(PY) -m experiments.mechanism -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
   eval.every=$(MECH_EVERY)
-reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks, ~9 min on 2 cores); results/mechanism/mlp/
+reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobians, weight norms (Fig. 1 networks, 27 runs, 976 s on 2 cores with other work beside it); results/mechanism/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/reproduce-mechanism/$(STAMP); \
 	$(MECHANISM) setup=mech_baseline,mech_bn,mech_noisy_bn seed=$(MECH_SEEDS) hydra.sweep.dir=$$runs/main; \
@@ -196,7 +196,7 @@ question-norm-position: $(ENV) fashion-data question-mlp ## BN before or after t
 # Note 000: how does BN change each unit's kurtosis and negentropy, and does it matter where BN sits?
 # The Figure 1 MLP (MNIST, 5 seeds) without BN, with BN before and with BN after the sigmoid, with
 # the non-Gaussianity probe (every evaluation, every unit, test set, a standard-normal control).
-question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 3 seeds (226 s alone on 2 cores); results/questions/mlp/
+question-mlp: $(ENV) ## the Figure 1 MLP: no BN, BN before, BN after the sigmoid, 5 seeds (606 s on 2 cores with other work beside it); results/questions/mlp/
 	$(PY) -m experiments.kit.data mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-mlp/$(STAMP); \
 	$(MNIST) setup=baseline,bn,bn_after 'seed=[$(QUESTION_SEEDS)]' probe.nongaussian=true hydra.sweep.dir=$$runs; \

@@ -30,7 +30,7 @@ class Section:
 
 @dataclass(frozen=True)
 class Study:
-    name: str  # python -m experiments.<name>
+    name: str  # its module, python -m experiments.<name>, where it has one of its own
     title: str
     sections: tuple[Section, ...]
     labels: dict[str, str] = field(default_factory=dict)  # setup → its name in tables

@@ -9,13 +9,13 @@ geometric mean over seeds, the band from the smallest to the largest seed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 from matplotlib.ticker import NullLocator
 
-from scripts.plotting import SPREAD, plt, read_curves, save, t_band
+from scripts.analysis import results
+from scripts.plotting import SPREAD, TITLES, plt, read_curves, save, t_band
 
 RESULTS = Path("results/mechanism/depth")
 ACTIVATIONS = ("sigmoid", "relu", "linear")
@@ -41,7 +41,7 @@ def ratio_at(data: dict, setup: str, step: int) -> list[float]:
 
 def figure(folder: Path = RESULTS) -> Path:
     data = read_curves(folder / "runs.csv")
-    summary = json.loads((folder / "summary.json").read_text())
+    summary = results.read_summary(folder)
     depths = sorted({e["depth"] for e in summary["setups"].values()})
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained", sharey=True)
     for ax, act in zip(axes, ACTIVATIONS):
@@ -65,7 +65,7 @@ def figure(folder: Path = RESULTS) -> Path:
     axes[0].set_ylabel("‖∂L/∂W_first‖ / ‖∂L/∂W_last‖ (fixed batch of 60)")
     axes[-1].legend(fontsize=7, loc="upper left")
     fig.suptitle(
-        f"Gradients across depth (Yang et al. 2019): width-100 MLPs on {summary['data']}, SGD lr "
+        f"Gradients across depth (Yang et al. 2019): width-100 MLPs on {TITLES.get(summary['data'], summary['data'])}, SGD lr "
         f"{summary['lr']}, batch {summary['batch_size']}; geometric mean over seeds\n{SPREAD} (of the log)"
     )
     return save(fig, "depth_gradient_ratio.png")

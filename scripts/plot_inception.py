@@ -12,7 +12,6 @@ at the target or on a plateau, so the seeds' curves end at different steps) draw
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from experiments.inception import SPEC
 from experiments.inception_fig3 import BASELINE, parameter_range
 from experiments.papers import BN_FIG3
+from scripts.analysis import results
 from scripts.analysis import steps_to_target as fig3
 from scripts.plotting import TITLES, has, plt, read_curves, save, series
 
@@ -38,7 +38,7 @@ STYLE = {
 
 def figure2(setting: Path) -> Path:
     data = read_curves(setting / "runs.csv")
-    summary = json.loads((setting / "summary.json").read_text())
+    summary = results.read_summary(setting)
     variants = [v for v in SPEC.order if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
     if "converged" in summary:

@@ -10,13 +10,13 @@ differences carry their 95% Student-t interval over seeds, paired by seed.
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from experiments.studies import study
+from scripts.analysis import results
 from scripts.analysis.stats import Estimate
 from scripts.plotting import (
     TITLES,
@@ -39,7 +39,7 @@ GREY = "#7f7f7f"
 
 
 def _summary(folder: Path) -> dict:
-    return json.loads((folder / "summary.json").read_text())
+    return results.read_summary(folder)
 
 
 def _curves(ax, data: dict, setups: dict, metric: str = "test/acc") -> None:

@@ -7,13 +7,13 @@ Skips a dataset whose CSV is not there yet.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from experiments.renorm import SPEC
 from experiments.studies import study
+from scripts.analysis import results
 from scripts.plotting import TITLES, has, plt, read_curves, save, series, spread_band, t_band
 
 LABELS = study("renorm").labels
@@ -149,7 +149,7 @@ def clipping(dataset: str, data: dict) -> Path:
 def final_bars() -> Path | None:
     """Final test accuracy of every setup, each dataset next to the paper's ImageNet numbers."""
     summaries = {d: RESULTS / d / "summary.json" for d in DATASETS}
-    summaries = {d: json.loads(p.read_text()) for d, p in summaries.items() if p.exists()}
+    summaries = {d: results.read_summary(p.parent) for d, p in summaries.items() if p.exists()}
     if not summaries:
         return None
     panels = [*summaries.items(), ("paper", None)]

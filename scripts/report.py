@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -23,6 +22,7 @@ from urllib.parse import quote
 import jinja2
 
 from experiments.studies import STUDIES, Section
+from scripts.analysis import results
 from scripts.analysis.results import RESULTS
 from scripts.analysis.stats import Estimate
 from scripts.claims.rules import MEANING, Verdict
@@ -162,11 +162,9 @@ def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
     if not summary_path.exists():
         return out
     try:
-        summary = json.loads(summary_path.read_text())
-    except ValueError as e:
-        raise SystemExit(
-            f"error: {summary_path} is not valid JSON ({e}): collect it again"
-        ) from None
+        summary = results.read_summary(folder)
+    except results.BadResults as e:
+        raise SystemExit(f"error: {e}") from None
     out["summary"] = {
         "command": summary.get("command") or "–",
         "commit": str(summary.get("git_commit") or "–")[:7],

@@ -30,7 +30,16 @@ def _file(path: str, name: str, root: Path) -> Path:
 
 def summary(path: str, root: Path = RESULTS) -> dict:
     """``results/<path>/summary.json``."""
-    return json.loads(_file(path, "summary.json", root).read_text())
+    return read_summary(root / path)
+
+
+def read_summary(folder: Path) -> dict:
+    """``folder/summary.json``; a MissingResult if it is not there, BadResults if it is not JSON."""
+    file = _file(str(folder), "summary.json", Path())
+    try:
+        return json.loads(file.read_text())
+    except ValueError as e:
+        raise BadResults(f"{file} is not valid JSON ({e}): collect it again") from None
 
 
 def curves(path: str, root: Path = RESULTS) -> Curves:

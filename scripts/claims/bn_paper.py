@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from experiments.papers import BN_FIG3
+from experiments.studies import study
 from scripts.analysis import results
 from scripts.analysis import steps_to_target as fig3
 from scripts.analysis.stats import Estimate, paired
@@ -76,7 +77,7 @@ def _bessel(plan: Plan) -> Measured:
 
 # -- Figure 3: steps to Inception's maximum, the converged protocol at CPU scale -------------------
 PAPER = BN_FIG3["setups"]
-PAPER_NAME = {"bn_baseline": "BN-Baseline", "bn_x5": "BN-x5", "bn_x30": "BN-x30"}
+NAME = study("inception").labels
 CHANCE = 0.1  # ten classes
 
 
@@ -104,7 +105,7 @@ def _speedup_claim(setup: str) -> Claim:
     paper = base / ours
     return Claim(
         "BN paper, Fig. 3",
-        f"{PAPER_NAME[setup]} reaches Inception's maximum in ~{paper:.1f}× fewer steps",
+        f"{NAME[setup]} reaches Inception's maximum in ~{paper:.1f}× fewer steps",
         f"{paper:.1f}× ({base:.1f}M vs {ours:.1f}M steps)",
         All(
             (

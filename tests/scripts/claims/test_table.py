@@ -135,3 +135,12 @@ def test_check_fails_on_a_stale_table(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="not what `make claims` gives"):
         cli.main(["--check"])
     assert out.read_text() == "stale\n"
+
+
+def test_the_readme_headline_counts_are_the_tables():
+    claims = (REPO / "results/CLAIMS.md").read_text()
+    counts = next(
+        line for line in claims.splitlines() if line.startswith("**") and "claims)" in line
+    )
+    headline = counts.split(" (")[0]  # "**14 reproduced, 5 partly, ...**"
+    assert headline in (REPO / "README.md").read_text(), headline

@@ -1,0 +1,39 @@
+"""experiments/studies.py, the study registry: light (no torch), and in step with the study
+modules, their debug configs and the figures on disk."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from experiments.studies import SECTIONS, STUDIES, study
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = sorted(
+    p.stem for p in (REPO / "experiments").glob("*.py") if "SPEC = StudySpec(" in p.read_text()
+)
+
+
+def test_the_registry_imports_without_torch():
+    code = "import sys, experiments.studies; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_every_study_module_is_registered_with_a_debug_config():
+    assert MODULES, "no study modules found"
+    for name in MODULES:
+        assert study(name).sections, name
+        assert (REPO / "configs" / "debug" / f"{name}.yaml").exists(), name
+        assert "- debug: null" in (REPO / "configs" / f"{name}.yaml").read_text(), name
+    for debug in (REPO / "configs" / "debug").glob("*.yaml"):
+        assert debug.stem in MODULES, debug
+
+
+def test_sections_are_unique_and_their_figures_are_drawn():
+    anchors = [s.anchor for st in STUDIES for s in st.sections]
+    assert len(anchors) == len(set(anchors)) == len(SECTIONS)
+    drawn = {p.name for p in (REPO / "results" / "figures").glob("*.png")}
+    named = {f.file for s in SECTIONS.values() for f in s.figures}
+    assert named == drawn
+    for s in SECTIONS.values():
+        assert (REPO / "results" / s.path).exists(), s.path
