@@ -80,6 +80,7 @@ def t_band(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per column of ``v`` (seeds, points): the mean over the seeds with a finite value and its
     95% Student-t interval (NaN where fewer than two seeds have one), as the claims compute it."""
     v = np.asarray(v, dtype=float)
+    v = np.where(np.isfinite(v), v, np.nan)  # ±inf is left out like NaN, from the mean and the band
     n = np.isfinite(v).sum(0)
     with warnings.catch_warnings():  # columns with no or one finite value are NaN, on purpose
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -150,6 +150,7 @@ class Ratio:
     low: float | None
     high: float | None
     n: int
+    den_mean: float  # the denominator's mean (a share needs a positive gap)
 
 
 def fieller(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -> Ratio:
@@ -171,11 +172,11 @@ def fieller(num: Sequence[float], den: Sequence[float], level: float = LEVEL) ->
     t2 = t_quantile(0.5 + level / 2, n - 1) ** 2
     # (b² − t² v_bb) ρ² − 2 (ab − t² v_ab) ρ + (a² − t² v_aa) = 0
     qa, qb, qc = b * b - t2 * v_bb, a * b - t2 * v_ab, a * a - t2 * v_aa
-    disc = qb * qb - qa * qc
-    if qa <= 0 or disc < 0:
-        return Ratio(a / b, None, None, n)
-    root = math.sqrt(disc)
-    return Ratio(a / b, (qb - root) / qa, (qb + root) / qa, n)
+    value = a / b if b else math.nan
+    if qa <= 0:  # the denominator cannot be told from 0: the interval is unbounded
+        return Ratio(value, None, None, n, b)
+    root = math.sqrt(max(qb * qb - qa * qc, 0.0))  # ≥ 0 when qa > 0, up to rounding
+    return Ratio(value, (qb - root) / qa, (qb + root) / qa, n, b)
 
 
 def holm(p_values: Sequence[float], alpha: float = 1 - LEVEL) -> list[bool]:

@@ -19,6 +19,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from scripts.analysis.stats import NonFinite
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -47,6 +49,8 @@ class Plan:
         return chosen[1:] if self.drop_first_late else chosen
 
     def average(self, values: list[float], geometric: bool) -> float:
+        if geometric and not all(v > 0 for v in values):
+            raise NonFinite(f"a geometric mean of {values}: every value must be positive")
         if self.median:
             return statistics.median(values)
         return statistics.geometric_mean(values) if geometric else statistics.fmean(values)
@@ -57,11 +61,15 @@ class Plan:
         window: Callable[[list[int]], list[int]],
         geometric: bool,
     ) -> dict[int, float]:
-        """Per seed, the window's summary of its curve (finite values only; a seed with none in
-        the window is left out)."""
+        """Per seed, the window's summary of its curve (a seed that logged nothing in the window
+        is left out); a NaN or infinite value in a window is a NonFinite error, not skipped."""
         out = {}
         for seed, curve in sorted(by_seed.items()):
-            values = [curve[s] for s in window(list(curve)) if math.isfinite(curve[s])]
+            values = [curve[s] for s in window(list(curve))]
+            if not all(math.isfinite(v) for v in values):
+                raise NonFinite(
+                    f"seed {seed}: NaN or infinite values in a window (a diverged run?)"
+                )
             if values:
                 out[seed] = self.average(values, geometric)
         return out

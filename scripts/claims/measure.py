@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from scripts.analysis import results
-from scripts.analysis.stats import Estimate, log_ratios, paired
+from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired
 from scripts.analysis.windows import Plan, matched_by_progress
 
 
@@ -63,6 +64,11 @@ def matched(path: str, a: str, b: str, metric: str, change: bool) -> Estimate:
         pairs = matched_by_progress(
             loss[a][seed], value[a][seed], loss[b][seed], value[b][seed], change=change
         )
-        if pairs:
-            per_seed[seed] = statistics.geometric_mean([va / vb for _, va, vb in pairs])
+        ratios = [va / vb for _, va, vb in pairs]
+        if not all(r > 0 and math.isfinite(r) for r in ratios):
+            raise NonFinite(
+                f"seed {seed}: a ratio of {metric} at equal loss is not positive and finite"
+            )
+        if ratios:
+            per_seed[seed] = statistics.geometric_mean(ratios)
     return log_ratios(per_seed, dict.fromkeys(per_seed, 1.0))

@@ -8,7 +8,7 @@ import math
 import statistics
 
 from scripts.analysis import results
-from scripts.analysis.stats import Estimate, log_ratios, paired
+from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired
 from scripts.analysis.windows import (
     EARLY_ALTERNATIVES,
     LATE_ALTERNATIVES,
@@ -131,6 +131,8 @@ def _depth_ratios(setup_base: str, step: int) -> dict[int, dict[int, float]]:
 def _log10_slope(by_depth: dict[int, float]) -> float:
     """Least-squares slope of log10(ratio) against depth: decades per hidden layer."""
     xs = sorted(by_depth)
+    if not all(by_depth[d] > 0 and math.isfinite(by_depth[d]) for d in xs):
+        raise NonFinite(f"gradient ratios {by_depth}: every one must be positive and finite")
     ys = [math.log10(by_depth[d]) for d in xs]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

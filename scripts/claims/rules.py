@@ -32,11 +32,12 @@ MEANING = {
 
 @dataclass(frozen=True)
 class Decision:
-    """A verdict, the p-value of the test that decided it (None: undecided or no test) and,
-    when inconclusive, how many seeds would decide it."""
+    """A verdict; for a rule with a test, the p-value of the claim's own direction (whatever the
+    verdict: the multiplicity correction runs over every such test); when inconclusive, how many
+    seeds would decide it."""
 
     verdict: Verdict
-    p: float | None = None
+    p: float | None = None  # the test of the claim as stated; None: no test (EverySeed, All)
     seeds_needed: float | None = None  # a count, or math.inf: more than 100
     undecidable: bool = False  # inconclusive, and more seeds would not help (no interval, no trend)
     parts: tuple[tuple[str, Decision], ...] = ()  # a claim of several parts: each part's decision
@@ -45,9 +46,9 @@ class Decision:
 Values = dict[str, "Estimate | Ratio | bool | list[bool]"]
 
 
-def _inconclusive(e: Estimate, distance: float, level: float = LEVEL) -> Decision:
+def _inconclusive(e: Estimate, p: float, distance: float, level: float = LEVEL) -> Decision:
     n = seeds_to_decide(e, distance, level)
-    return Decision(Verdict.INCONCLUSIVE, None, n, undecidable=n is None)
+    return Decision(Verdict.INCONCLUSIVE, p, n, undecidable=n is None)
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -80,13 +81,14 @@ class Compare:
 
     def decide(self, values: Values) -> Decision:
         e = values[self.key]
-        p_claim = e.p_greater(self.bound) if self.above else e.p_less(self.bound)
-        p_other = e.p_less(self.bound) if self.above else e.p_greater(self.bound)
-        if p_claim < ALPHA / 2:
-            return Decision(Verdict.REPRODUCED, 2 * p_claim)
-        if p_other < ALPHA / 2:
-            return Decision(Verdict.NOT_REPRODUCED, 2 * p_other)
-        return _inconclusive(e, abs(e.mean - self.bound))
+        one_sided = e.p_greater(self.bound) if self.above else e.p_less(self.bound)
+        other = e.p_less(self.bound) if self.above else e.p_greater(self.bound)
+        p = min(1.0, 2 * one_sided)  # two-sided: compared with α, as the 95% interval is
+        if one_sided < ALPHA / 2:
+            return Decision(Verdict.REPRODUCED, p)
+        if other < ALPHA / 2:
+            return Decision(Verdict.NOT_REPRODUCED, p)
+        return _inconclusive(e, p, abs(e.mean - self.bound))
 
 
 @dataclass(frozen=True)
@@ -110,16 +112,15 @@ class Equivalent:
 
     def decide(self, values: Values) -> Decision:
         e = values[self.key]
-        p_inside = e.tost(-self.margin, self.margin)
-        if p_inside < ALPHA:
-            return Decision(Verdict.REPRODUCED, p_inside)
-        p_outside = min(e.p_greater(self.margin), e.p_less(-self.margin))
-        if p_outside < ALPHA / 2:
-            return Decision(Verdict.NOT_REPRODUCED, 2 * p_outside)
+        p = e.tost(-self.margin, self.margin)
+        if p < ALPHA:
+            return Decision(Verdict.REPRODUCED, p)
+        if min(e.p_greater(self.margin), e.p_less(-self.margin)) < ALPHA / 2:
+            return Decision(Verdict.NOT_REPRODUCED, p)
         inside = self.margin - abs(e.mean)
         if inside > 0:
-            return _inconclusive(e, inside, EQUIVALENCE_LEVEL)
-        return _inconclusive(e, -inside)
+            return _inconclusive(e, p, inside, EQUIVALENCE_LEVEL)
+        return _inconclusive(e, p, -inside)
 
 
 @dataclass(frozen=True)
@@ -144,18 +145,23 @@ class NotLower:
         p = e.p_greater(-self.margin)
         if p < ALPHA:
             return Decision(Verdict.REPRODUCED, p)
-        p_lower = e.p_less(-self.margin)
-        if p_lower < ALPHA / 2:
-            return Decision(Verdict.NOT_REPRODUCED, 2 * p_lower)
-        return _inconclusive(e, e.mean + self.margin, EQUIVALENCE_LEVEL)
+        if e.p_less(-self.margin) < ALPHA / 2:
+            return Decision(Verdict.NOT_REPRODUCED, p)
+        above = e.mean + self.margin  # how far the mean sits above the margin
+        if above > 0:
+            return _inconclusive(e, p, above, EQUIVALENCE_LEVEL)
+        return _inconclusive(e, p, -above)  # below it: more seeds would refute the claim
 
 
 @dataclass(frozen=True)
 class ShareAbove:
-    """A ratio of means (Fieller's interval) above ``bound``: tested as ``mean(num) − bound ·
-    mean(den) > 0`` over the per-seed pairs, the test Fieller's interval inverts."""
+    """A ratio of means (a share of a gap, Fieller's interval) above ``bound``. Reproduced if the
+    interval is bounded, the gap is there (its mean positive) and the interval lies above
+    ``bound``; not reproduced if it lies below; inconclusive otherwise, the unbounded case
+    included. Its p-value is that of ``mean(num) − bound · mean(den) > 0`` over the per-seed
+    pairs, the test Fieller's interval inverts."""
 
-    key: str
+    key: str  # the Ratio
     what: str
     bound: float
     test_key: str  # the per-seed Estimate of num − bound · den
@@ -167,7 +173,14 @@ class ShareAbove:
         return f"reproduced if {self.condition()}; not reproduced if it is below"
 
     def decide(self, values: Values) -> Decision:
-        return Compare(self.test_key, self.what, 0.0).decide(values)
+        r, e = values[self.key], values[self.test_key]
+        p = min(1.0, 2 * e.p_greater(0.0))
+        if r.low is not None and r.den_mean > 0:
+            if r.low > self.bound:
+                return Decision(Verdict.REPRODUCED, p)
+            if r.high < self.bound:
+                return Decision(Verdict.NOT_REPRODUCED, p)
+        return _inconclusive(e, p, abs(e.mean))
 
 
 @dataclass(frozen=True)
@@ -187,15 +200,17 @@ class EverySeed:
 
     def decide(self, values: Values) -> Decision:
         seen = values[self.key]
-        return Decision(Verdict.REPRODUCED if seen and all(seen) else Verdict.NOT_REPRODUCED)
+        if not seen:  # no seed to look at
+            return Decision(Verdict.INCONCLUSIVE, undecidable=True)
+        return Decision(Verdict.REPRODUCED if all(seen) else Verdict.NOT_REPRODUCED)
 
 
 @dataclass(frozen=True)
 class All:
     """A claim of several parts: reproduced if every part is, partly if some are, not reproduced
-    if none is and one is refuted, inconclusive otherwise. Its p-value is the largest of the
-    parts that decided it (an intersection-union test). ``requires`` is a precondition checked
-    first (a speed-up needs every run to reach the target)."""
+    if none is and one is refuted, inconclusive otherwise. The multiplicity correction reads its
+    parts' tests. ``requires`` is a precondition checked first (a speed-up needs every run to
+    reach the target)."""
 
     parts: tuple
     requires: EverySeed | None = None  # a precondition: not reproduced unless every seed meets it
@@ -222,11 +237,11 @@ class All:
         held = [d for d in ds if d.verdict is Verdict.REPRODUCED]
         refuted = [d for d in ds if d.verdict is Verdict.NOT_REPRODUCED]
         if len(held) == len(ds):
-            return Decision(Verdict.REPRODUCED, _largest(held), parts=named)
+            return Decision(Verdict.REPRODUCED, parts=named)
         if held:
-            return Decision(Verdict.PARTLY, _largest(held), parts=named)
+            return Decision(Verdict.PARTLY, parts=named)
         if refuted:
-            return Decision(Verdict.NOT_REPRODUCED, _largest(refuted), parts=named)
+            return Decision(Verdict.NOT_REPRODUCED, parts=named)
         needed = [d.seeds_needed for d in ds if d.verdict is Verdict.INCONCLUSIVE]
         return Decision(
             Verdict.INCONCLUSIVE,
@@ -238,11 +253,6 @@ class All:
 
 
 Rule = Compare | Equivalent | NotLower | ShareAbove | EverySeed | All
-
-
-def _largest(ds: list[Decision]) -> float | None:
-    ps = [d.p for d in ds]
-    return None if any(p is None for p in ps) else max(ps)
 
 
 def log_margin(ratio: float) -> float:

@@ -7,6 +7,7 @@ import math
 from collections import Counter
 
 from scripts.analysis.stats import holm
+from scripts.analysis.windows import ALTERNATIVES
 from scripts.claims import bn_paper, brn_paper, mechanism, questions
 from scripts.claims.claim import Claim, Outcome, decide
 from scripts.claims.rules import ALPHA, MEANING, Decision, Verdict
@@ -49,12 +50,12 @@ The analysis plan, fixed before the numbers were read:
   the one-sided version. A rule whose interval decides neither way reads *inconclusive*, with
   the number of seeds that would decide it at the observed mean and spread.
 - **Robustness.** Each claim is re-decided under the pre-declared alternatives that apply to
-  it (a window one evaluation shorter, longer or later; the median over a window's evaluations;
-  the last quarter as the late window; a target 0.5 pp lower; another smoothing). A verdict that
-  changes under one is marked *fragile*, with what it becomes.
-- **Multiplicity.** The tests that decided a verdict form one family; Holm's method at a
-  family-wise error rate of {alpha:.0%} says which still hold (✓) and which do not (✗). A rule
-  without a test (a yes/no outcome per seed) is outside the family (—).
+  it: {alternatives}. A verdict that changes under one is marked *fragile*, with what it becomes.
+- **Multiplicity.** Every test of the table, each part of each claim tested in the claim's own
+  direction whatever its verdict ({tests} tests), forms one family; Holm's method at a
+  family-wise error rate of {alpha:.0%} says whether the parts a *reproduced* or *partly*
+  verdict rests on all still hold (✓) or not (✗). — : nothing held to correct (not reproduced,
+  inconclusive), or a yes/no rule without a test.
 
 Verdicts: {meanings}.
 
@@ -100,11 +101,28 @@ def decide_all() -> list[Outcome]:
     return [decide(c) for c in CLAIMS]
 
 
+def _tests(d: Decision) -> list[Decision]:
+    """The tests of one claim: each part's, or the rule's own (none for a yes/no rule)."""
+    leaves = [p for _, p in d.parts] if d.parts else [d]
+    return [leaf for leaf in leaves if leaf.p is not None]
+
+
 def family(outcomes: list[Outcome]) -> dict[int, bool]:
-    """Holm's decision for every outcome whose verdict a test decided: ``{index: holds}``."""
-    tested = [i for i, o in enumerate(outcomes) if o.decision.p is not None]
-    kept = holm([outcomes[i].decision.p for i in tested], ALPHA)
-    return dict(zip(tested, kept))
+    """Holm's method over every test of every claim (each part's test of the claim's own
+    direction, whatever its verdict), at a family-wise error rate of ALPHA. For each claim that
+    holds in whole or in part: ``{index: whether every part its verdict rests on still holds}``."""
+    tests = [(i, t) for i, o in enumerate(outcomes) for t in _tests(o.decision)]
+    kept = dict(zip((id(t) for _, t in tests), holm([t.p for _, t in tests], ALPHA)))
+    out = {}
+    for i, o in enumerate(outcomes):
+        held = [t for t in _tests(o.decision) if t.verdict is Verdict.REPRODUCED]
+        if o.verdict in (Verdict.REPRODUCED, Verdict.PARTLY) and held:
+            out[i] = all(kept[id(t)] for t in held)
+    return out
+
+
+def family_size(outcomes: list[Outcome]) -> int:
+    return sum(len(_tests(o.decision)) for o in outcomes)
 
 
 def render() -> str:
@@ -112,7 +130,17 @@ def render() -> str:
     counts = Counter(o.verdict for o in outcomes)
     summary = ", ".join(f"{counts[v]} {v.value}" for v in Verdict if counts[v])
     meanings = "; ".join(f"*{v.value}*: {m}" for v, m in MEANING.items())
-    lines = [HEADER.format(summary=summary, n=len(outcomes), alpha=ALPHA, meanings=meanings)]
+    used = [a for a in ALTERNATIVES if any(a in c.alternatives for c in CLAIMS)]
+    lines = [
+        HEADER.format(
+            summary=summary,
+            n=len(outcomes),
+            alpha=ALPHA,
+            meanings=meanings,
+            alternatives="; ".join(used),
+            tests=family_size(outcomes),
+        )
+    ]
     holds = family(outcomes)
     for i, o in enumerate(outcomes):
         c = o.claim

@@ -87,6 +87,12 @@ def test_fieller_is_unbounded_when_the_denominator_may_be_zero():
     assert r.low is None and r.high is None
 
 
+def test_fieller_edge_cases():
+    r = fieller([0.1] * 3, [0.7] * 3)  # no spread: the point itself, not "unbounded"
+    assert r.low == pytest.approx(r.value) == pytest.approx(r.high) == pytest.approx(1 / 7)
+    assert math.isnan(fieller([0.1, 0.2], [0.5, -0.5]).value)  # a zero mean denominator
+
+
 def test_holm_steps_down():
     assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
     assert holm([0.001, 0.012, 0.02]) == [True, True, True]  # 0.0167, 0.025, 0.05

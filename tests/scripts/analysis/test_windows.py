@@ -3,6 +3,7 @@ evaluations, the change away from it), and the alternatives move them as they sa
 
 import pytest
 
+from scripts.analysis.stats import NonFinite
 from scripts.analysis.windows import (
     ALTERNATIVES,
     PLAN,
@@ -43,10 +44,14 @@ def test_late_window_is_the_second_half():
 
 
 def test_window_summaries():
-    by_seed = {0: {0: 1e6, 10: 1.0, 20: 100.0, 30: float("nan")}, 1: {0: 5.0}}
+    by_seed = {0: {0: 1e6, 10: 1.0, 20: 100.0}, 1: {0: 5.0}}
     window = lambda steps: [s for s in steps if s > 0]  # noqa: E731
     assert PLAN.per_seed(by_seed, window, geometric=True) == {0: pytest.approx(10.0)}
     assert PLAN.per_seed(by_seed, window, geometric=False) == {0: pytest.approx(50.5)}
+    with pytest.raises(NonFinite, match="diverged"):  # never averaged over what is left
+        PLAN.per_seed({0: {10: 1.0, 20: float("nan")}}, window, geometric=False)
+    with pytest.raises(NonFinite, match="positive"):
+        PLAN.per_seed({0: {10: 1.0, 20: 0.0}}, window, geometric=True)
     median = ALTERNATIVES["median over a window's evaluations"]
     assert median.per_seed({0: {1: 1.0, 2: 2.0, 3: 30.0}}, window, True) == {0: 2.0}
 

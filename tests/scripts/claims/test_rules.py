@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from scripts.analysis.stats import Estimate
+from scripts.analysis.stats import Estimate, Ratio, fieller
 from scripts.claims.rules import (
     All,
     Compare,
@@ -43,7 +43,7 @@ def test_compare(above, mean, se, verdict):
     rule = Compare("d", "the difference", 0.0, above=above)
     d = rule.decide({"d": est(mean, se)})
     assert d.verdict is verdict
-    assert (d.p is not None) == (verdict is not I)
+    assert d.p is not None  # every test enters the multiplicity family, whatever its verdict
     assert "above 0" in rule.text() if above else "below 0" in rule.text()
 
 
@@ -100,6 +100,11 @@ def test_not_lower(mean, se, verdict):
     assert "above 0.8" in rule.text()
 
 
+def test_not_lower_below_the_margin_can_be_decided_by_more_seeds():
+    d = NotLower("d", "d", 0.005, unit="pp").decide({"d": Estimate.of([-0.02, -0.005, -0.03])})
+    assert d.verdict is I and not d.undecidable and d.seeds_needed > 3
+
+
 def test_not_lower_in_accuracy():
     rule = NotLower("d", "without − with", 0.005, unit="pp")
     assert "above -0.5 pp" in rule.text()
@@ -107,19 +112,32 @@ def test_not_lower_in_accuracy():
     assert rule.decide({"d": est(-0.02)}).verdict is N
 
 
-def test_share_above_is_decided_by_the_test_fiellers_interval_inverts():
+def test_share_above_reads_fiellers_interval():
     rule = ShareAbove("share", "the recovered share", 0.5, "share − 50%")
-    assert rule.decide({"share − 50%": est(0.01)}).verdict is R
-    assert rule.decide({"share − 50%": est(-0.01)}).verdict is N
-    assert rule.decide({"share − 50%": est(0.0, 0.01)}).verdict is I
+    test = {"share − 50%": est(0.01)}
+    assert rule.decide({"share": Ratio(0.8, 0.6, 0.9, 5, 1.0), **test}).verdict is R
+    assert rule.decide({"share": Ratio(0.3, 0.2, 0.4, 5, 1.0), **test}).verdict is N
+    assert rule.decide({"share": Ratio(0.5, 0.3, 0.7, 5, 1.0), **test}).verdict is I
+    # unbounded (the gap cannot be told from 0), or a negative gap: never reproduced
+    assert rule.decide({"share": Ratio(0.8, None, None, 5, 0.1), **test}).verdict is I
+    assert rule.decide({"share": Ratio(-0.1, -0.2, -0.05, 5, -1.0), **test}).verdict is I
     assert "above 50%" in rule.text()
+
+
+def test_a_share_from_real_numbers():
+    gain, gap = [0.8, 0.9, 1.0, 0.85, 0.95], [1.0, 1.1, 1.2, 1.05, 1.15]
+    values = {
+        "share": fieller(gain, gap),
+        "share − 50%": Estimate.of([g - 0.5 * d for g, d in zip(gain, gap)]),
+    }
+    assert ShareAbove("share", "s", 0.5, "share − 50%").decide(values).verdict is R
 
 
 def test_every_seed():
     rule = EverySeed("ok", "the property")
     assert rule.decide({"ok": [True, True]}).verdict is R
     assert rule.decide({"ok": [True, False]}).verdict is N
-    assert rule.decide({"ok": []}).verdict is N
+    assert rule.decide({"ok": []}).verdict is I  # no seed: nothing to decide on
     assert rule.decide({"ok": [True]}).p is None  # outside the multiplicity family
 
 
@@ -144,10 +162,10 @@ def test_all_parts(a, b, verdict):
     assert [name for name, _ in d.parts] == ["a", "b"]
 
 
-def test_all_p_value_is_the_largest_of_the_parts_that_decided_it():
+def test_all_keeps_each_parts_test_for_the_multiplicity_correction():
     d = TWO.decide({"a": est(0.01), "b": est(0.01, 0.003)})
-    assert d.verdict is R
-    assert d.p == pytest.approx(max(p.p for _, p in d.parts))
+    assert d.verdict is R and d.p is None
+    assert all(p.p is not None and p.p < 0.05 for _, p in d.parts)
 
 
 def test_a_failed_precondition_is_not_reproduced_whatever_the_parts():

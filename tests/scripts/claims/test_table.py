@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.analysis.stats import Estimate
+from scripts.analysis.stats import Estimate, Ratio
 from scripts.claims import __main__ as cli
 from scripts.claims import table
 from scripts.claims.claim import Measured, decide
@@ -37,7 +37,12 @@ def _leaf_values(rule, outcome: Verdict) -> dict:
     if isinstance(rule, EverySeed):
         return {rule.key: [outcome is R] * 3}
     if isinstance(rule, ShareAbove):
-        return _leaf_values(Compare(rule.test_key, "", 0.0), outcome)
+        share = {
+            R: Ratio(rule.bound + 0.3, rule.bound + 0.1, rule.bound + 0.5, 5, 1.0),
+            N: Ratio(rule.bound - 0.3, rule.bound - 0.5, rule.bound - 0.1, 5, 1.0),
+            I: Ratio(rule.bound, None, None, 5, 0.0),
+        }[outcome]
+        return {rule.key: share} | _leaf_values(Compare(rule.test_key, "", 0.0), outcome)
     if isinstance(rule, Compare):
         side = 1 if rule.above else -1
         mean = {R: side, N: -side, I: side * 1e-4}[outcome]
@@ -82,7 +87,24 @@ def test_every_claim_is_decided_from_the_committed_results(monkeypatch):
     outcomes = table.decide_all()
     assert all(o.verdict is not Verdict.NO_RESULT for o in outcomes)
     kept = table.family(outcomes)
-    assert kept and all(outcomes[i].decision.p is not None for i in kept)
+    assert kept and all(outcomes[i].verdict in (R, Verdict.PARTLY) for i in kept)
+    assert table.family_size(outcomes) > len(kept)  # every part's test, held or not
+
+
+def test_holm_runs_over_every_test_not_only_the_significant_ones():
+    from scripts.claims.claim import Outcome
+    from scripts.claims.rules import Decision
+
+    def outcome(*ps):
+        parts = tuple((f"p{i}", Decision(R if p < 0.05 else I, p)) for i, p in enumerate(ps))
+        verdict = (
+            R if all(p < 0.05 for p in ps) else Verdict.PARTLY if any(p < 0.05 for p in ps) else I
+        )
+        return Outcome(table.CLAIMS[0], None, Decision(verdict, parts=parts))
+
+    # 0.02 alone would hold; with three more tests in the family Holm needs 0.05 / 4
+    kept = table.family([outcome(0.02), outcome(0.3, 0.4), outcome(0.001)])
+    assert kept == {0: False, 2: True}
 
 
 def test_without_results_every_row_reads_no_result(monkeypatch, tmp_path):
