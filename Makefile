@@ -157,7 +157,7 @@ reproduce-mechanism: $(ENV) ## ICS three ways, gradient ICS, landscape, Jacobian
 	$(PY) -m scripts.plot_mechanism; \
 	echo "wall time (training, collection and figures): $$(( $$(date +%s) - start )) s"
 
-# --- The seed notes' open questions ----------------------------------------------------------
+# --- The open questions -------------------------------------------------------------------
 QUESTION_SEEDS ?= 0,1,2,3,4
 # Arms that are runs of the renorm study already collected in results/renorm (bn32, bn_micro4,
 # brn_micro4: the same config and seeds, bit for bit) are taken from there, not run again.
@@ -226,7 +226,7 @@ question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline 
 # training accuracy, test accuracy and training loss per scale (collect --sweep), and every run's
 # curves over the 20 epochs (--curves).
 SMALL_SCALES := 0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10
-question-init-scale-small: question-init-scale-small-mnist question-init-scale-small-fashion_mnist ## note 001: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST (119 + 146 s alone on 2 cores); results/questions/init_scale_small/
+question-init-scale-small: question-init-scale-small-mnist question-init-scale-small-fashion_mnist ## open question 5: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST (119 + 146 s alone on 2 cores); results/questions/init_scale_small/
 
 question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-scale-small
 	$(PY) -m experiments.kit.data $*
@@ -246,7 +246,7 @@ question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-
 QUESTIONS := question-mlp question-dropout question-brn-gradient question-norm-position \
   question-init-scale-small-mnist question-init-scale-small-fashion_mnist
 QUESTIONS_START = multirun/reproduce-questions-$(STAMP).start
-reproduce-questions: $(ENV) fashion-data ## the seed notes' open questions: all five (42 min on 2 cores before the MLP's compiled step, less now); results/questions/
+reproduce-questions: $(ENV) fashion-data ## the open questions: all five (42 min on 2 cores before the MLP's compiled step, less now); results/questions/
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m experiments.kit.data fashion_mnist
 	@mkdir -p multirun && date +%s > $(QUESTIONS_START)

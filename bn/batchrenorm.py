@@ -20,7 +20,7 @@ from .functional import (
 from .schedules import LinearRamp, Schedule, paper_d_max, paper_r_max
 
 PAPER_MOMENTUM = 0.01  # the paper's moving-average rate α
-# Batch Renorm's gradient ablations (the class docstring; seed note 000's hypothesis).
+# Batch Renorm's gradient ablations (the class docstring): is its gain its gradient scaling?
 ABLATIONS = (None, "bn_forward_r_grad", "renorm_forward_bn_grad")
 
 _BRN_DOC = r"""Batch Renormalization over a {shape_desc} input (Batch Renorm paper, Algorithm 1).

@@ -65,7 +65,7 @@ class Population:
 
 @dataclass
 class Train(config.TrainConf):
-    # train on the first N training images only (note 001's small-data study); every evaluation
+    # train on the first N training images only (open question 5's small-data study); every evaluation
     # then also logs train/acc_subset, the accuracy on those N images
     subset: int | None = None
 

@@ -1,5 +1,5 @@
 """Record the distribution of each sigmoid's input (BN paper Fig. 1(b, c)) and measure how far
-from Gaussian it is (seed note 000's question: excess kurtosis and negentropy)."""
+from Gaussian it is (open question 2: excess kurtosis and negentropy)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seed notes' open questions: where BN sits, what Batch Renorm's gain is made of, dropout
+"""The open questions: where BN sits, what Batch Renorm's gain is made of, dropout
 with BN, the shape of the sigmoid inputs, and small-data sensitivity to the initial scale."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Batch Renorm's gradient ablations (``ablation=``, seed note 000's "is BRN just gradient
+"""Batch Renorm's gradient ablations (``ablation=``, open question 3, "is BRN just gradient
 scaling?"): (c) BN's forward with the input gradient scaled by BRN's ``r``; (d) BRN's forward
 with BN's input gradient. Checked in float64 against BN and BRN computed independently."""
 

@@ -87,7 +87,7 @@ def _diff(a: str, b: str) -> set[str]:
 # --- the variants -------------------------------------------------------------------------------
 
 
-QUESTION_SETUPS = ["bn_x5_dropout", "bn_baseline_nodropout"]  # note 000's dropout question
+QUESTION_SETUPS = ["bn_x5_dropout", "bn_baseline_nodropout"]  # open question 4, dropout with BN
 
 
 def test_variant_files_are_the_six_of_the_paper_and_the_dropout_question():

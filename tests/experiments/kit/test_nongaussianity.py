@@ -1,4 +1,4 @@
-"""The non-Gaussianity estimators (seed note 000's question) on samples of known distributions:
+"""The non-Gaussianity estimators (open question 2) on samples of known distributions:
 excess kurtosis 0 (normal), -1.2 (uniform), 3 (Laplace); negentropy 0 for the normal and the
 values that quadrature of log cosh gives for the others."""
 

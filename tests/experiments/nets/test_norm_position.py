@@ -1,4 +1,4 @@
-"""BN before or after the nonlinearity (seed note 000's question): the modules come in the intended
+"""BN before or after the nonlinearity (open question 1): the modules come in the intended
 order and the networks compute what that order says, checked against the layers applied by hand."""
 
 import pytest
