@@ -212,7 +212,7 @@ question-nongaussianity: question-mlp ## non-Gaussianity of the sigmoid inputs (
 # A test-set evaluation (10,000 images) costs as much as 70 training steps: every 500 steps.
 DROPOUT_STEPS ?= 3000
 DROPOUT_EVAL_EVERY ?= 500
-question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 2 seeds (2040 s in reproduce-questions); results/questions/dropout/
+question-dropout: $(ENV) fashion-data ## dropout with BN: BN-x5 and BN-Baseline with/without, 5 seeds, 3,000 steps (5,101 s on 2 cores, other work beside it); results/questions/dropout/
 	$(PY) -m experiments.kit.data fashion_mnist
 	@start=$$(date +%s); set -e; runs=multirun/question-dropout/$(STAMP); \
 	$(PY) -m experiments.inception -m $(ARGS) threads=1 hydra/launcher=joblib hydra.launcher.n_jobs=$(JOBS) \
@@ -246,7 +246,7 @@ question-init-scale-small-%: $(ENV) fashion-data # one dataset of question-init-
 QUESTIONS := question-mlp question-dropout question-brn-gradient question-norm-position \
   question-init-scale-small-mnist question-init-scale-small-fashion_mnist
 QUESTIONS_START = multirun/reproduce-questions-$(STAMP).start
-reproduce-questions: $(ENV) fashion-data ## the open questions: all five (42 min on 2 cores before the MLP's compiled step, less now); results/questions/
+reproduce-questions: $(ENV) fashion-data ## the open questions: all five (about 2 h on 2 cores, not timed as a whole: question-dropout's 20 BN-Inception runs on one core are the critical path); results/questions/
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m experiments.kit.data fashion_mnist
 	@mkdir -p multirun && date +%s > $(QUESTIONS_START)

@@ -42,10 +42,9 @@ def figure2(setting: Path) -> Path:
     variants = [v for v in SPEC.order if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
     if "converged" in summary:
-        path = f"inception/{setting.name}"
-        _converged_accuracy_panel(axes[0], data, summary["converged"], variants, path)
+        _converged_accuracy_panel(axes[0], data, summary["converged"], variants, setting)
         _loss_panel(axes[1], data, variants, per_seed=True)
-        _converged_steps_panel(axes[2], summary["converged"], variants, path)
+        _converged_steps_panel(axes[2], summary["converged"], variants, setting)
         protocol = "converged protocol (Inception to a plateau, the others to its maximum)"
     else:
         _accuracy_panel(axes[0], data, summary, variants)
@@ -131,13 +130,13 @@ def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]
     return [v[metric] for (s, _), v in sorted(data.items()) if s == setup and metric in v]
 
 
-def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], path: str) -> None:
-    level = fig3.target(path=path)
+def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], folder: Path) -> None:
+    level = fig3.target(folder=folder)
     for v in variants:
         color, style, label = STYLE[v]
         for i, (steps, acc) in enumerate(_seed_curves(data, v, SUBSET)):
             ax.plot(steps, acc, color=color, ls=style, lw=1, label=label if i == 0 else None)
-        for step in fig3.steps(v, level, path).values():
+        for step in fig3.steps(v, level, folder).values():
             if step is not None:
                 ax.plot([step], [level], "o", color=color, ms=4)
     ax.axhline(
@@ -153,13 +152,13 @@ def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], path
     ax.legend(loc="lower right", fontsize=7)
 
 
-def _converged_steps_panel(ax, c: dict, variants: list[str], path: str) -> None:
-    level = fig3.target(path=path)
+def _converged_steps_panel(ax, c: dict, variants: list[str], folder: Path) -> None:
+    level = fig3.target(folder=folder)
     rows = [v for v in variants if v != "inception_sigmoid"]
     base_paper = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
-    base = np.mean(list(fig3.steps(BASELINE, level, path).values()))
+    base = np.mean(list(fig3.steps(BASELINE, level, folder).values()))
     for i, v in enumerate(rows):
-        steps = list(fig3.steps(v, level, path).values())
+        steps = list(fig3.steps(v, level, folder).values())
         reached = [s / base for s in steps if s is not None]
         mean = float(np.mean(reached)) if len(reached) == len(steps) else 0.0
         ax.barh(

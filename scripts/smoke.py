@@ -7,7 +7,7 @@ scratch folder; nothing under ``results/`` is touched.
     python -m scripts.smoke --data-root DIR --no-verify   # ... not the official files (tests)
 
 Each study runs with its ``debug`` config (``configs/debug/<study>.yaml``: a few steps, W&B off),
-two at a time; then ``scripts.collect`` writes ``<out>/results/...`` as the real targets write
+two at a time, each followed by ``scripts.collect``, which writes ``<out>/results/...`` as the real targets write
 ``results/...``, and the figure scripts draw into ``<out>/results/figures/`` (they read and write
 ``results/`` relative to the folder they run in).
 """
@@ -35,10 +35,10 @@ class Job:
     plot: str  # the figure script (python -m scripts.<plot>)
 
 
-JOBS = (
+JOBS = (  # the longest first: the others share the second core meanwhile
+    Job("inception", "fashion_mnist", ("setup=bn_x5",), "inception/fashion_mnist_cpu", "plot_inception"),
     Job("mnist", "mnist", ("setup=baseline,bn", "seed=[0,1]"), "mnist/mnist", "plot_mnist"),
     Job("renorm", "fashion_mnist", ("setup=bn32,brn_micro4", "seed=[0,1]"), "renorm", "plot_renorm"),
-    Job("inception", "fashion_mnist", ("setup=inception,bn_x5",), "inception/fashion_mnist_cpu", "plot_inception"),
     Job("mechanism", "mnist", ("setup=mech_baseline,mech_bn",), "mechanism/mlp", "plot_mechanism"),
     Job("depth", "mnist", ("setup=deep_mlp,deep_mlp_bn",), "mechanism/depth", "plot_depth"),
 )  # fmt: skip
@@ -55,18 +55,24 @@ def _run(cmd: list[str], cwd: Path, log: Path) -> None:
         )
 
 
-def train(job: Job, out: Path, data_root: Path | None, verify: bool) -> float:
+def run(job: Job, out: Path, data_root: Path | None, verify: bool) -> float:
+    """Train ``job`` with its debug config, collect it and draw its figures: seconds taken."""
     start = time.monotonic()
     data = [f"data={job.data}"]
     if data_root is not None:
         data += [f"data.root={data_root}", "data.download=false"]
     if not verify:
         data.append("data.verify=false")
-    cmd = [
-        sys.executable, "-m", f"experiments.{job.study}", "-m", f"debug={job.study}", "threads=1",
-        *data, *job.overrides, f"hydra.sweep.dir={out / 'runs' / job.study}",
+    py = [sys.executable, "-m"]
+    runs = out / "runs" / job.study
+    train = [
+        *py, f"experiments.{job.study}", "-m", f"debug={job.study}", "threads=1",
+        *data, *job.overrides, f"hydra.sweep.dir={runs}",
     ]  # fmt: skip
-    _run(cmd, REPO, out / "logs" / f"{job.study}.log")
+    collect = [*py, "scripts.collect", job.study, str(runs), "--out", f"results/{job.out}"]
+    _run(train, REPO, out / "logs" / f"{job.study}.log")
+    _run([*collect, "--command", "make smoke"], out, out / "logs" / f"collect_{job.study}.log")
+    _run([*py, f"scripts.{job.plot}"], out, out / "logs" / f"{job.plot}.log")
     return time.monotonic() - start
 
 
@@ -85,19 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     (out / "logs").mkdir(parents=True)
     start = time.monotonic()
     with ThreadPoolExecutor(args.jobs) as pool:
-        for job, seconds in zip(
-            JOBS, pool.map(lambda j: train(j, out, args.data_root, not args.no_verify), JOBS)
-        ):
-            print(f"trained {job.study:10} {seconds:5.1f} s", flush=True)
-    py = [sys.executable, "-m"]
-    for job in JOBS:
-        collect = [*py, "scripts.collect", job.study, str(out / "runs" / job.study)]
-        _run(
-            [*collect, "--out", f"results/{job.out}", "--command", "make smoke"],
-            out,
-            out / "logs" / f"collect_{job.study}.log",
-        )
-        _run([*py, f"scripts.{job.plot}"], out, out / "logs" / f"{job.plot}.log")
+        done = pool.map(lambda j: run(j, out, args.data_root, not args.no_verify), JOBS)
+        for job, seconds in zip(JOBS, done):
+            print(f"{job.study:10} trained, collected and plotted in {seconds:5.1f} s", flush=True)
     figures = sorted((out / "results" / "figures").glob("*.png"))
     print(
         f"smoke: {len(JOBS)} studies trained, collected and plotted ({len(figures)} figures) in "

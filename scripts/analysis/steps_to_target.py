@@ -11,31 +11,36 @@ at it has crossed this target too.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from scripts.analysis import results
 from scripts.analysis.windows import PLAN, Plan, first_step, smoothed
 
-CONVERGED = "inception/fashion_mnist_converged"
+CONVERGED = results.RESULTS / "inception/fashion_mnist_converged"
 BASELINE = "inception"
 METRIC = "test/acc_subset"
 
 
-def curves(setup: str, path: str = CONVERGED) -> dict[int, dict[int, float]]:
-    """``{seed: {step: accuracy on the fixed test subset}}``."""
-    return dict(sorted(results.series(path, setup, METRIC).items()))
+def curves(setup: str, folder: Path = CONVERGED) -> dict[int, dict[int, float]]:
+    """``{seed: {step: accuracy on the fixed test subset}}`` of a converged-protocol folder."""
+    by_seed = results.read_runs(folder / "runs.csv").get((setup, METRIC))
+    if not by_seed:
+        raise KeyError(f"{setup} never logged {METRIC} in {folder / 'runs.csv'}")
+    return dict(sorted(by_seed.items()))
 
 
 def smoothed_curves(
-    setup: str, plan: Plan = PLAN, path: str = CONVERGED
+    setup: str, plan: Plan = PLAN, folder: Path = CONVERGED
 ) -> dict[int, dict[int, float]]:
-    return {seed: smoothed(c, plan.smoothing) for seed, c in curves(setup, path).items()}
+    return {seed: smoothed(c, plan.smoothing) for seed, c in curves(setup, folder).items()}
 
 
-def target(plan: Plan = PLAN, path: str = CONVERGED) -> float:
+def target(plan: Plan = PLAN, folder: Path = CONVERGED) -> float:
     """Inception's maximum (moved by the plan's offset, a robustness alternative)."""
-    plateaus = [max(c.values()) for c in smoothed_curves(BASELINE, plan, path).values()]
+    plateaus = [max(c.values()) for c in smoothed_curves(BASELINE, plan, folder).values()]
     return min(plateaus) + plan.target_offset
 
 
-def steps(setup: str, level: float, path: str = CONVERGED) -> dict[int, int | None]:
+def steps(setup: str, level: float, folder: Path = CONVERGED) -> dict[int, int | None]:
     """Per seed, the first evaluation at or above ``level`` (None: never within the run)."""
-    return {s: first_step(c, level) for s, c in curves(setup, path).items()}
+    return {s: first_step(c, level) for s, c in curves(setup, folder).items()}
