@@ -14,7 +14,8 @@ import numpy as np
 from experiments.renorm import SPEC
 from experiments.studies import study
 from scripts.analysis import results
-from scripts.plotting import TITLES, has, plt, read_curves, save, series, spread_band, t_band
+from scripts.analysis.stats import Estimate
+from scripts.plotting import TITLES, has, plt, read_curves, save, series, spread_band
 
 LABELS = study("renorm").labels
 
@@ -191,8 +192,8 @@ def final_bars() -> Path | None:
 
 def _half(stat: dict) -> float:
     """Half the 95% t-interval of a per-seed statistic (0 with one seed)."""
-    _, _, high = t_band(np.array(stat["per_seed"], dtype=float)[:, None])
-    return 0.0 if np.isnan(high[0]) else float(high[0] - stat["mean"])
+    ci = Estimate.of(stat["per_seed"]).interval()
+    return 0.0 if ci is None else ci[1] - stat["mean"]
 
 
 def _label(setup: str) -> str:

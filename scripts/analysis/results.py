@@ -44,7 +44,7 @@ def read_summary(folder: Path) -> dict:
 
 def curves(path: str, root: Path = RESULTS) -> Curves:
     """``{(setup, metric): {seed: {step: value}}}`` of ``results/<path>/runs.csv``."""
-    return read_runs(_file(path, "runs.csv", root))
+    return read_runs(root / path / "runs.csv")
 
 
 def read_runs(file: Path) -> Curves:

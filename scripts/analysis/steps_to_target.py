@@ -23,10 +23,7 @@ METRIC = "test/acc_subset"
 
 def curves(setup: str, folder: Path = CONVERGED) -> dict[int, dict[int, float]]:
     """``{seed: {step: accuracy on the fixed test subset}}`` of a converged-protocol folder."""
-    by_seed = results.read_runs(folder / "runs.csv").get((setup, METRIC))
-    if not by_seed:
-        raise KeyError(f"{setup} never logged {METRIC} in {folder / 'runs.csv'}")
-    return dict(sorted(by_seed.items()))
+    return dict(sorted(results.series(folder.name, setup, METRIC, folder.parent).items()))
 
 
 def smoothed_curves(

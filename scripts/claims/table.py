@@ -111,13 +111,14 @@ def family(outcomes: list[Outcome]) -> dict[int, bool]:
     """Holm's method over every test of every claim (each part's test of the claim's own
     direction, whatever its verdict), at a family-wise error rate of ALPHA. For each claim that
     holds in whole or in part: ``{index: whether every part its verdict rests on still holds}``."""
-    tests = [(i, t) for i, o in enumerate(outcomes) for t in _tests(o.decision)]
-    kept = dict(zip((id(t) for _, t in tests), holm([t.p for _, t in tests], ALPHA)))
+    tests = [_tests(o.decision) for o in outcomes]
+    kept = iter(holm([t.p for ts in tests for t in ts], ALPHA))
+    holds = [[next(kept) for _ in ts] for ts in tests]
     out = {}
     for i, o in enumerate(outcomes):
-        held = [t for t in _tests(o.decision) if t.verdict is Verdict.REPRODUCED]
+        held = [h for t, h in zip(tests[i], holds[i]) if t.verdict is Verdict.REPRODUCED]
         if o.verdict in (Verdict.REPRODUCED, Verdict.PARTLY) and held:
-            out[i] = all(kept[id(t)] for t in held)
+            out[i] = all(held)
     return out
 
 
