@@ -159,7 +159,7 @@ def _first(run: Run, metric: str) -> float | None:
     return curve[0][1] if curve else None
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="depth")
+@hydra.main(version_base="1.3", config_path="../configs/depth", config_name="depth")
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 

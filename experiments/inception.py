@@ -2,12 +2,12 @@
 
     python -m experiments.inception setup=bn_x5 seed=1                      # one run, CPU scale
     python -m experiments.inception -m setup=inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
-    python -m experiments.inception inception_scale=gpu data.root=/data/imagenet100 setup=bn_x30
-    torchrun --nproc_per_node=8 -m experiments.inception inception_scale=gpu data.root=... setup=bn_x30
+    python -m experiments.inception scale=gpu data.root=/data/imagenet100 setup=bn_x30
+    torchrun --nproc_per_node=8 -m experiments.inception scale=gpu data.root=... setup=bn_x30
 
-A setup (``configs/setup/``, ``setup_of: [inception]``) is one of the paper's variants: the norm,
+A setup (``configs/inception/setup/``) is one of the paper's variants: the norm,
 nonlinearity, LRN, dropout and the multipliers of the learning rate, L2, decay speed and
-photometric distortion; the scale (``configs/inception_scale/``) sets the base values, the model
+photometric distortion; the scale (``configs/inception/scale/``) sets the base values, the model
 size and the run length. Writes to the Hydra run directory: the resolved config, ``metrics.csv``
 (``step,metric,value``; the paper's curve is ``test/acc``, single-crop validation accuracy),
 ``summary.json`` and ``checkpoint.pt``.
@@ -225,7 +225,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     return classify.finish(loop, loop.run())
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="inception")
+@hydra.main(version_base="1.3", config_path="../configs/inception", config_name="inception")
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 

@@ -250,6 +250,25 @@ def _mean(stat: dict | None) -> str:
     return "-" if stat is None else f"{stat['mean']:.2%}"
 
 
+def target(run_dir: Path) -> float:
+    """The converged protocol's target: the lowest maximum of the ``inception`` runs under
+    ``run_dir`` (their test-subset curves)."""
+    curves = [
+        read_curve(run / "metrics.csv", SUBSET)
+        for run, s in find_runs(run_dir)
+        if s[RUN_KEY] == BASELINE
+    ]
+    if not curves or not all(curves):
+        raise SystemExit(f"error: no {BASELINE} run with a {SUBSET} curve under {run_dir}")
+    return target_of(curves)
+
+
+def stop_at_target(run_dir: Path) -> list[str]:
+    """The variants' overrides: stop at :func:`target` (``scripts.reproduce`` calls this between
+    the protocol's two stages)."""
+    return [f"train.stop.target={target(run_dir)!r}"]
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -257,14 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("command", choices=["target"])
     p.add_argument("run_dir", type=Path, help="a folder holding the inception runs")
     args = p.parse_args(argv)
-    curves = [
-        read_curve(run / "metrics.csv", SUBSET)
-        for run, s in find_runs(args.run_dir)
-        if s[RUN_KEY] == BASELINE
-    ]
-    if not curves or not all(curves):
-        raise SystemExit(f"error: no {BASELINE} run with a {SUBSET} curve under {args.run_dir}")
-    print(repr(target_of(curves)))
+    print(repr(target(args.run_dir)))
 
 
 if __name__ == "__main__":

@@ -474,7 +474,7 @@ def _jitter_share(runs: list[tuple[Path, dict]]) -> dict[str, dict[str, float]]:
     }
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="mechanism")
+@hydra.main(version_base="1.3", config_path="../configs/mechanism", config_name="mechanism")
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 

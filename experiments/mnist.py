@@ -397,7 +397,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     return loop.finish(result, finals)
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="mnist")
+@hydra.main(version_base="1.3", config_path="../configs/mnist", config_name="mnist")
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 

@@ -5,7 +5,7 @@
     python -m experiments.renorm scale=paper data.root=/data/imagenet100 setup=brn32   # GPUs
     torchrun --nproc_per_node=8 -m experiments.renorm scale=paper data.root=... setup=brn32
 
-The setups (``configs/setup/``, ``setup_of: [renorm]``) differ only in the norm and the sampler;
+The setups (``configs/renorm/setup/``) differ only in the norm and the sampler;
 ``scale=cpu`` (a small conv net on Fashion-MNIST or MNIST) and ``scale=paper`` (Inception-v3 on an
 image folder, RMSProp) run through the same code. Writes to the Hydra run directory: the resolved
 config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoint.pt``.
@@ -289,7 +289,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     return classify.finish(loop, loop.run())
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="renorm")
+@hydra.main(version_base="1.3", config_path="../configs/renorm", config_name="renorm")
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 

@@ -1,9 +1,12 @@
-"""The study registry: one light record per study (no torch import), read by the report and the
-claims table. A study's record names its result sections (a results folder, the make target
-that writes it, its figures with captions) and the human names of its setups.
+"""The study registry: one light record per study (no torch import), read by the report, the
+claims table, the figures, ``scripts.reproduce`` (and so the Makefile) and the tests. A study's
+record names its result sections (a results folder, the reproduction that writes it, its figures
+with captions), the human names of its setups, and its reproductions: the canonical sweeps (the
+training processes, their setups, seeds and data), how they are collected and plotted.
 
-Adding a study: a module in ``experiments/``, its configs, and one :class:`Study` entry below;
-the report gives it a section and its claims can link to it by the section's anchor.
+Adding a study: a module in ``experiments/``, its config folder ``configs/<name>/`` and one
+:class:`Study` entry below; the report gives it a section, ``make help`` and ``scripts.reproduce``
+list its reproductions, and its claims can link to it by the section's anchor.
 """
 
 from __future__ import annotations
@@ -24,8 +27,60 @@ class Section:
     anchor: str  # the report's anchor, and what a claim links to
     title: str
     path: str  # under results/: a folder with summary.json and runs.csv, or a CSV file
-    target: str  # the make target that writes it
+    target: str  # the reproduction that writes it (make <target>)
     figures: tuple[Figure, ...] = ()
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training process, ``python -m experiments.<module> <args>``: one run (seeds side by
+    side where ``seed`` is a list) or, with ``sweep``, Hydra's ``-m`` over the comma lists in
+    ``args``, run one after another in the process."""
+
+    name: str  # its folder under the reproduction's run folder; a reused setup's name
+    args: tuple[str, ...]
+    sweep: bool = False
+    estimate_s: float = 60.0  # wall seconds on one core of the 2-core AMD EPYC: the longest first
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """Setups taken from an earlier collection (``scripts.collect --reuse``) rather than run."""
+
+    folder: str  # under results/
+    setups: tuple[str, ...]  # their jobs are named after them and are left out
+
+
+@dataclass(frozen=True)
+class Collect:
+    """``python -m scripts.collect <module> RUNS --out results/<out> ...``."""
+
+    out: str
+    sweep: bool = False  # one row per run (a hyperparameter sweep)
+    curves: str | None = None  # with sweep: every run's curves, under results/
+    curve_metrics: tuple[str, ...] = ()
+    reuse: Reuse | None = None
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """``make <name>`` = ``python -m scripts.reproduce <name>``: the data, the jobs (JOBS at a
+    time, the longest first), the collection, the figures, the wall time. ``stages`` run one
+    after another; ``between`` (``module:function``) turns a finished stage's folder into
+    overrides for the next. A reproduction without jobs runs its ``members``."""
+
+    name: str
+    help: str
+    module: str = ""  # experiments.<module>; the study's own by default
+    data: tuple[str, ...] = ()
+    stages: tuple[tuple[Job, ...], ...] = ()
+    between: str | None = None
+    collect: Collect | None = None
+    plots: tuple[tuple[str, ...], ...] = ()  # python -m scripts.<plot> <args>
+    members: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()  # reproductions collected first when run together
+    requires: tuple[str, ...] = ()  # settings the command line must give (e.g. data.root)
+    distributed: bool = False  # each job under torchrun, one at a time (--nproc GPUs)
 
 
 @dataclass(frozen=True)
@@ -34,6 +89,148 @@ class Study:
     title: str
     sections: tuple[Section, ...]
     labels: dict[str, str] = field(default_factory=dict)  # setup → its name in tables
+    trains: bool = True  # it has a training module, experiments/<name>.py, and configs/<name>/
+    reproductions: tuple[Reproduction, ...] = ()
+
+
+def _seeds(seeds: tuple[int, ...]) -> str:
+    return f"seed=[{','.join(map(str, seeds))}]"
+
+
+def _side_by_side(
+    setups: tuple[str, ...], seeds: tuple[int, ...], per_seed_s: float, *args: str, prefix: str = ""
+) -> tuple[Job, ...]:
+    """A job per setup, its seeds side by side in one process."""
+    return tuple(
+        Job(
+            f"{prefix}{s}", (f"setup={s}", _seeds(seeds), *args), estimate_s=per_seed_s * len(seeds)
+        )
+        for s in setups
+    )
+
+
+def _one_by_one(
+    setups: tuple[str, ...], seeds: tuple[int, ...], per_run_s: float, *args: str
+) -> tuple[Job, ...]:
+    """A job per setup, its seeds one after another (a Hydra sweep in one process)."""
+    return tuple(
+        Job(
+            s,
+            (f"setup={s}", f"seed={','.join(map(str, seeds))}", *args),
+            sweep=True,
+            estimate_s=per_run_s * len(seeds),
+        )
+        for s in setups
+    )
+
+
+def _mnist_fig1(name: str, data: str, out: str) -> Reproduction:
+    return Reproduction(
+        name,
+        f"BN paper Fig. 1 on {data}: baseline and BN, 3 seeds side by side, 50k steps; results/{out}/",
+        data=(data,),
+        stages=(_side_by_side(("baseline", "bn"), (0, 1, 2), 32, f"data={data}"),),
+        collect=Collect(out),
+        plots=(("plot_mnist", data),),
+    )
+
+
+def _mnist_sweep(
+    name: str, help: str, out: str, key: str, values: str, steps: int, per_run_s: float
+) -> Reproduction:
+    return Reproduction(
+        name,
+        help,
+        data=("mnist",),
+        stages=(
+            tuple(
+                Job(
+                    s,
+                    (f"setup={s}", f"{key}={values}", f"train.steps={steps}"),
+                    sweep=True,
+                    estimate_s=per_run_s * len(values.split(",")),
+                )
+                for s in ("baseline", "bn")
+            ),
+        ),
+        collect=Collect(out, sweep=True),
+        plots=(("plot_mnist",),),
+    )
+
+
+SEEDS5 = (0, 1, 2, 3, 4)  # the renorm study's Fashion-MNIST seeds, whose runs the questions reuse
+RENORM_SETUPS = (
+    "bn32",
+    "brn32",
+    "bn_micro4",
+    "brn_micro4",
+    "noniid_bn",
+    "noniid_bn_halves",
+    "noniid_brn",
+    "noniid8_bn",
+    "noniid8_brn",
+    "groupnorm",
+    "layernorm",
+    "brn_micro4_jump",
+)
+INCEPTION_VARIANTS = (
+    "inception",
+    "bn_baseline",
+    "bn_x5",
+    "bn_x30",
+    "bn_x5_sigmoid",
+    "inception_sigmoid",
+)
+# Inception's 20k-step protocol at CPU scale: a test subset every 100 steps, stop at a plateau of
+# 0.3 pp over the last third (from step 3,000), cap 8,000 steps.
+CONVERGED = (
+    "train.steps=8000",
+    "eval.every=100",
+    "eval.test_subset=2000",
+    "eval.train_subset=0",
+    "train.stop.plateau=0.003",
+    "train.stop.min_steps=3000",
+)
+SMALL_SCALES = (
+    "0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,"
+    "0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10"
+)
+
+
+def _init_scale_small(data: str) -> Reproduction:
+    out = "questions/init_scale_small"
+    return Reproduction(
+        f"question-init-scale-small-{data}",
+        f"open question 5 on {data}",
+        module="mnist",
+        data=(data,),
+        stages=(
+            tuple(
+                Job(
+                    s,
+                    (
+                        f"data={data}",
+                        f"setup={s}",
+                        "seed=[0,1,2]",
+                        "train.subset=1000",
+                        "train.steps=340",
+                        "eval.every=17",
+                        "population.num_batches=16",
+                        f"model.init_std={SMALL_SCALES}",
+                    ),
+                    sweep=True,
+                    estimate_s=60,
+                )
+                for s in ("baseline", "bn")
+            ),
+        ),
+        collect=Collect(
+            f"{out}/{data}.csv",
+            sweep=True,
+            curves=f"{out}/{data}_curves.csv",
+            curve_metrics=("test/acc", "train/acc_subset", "train/loss"),
+        ),
+    )
 
 
 FIG1 = {"baseline": "no BN", "bn": "BN", "bn_after": "BN after the sigmoid"}
@@ -67,6 +264,15 @@ STUDIES: tuple[Study, ...] = (
             ),
         ),
         FIG1,
+        reproductions=(
+            _mnist_fig1("reproduce-mnist", "mnist", "mnist/mnist"),
+            _mnist_fig1("reproduce-fashion-mnist", "fashion_mnist", "mnist/fashion_mnist"),
+            _mnist_sweep("sweep-lr", "learning-rate sweep, both networks, 10k steps; results/mnist/lr_sweep.csv",
+                         "mnist/lr_sweep.csv", "train.lr", "0.01,0.03,0.1,0.3,1,3", 10000, 12),
+            _mnist_sweep("sweep-init-scale", "weight-init-scale sweep, 1e-3..10, both networks, 5k steps; results/mnist/init_scale_sweep.csv",
+                         "mnist/init_scale_sweep.csv", "model.init_std",
+                         "0.001,0.00316,0.01,0.0316,0.1,0.316,1,3.16,10", 5000, 8),
+        ),
     ),
     Study(
         "renorm",
@@ -99,6 +305,20 @@ STUDIES: tuple[Study, ...] = (
             "noniid_brn": "Batch Renorm, non-i.i.d. (16 labels × 2)",
             "noniid8_bn": "BN, non-i.i.d. (4 labels × 8)", "noniid8_brn": "Batch Renorm, non-i.i.d. (4 labels × 8)",
         },
+        reproductions=(
+            # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every
+            # setup is within a point of the others, keeps 2. A job per setup and dataset, its
+            # seeds side by side (experiments/nets/stacked.py).
+            Reproduction(
+                "reproduce-renorm", "Batch Renorm Figs. 1-2, CPU scale: 12 setups x (5 seeds Fashion-MNIST, 2 MNIST); results/renorm/",
+                data=("mnist", "fashion_mnist"),
+                stages=(
+                    _side_by_side(RENORM_SETUPS, SEEDS5, 30, "data=fashion_mnist", prefix="fashion_mnist/")
+                    + _side_by_side(RENORM_SETUPS, (0, 1), 30, "data=mnist", prefix="mnist/"),
+                ),
+                collect=Collect("renorm"), plots=(("plot_renorm",),),
+            ),
+        ),
     ),
     Study(
         "inception",
@@ -118,6 +338,36 @@ STUDIES: tuple[Study, ...] = (
             "inception": "Inception", "bn_baseline": "BN-Baseline", "bn_x5": "BN-x5", "bn_x30": "BN-x30",
             "bn_x5_sigmoid": "BN-x5-Sigmoid", "inception_sigmoid": "Inception with sigmoid (no BN)",
         },
+        reproductions=(
+            Reproduction(
+                "reproduce-inception-cpu", "BN paper Figs. 2-3, CPU scale: 6 variants on Fashion-MNIST 32 px, 3,000 steps; results/inception/fashion_mnist_cpu/",
+                data=("fashion_mnist",),
+                stages=(tuple(Job(v, (f"setup={v}",), estimate_s=480) for v in INCEPTION_VARIANTS),),
+                collect=Collect("inception/fashion_mnist_cpu"), plots=(("plot_inception",),),
+            ),
+            # The paper's protocol (Sec. 4.2.2) at CPU scale: Inception trains until it plateaus;
+            # the lowest of its seeds' maxima is the target; every other variant trains until it
+            # reaches the target, plateaus by the same rule, or hits the cap.
+            Reproduction(
+                "reproduce-inception-converged", "BN paper Figs. 2-3, the paper's converged protocol at CPU scale (~2 h); results/inception/fashion_mnist_converged/",
+                data=("fashion_mnist",),
+                stages=(
+                    tuple(Job(f"inception/seed{s}", ("setup=inception", f"seed={s}", *CONVERGED), estimate_s=2400)
+                          for s in (0, 1)),
+                    tuple(Job(f"variants/{v}_seed{s}", (f"setup={v}", f"seed={s}", *CONVERGED), estimate_s=1200)
+                          for v, s in (("bn_baseline", 0), ("bn_baseline", 1), ("bn_x5_sigmoid", 0),
+                                       ("inception_sigmoid", 0), ("bn_x5", 0), ("bn_x5", 1), ("bn_x30", 0), ("bn_x30", 1))),
+                ),
+                between="experiments.inception_fig3:stop_at_target",
+                collect=Collect("inception/fashion_mnist_converged"), plots=(("plot_inception",),),
+            ),
+            Reproduction(
+                "reproduce-inception", "BN paper Figs. 2-3, GPU scale: 6 variants on an image folder (data.root=DIR with train/ and val/; --nproc GPUs); results/inception/imagenet_subset_gpu/",
+                stages=(tuple(Job(v, (f"setup={v}", "scale=gpu"), estimate_s=86400) for v in INCEPTION_VARIANTS),),
+                collect=Collect("inception/imagenet_subset_gpu"), plots=(("plot_inception",),),
+                requires=("data.root",), distributed=True,
+            ),
+        ),
     ),
     Study(
         "mechanism",
@@ -140,6 +390,20 @@ STUDIES: tuple[Study, ...] = (
             "mech_bn_wd1e-4": "BN, L2 1e-4", "mech_bn_wd1e-3": "BN, L2 1e-3",
             "mech_relu_baseline": "ReLU, no BN", "mech_relu_bn": "ReLU, BN",
         },
+        reproductions=(
+            # Baseline, BN and noisy BN with 5 seeds; BN with L2 and the ReLU MLP with 3 (lr 0.1:
+            # the ReLU baseline diverges at 1.0); measured every 1,000 steps.
+            Reproduction(
+                "reproduce-mechanism", "ICS three ways, gradient ICS, landscape, Jacobians, weight norms (the Fig. 1 networks, 27 runs); results/mechanism/mlp/",
+                data=("mnist",),
+                stages=(
+                    _one_by_one(("mech_baseline", "mech_bn", "mech_noisy_bn"), SEEDS5, 72, "eval.every=1000")
+                    + _one_by_one(("mech_bn_wd1e-4", "mech_bn_wd1e-3", "mech_relu_baseline", "mech_relu_bn"),
+                                  (0, 1, 2), 72, "eval.every=1000"),
+                ),
+                collect=Collect("mechanism/mlp"), plots=(("plot_mechanism",),),
+            ),
+        ),
     ),
     Study(
         "depth",
@@ -148,6 +412,19 @@ STUDIES: tuple[Study, ...] = (
             Section(
                 "depth", "Fully connected networks of 2 to 64 layers, with and without BN", "mechanism/depth", "reproduce-depth",
                 (Figure("depth_gradient_ratio.png", "The first layer's gradient norm over the last's, against depth, with and without BN"),),
+            ),
+        ),
+        reproductions=(
+            # Yang et al. 2019: the first/last gradient-norm ratio of width-100 MLPs of depth 2..64
+            # at initialization and after 1, 10, 100 SGD steps, 3 seeds.
+            Reproduction(
+                "reproduce-depth", "gradients across depth at init, with and without BN; results/mechanism/depth/",
+                data=("mnist",),
+                stages=(tuple(
+                    Job(f"{s}_{a}", (f"setup={s}", f"model.activation={a}", "seed=0,1,2"), sweep=True, estimate_s=260)
+                    for s in ("deep_mlp", "deep_mlp_bn") for a in ("sigmoid", "relu", "linear")
+                ),),
+                collect=Collect("mechanism/depth"), plots=(("plot_depth",),),
             ),
         ),
     ),
@@ -183,10 +460,89 @@ STUDIES: tuple[Study, ...] = (
             "bn_x5": "BN-x5 (no dropout)", "bn_x5_dropout": "BN-x5 with dropout",
             "bn_baseline": "BN-Baseline (dropout)", "bn_baseline_nodropout": "BN-Baseline without dropout",
         },
+        trains=False,  # the questions run the other studies' modules
+        reproductions=(
+            Reproduction(
+                "question-mlp", "the Fig. 1 MLP: no BN, BN before, BN after the sigmoid, 5 seeds, non-Gaussianity probe; results/questions/mlp/",
+                module="mnist", data=("mnist",),
+                stages=(_side_by_side(("baseline", "bn", "bn_after"), SEEDS5, 60, "probe.nongaussian=true"),),
+                collect=Collect("questions/mlp"),
+            ),
+            # The renorm study's conv net on Fashion-MNIST: the arms that are runs of the renorm
+            # study (the same config and seeds, bit for bit) are taken from results/renorm.
+            Reproduction(
+                "question-brn-gradient", "is Batch Renorm's gain its gradient scaling? 2 new arms x 5 seeds, BN and BRN from results/renorm; results/questions/brn_gradient/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(_side_by_side(("bn_micro4", "brn_micro4", "bn_micro4_rgrad", "brn_micro4_bngrad"),
+                                      SEEDS5, 27, "data=fashion_mnist"),),
+                collect=Collect("questions/brn_gradient", reuse=Reuse("renorm", ("bn_micro4", "brn_micro4"))),
+                needs=("reproduce-renorm",),
+            ),
+            Reproduction(
+                "question-norm-position", "BN before or after the nonlinearity: the conv net, 2 new arms x 5 seeds, bn32 from results/renorm; results/questions/norm_position/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(_side_by_side(("bn32", "bn32_after", "nonorm"), SEEDS5, 23, "data=fashion_mnist"),),
+                collect=Collect("questions/norm_position", reuse=Reuse("renorm", ("bn32",))),
+                needs=("reproduce-renorm",),
+            ),
+            # BN-x5 and BN-Baseline with and without Inception's 40% dropout, BN-Inception at CPU
+            # scale, 3,000 steps (BN-x5's learning rate has decayed to 1% by then), a test-set
+            # evaluation every 500 steps (one costs as much as 70 training steps).
+            Reproduction(
+                "question-dropout", "dropout with BN: BN-x5 and BN-Baseline with/without, 5 seeds, 3,000 steps; results/questions/dropout/",
+                module="inception", data=("fashion_mnist",),
+                stages=(tuple(
+                    Job(f"{v}_seed{s}", (f"setup={v}", f"seed={s}", "train.steps=3000", "eval.every=500"), estimate_s=480)
+                    for v in ("bn_x5", "bn_x5_dropout", "bn_baseline", "bn_baseline_nodropout") for s in SEEDS5
+                ),),
+                collect=Collect("questions/dropout"),
+            ),
+            _init_scale_small("mnist"),
+            _init_scale_small("fashion_mnist"),
+            Reproduction(
+                "question-init-scale-small", "open question 5: 1,000 images, 20 init scales, with/without BN, 3 seeds, MNIST and Fashion-MNIST; results/questions/init_scale_small/",
+                members=("question-init-scale-small-mnist", "question-init-scale-small-fashion_mnist"),
+            ),
+            Reproduction(
+                "question-nongaussianity", "non-Gaussianity of the sigmoid inputs: the runs of question-mlp",
+                members=("question-mlp",),
+            ),
+            Reproduction(
+                "reproduce-questions", "every open question and their figures; results/questions/",
+                members=("question-mlp", "question-dropout", "question-brn-gradient", "question-norm-position",
+                         "question-init-scale-small"),
+                plots=(("plot_questions",),),
+            ),
+        ),
     ),
 )  # fmt: skip
 
+REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for s in STUDIES for r in s.reproductions} | {
+    "reproduce-all": Reproduction(
+        "reproduce-all",
+        "every study on this machine's CPUs (not the GPU-scale Inception), then the claims and the report",
+        members=(
+            "reproduce-mnist",
+            "reproduce-fashion-mnist",
+            "reproduce-renorm",
+            "reproduce-mechanism",
+            "reproduce-depth",
+            "reproduce-inception-cpu",
+            "reproduce-inception-converged",
+            "reproduce-questions",
+            "sweep-lr",
+            "sweep-init-scale",
+        ),
+        plots=(("claims",), ("report",)),
+    ),
+}
+TRAINING: tuple[str, ...] = tuple(s.name for s in STUDIES if s.trains)  # experiments.<name>
 SECTIONS: dict[str, Section] = {s.anchor: s for study in STUDIES for s in study.sections}
+
+
+def study_of_reproduction(name: str) -> Study:
+    """The study whose record holds the reproduction ``name``."""
+    return next(s for s in STUDIES if any(r.name == name for r in s.reproductions))
 
 
 def study(name: str) -> Study:

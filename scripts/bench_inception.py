@@ -10,7 +10,7 @@ at the study's CPU input (32x32 RGB, batch 32, ``channels_last``):
   GoogLeNet's (BN-Inception at width 1 has 1.8x GoogLeNet's weights, so images/s at equal width
   would compare different amounts of work), and GoogLeNet's stem stride (8). Target: >= 0.9x.
 * ``bn_inception matched, torch BN``: the same network with ``torch.nn.BatchNorm2d``.
-* ``bn_inception cpu config``: the network ``inception_scale=cpu`` trains (width 1/8, stem 2).
+* ``bn_inception cpu config``: the network ``scale=cpu`` trains (width 1/8, stem 2).
 
 With a GPU: both full-size networks at 224 px, batch 128, with and without bfloat16 autocast and
 ``channels_last``. Times are the best of interleaved rounds; ratios are against GoogLeNet in the

@@ -8,7 +8,7 @@ SGD update) in channels-last and in NCHW (torch's default), one thread, on the s
 the evaluation the study runs every ``eval.every`` steps (the test set and ``eval.train_subset``
 training images, each copy as a plain network) spread over those steps. CPU ms per run-step (one
 step of one network), medians of alternated rounds; ``faster`` names the layout with the smaller
-total. ``configs/setup/*.yaml`` state the result for the setups whose norm runs faster in NCHW
+total. ``configs/renorm/setup/*.yaml`` state the result for the setups whose norm runs faster in NCHW
 (``train.channels_last: false``).
 """
 
@@ -27,6 +27,7 @@ from omegaconf import open_dict
 
 from experiments import renorm
 from experiments.kit.classify import stack_batch
+from experiments.kit.config import CONFIGS
 from experiments.kit.data import fixed_batches, load_splits
 from experiments.kit.evaluation import copy_accuracies
 from experiments.nets.stacked import copy_losses
@@ -35,12 +36,11 @@ from scripts.bench_studies import cpu_name
 
 SETUPS = "bn32,brn32,bn_micro4,brn_micro4,brn_micro4_bngrad,noniid_bn_halves,groupnorm,layernorm,nonorm,bn32_after"  # fmt: skip
 LAYOUTS = {"channels_last": torch.channels_last, "nchw": torch.contiguous_format}
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def study_config(overrides: list[str]):
     """The renorm study's config for ``overrides``, as its command line would compose it."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIGS / "renorm"), version_base="1.3"):
         return compose("renorm", overrides=overrides)
 
 

@@ -6,7 +6,7 @@ scratch folder; nothing under ``results/`` is touched.
     python -m scripts.smoke --data-root DIR         # datasets already in DIR, nothing downloaded
     python -m scripts.smoke --data-root DIR --no-verify   # ... not the official files (tests)
 
-Each study runs with its ``debug`` config (``configs/debug/<study>.yaml``: a few steps, W&B off),
+Each study runs with its ``debug`` config (``configs/<study>/debug/quick.yaml``: a few steps, W&B off),
 two at a time, each followed by ``scripts.collect``, which writes ``<out>/results/...`` as the real targets write
 ``results/...``, and the figure scripts draw into ``<out>/results/figures/`` (they read and write
 ``results/`` relative to the folder they run in).
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 class Job:
     study: str
     data: str
-    overrides: tuple[str, ...]  # beyond debug=<study>
+    overrides: tuple[str, ...]  # beyond debug=quick
     out: str  # collect's --out, under <out>/results/
     plot: str  # the figure script (python -m scripts.<plot>)
 
@@ -66,7 +66,7 @@ def run(job: Job, out: Path, data_root: Path | None, verify: bool) -> float:
     py = [sys.executable, "-m"]
     runs = out / "runs" / job.study
     train = [
-        *py, f"experiments.{job.study}", "-m", f"debug={job.study}", "threads=1",
+        *py, f"experiments.{job.study}", "-m", "debug=quick", "threads=1",
         *data, *job.overrides, f"hydra.sweep.dir={runs}",
     ]  # fmt: skip
     collect = [*py, "scripts.collect", job.study, str(runs), "--out", f"results/{job.out}"]

@@ -1,7 +1,5 @@
 """Compose the repo's real Hydra configs in tests, as the entry points do."""
 
-from pathlib import Path
-
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
@@ -12,15 +10,14 @@ import experiments.inception
 import experiments.mechanism
 import experiments.mnist
 import experiments.renorm  # noqa: F401
-
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+from experiments.kit.config import CONFIGS
 
 
 def compose_config(name: str, overrides=()) -> DictConfig:
     """The config of ``python -m experiments.<name> <overrides>``. Hydra's runtime config is set
     (the run is named after Hydra's choice of ``setup``, as in a real run), then dropped from the
     returned config."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIGS / name), version_base="1.3"):
         cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
@@ -28,13 +25,8 @@ def compose_config(name: str, overrides=()) -> DictConfig:
     return cfg
 
 
-def setup_studies() -> dict[str, list[str]]:
-    """Every ``configs/setup/*.yaml``, found on disk, and the studies it belongs to."""
-    from experiments.kit.config import setup_owners
-
-    return {p.stem: setup_owners(p.stem) for p in sorted((CONFIGS / "setup").glob("*.yaml"))}
-
-
 def setups_of(study: str) -> list[str]:
-    """The setups of ``study``, as found on disk."""
-    return [setup for setup, studies in setup_studies().items() if study in studies]
+    """The setups of ``study``, as found on disk (``configs/<study>/setup/``)."""
+    from experiments.kit.config import setups
+
+    return setups(study)

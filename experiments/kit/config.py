@@ -164,13 +164,16 @@ class StudyConf:
     device: str = "auto"
     resume: bool = False
     overwrite: bool = False  # true: a run may replace the files of an earlier run in its directory
-    setup_of: list[str] = field(default_factory=list)  # set by the setup file: its studies
     data: DataConf = field(default_factory=DataConf)
     norm: NormConf = field(default_factory=NormConf)
     logger: LoggerConf = field(default_factory=LoggerConf)
     train: TrainConf = field(default_factory=TrainConf)
     eval: EvalConf = field(default_factory=EvalConf)
 
+
+CONFIGS = (
+    Path(__file__).resolve().parents[2] / "configs"
+)  # a folder per study, and the shared groups
 
 # What configs/kit.yaml's sweep folder names use: a seed list as 0-1-2, and the job's other
 # settings (Hydra's override_dirname) after an underscore when there are any.
@@ -179,6 +182,8 @@ for _name, _resolver in {
         "-".join(map(str, seed)) if isinstance(seed, (list, ListConfig)) else str(seed)
     ),
     "kit_tail": lambda rest: f"_{rest}" if rest else "",
+    # each study's root config finds the shared groups (data/, norm/, logger/) through this
+    "kit_configs": lambda: str(CONFIGS),
 }.items():
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _resolver)
@@ -222,7 +227,7 @@ def setup_name() -> str:
 
 
 def check_common(cfg: DictConfig, study: str) -> None:
-    """The checks every study shares: the setup belongs to the study, the seeds, every numeric
+    """The checks every study shares: the seeds, every numeric
     setting in its range (the one table, :data:`experiments.kit.ranges.RANGES`), and the rules
     that tie settings together (the norm fits the batch, the ramp starts after its warm-up)."""
     from experiments.kit.ranges import check_ranges
@@ -231,10 +236,6 @@ def check_common(cfg: DictConfig, study: str) -> None:
     seeds = seed_list(cfg.seed)
     require(
         [
-            (
-                not cfg.setup_of or study in cfg.setup_of,
-                f"setup={setup_name()} is a setup of {', '.join(cfg.setup_of)}, not of {study}",
-            ),
             (
                 len(seeds) >= 1 and all(isinstance(s, int) for s in seeds),
                 f"seed={cfg.seed} must be an integer or a list of integers, e.g. seed=[0,1,2]",
@@ -276,14 +277,13 @@ def check_common(cfg: DictConfig, study: str) -> None:
     )
 
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 _SCHEMAS: dict[str, type] = {}  # by study, from register()
 
 
 def preflight(study: str, argv: list[str] | None = None, objective: bool = True) -> None:
     """Checks of the command line that must come before Hydra composes the config or creates the
-    run directory, each one line: a ``hydra.run.dir`` that is a file (left untouched), a setup of
-    another study (Hydra would fail on the first key that study's setup sets), ``~setup``, a key
+    run directory, each one line: a ``hydra.run.dir`` that is a file (left untouched), a setup the
+    study does not have, ``~setup``, a key
     added with ``+`` that the study's schema does not have (Hydra's ``+`` adds any key silently),
     and ``--cfg hydra --resolve`` (the run folder's name needs the study's config); a search
     (``hydra/sweeper=...``) of a study whose entry point returns no ``objective``."""
@@ -313,7 +313,7 @@ def preflight(study: str, argv: list[str] | None = None, objective: bool = True)
             )
         if key.lstrip("+") == "setup" and not value.startswith(("glob(", "choice(", "range(")):
             for name in value.split(","):
-                _check_setup_of(study, name.strip())
+                _check_setup(study, name.strip())
         if key.startswith("+") and not key.startswith("++") and "." in key:
             _check_schema_has(study, key[1:], arg)
 
@@ -328,30 +328,26 @@ def _writable(path: Path) -> bool:
     return True
 
 
-def _setup_file(name: str) -> tuple[dict, list[str]]:
-    """``configs/setup/<name>.yaml`` (empty if there is none) and the setups it extends (its
-    ``defaults`` in the same group)."""
+def _setup_file(study: str, name: str) -> tuple[dict, list[str]]:
+    """``configs/<study>/setup/<name>.yaml`` (empty if there is none) and the setups it extends
+    (its ``defaults`` in the same group)."""
     import yaml
 
-    path = CONFIGS / "setup" / f"{name}.yaml"
+    path = CONFIGS / study / "setup" / f"{name}.yaml"
     node = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
     parents = [d for d in node.get("defaults", []) if isinstance(d, str) and d != "_self_"]
     return node, parents
 
 
-def setup_owners(name: str) -> list[str]:
-    """The studies ``configs/setup/<name>.yaml`` belongs to: its ``setup_of``, or that of the
-    setup it extends."""
-    node, parents = _setup_file(name)
-    if "setup_of" in node:
-        return list(node["setup_of"])
-    return [study for parent in parents for study in setup_owners(parent)]
+def setups(study: str) -> list[str]:
+    """The setups of ``study``: the files of ``configs/<study>/setup/``."""
+    return sorted(p.stem for p in (CONFIGS / study / "setup").glob("*.yaml"))
 
 
-def setup_settings(name: str) -> set[str]:
-    """The dotted keys ``configs/setup/<name>.yaml`` sets, with those of the setups it extends;
-    a ``override /<group>: ...`` sets every key under ``<group>``, written ``<group>.``."""
-    node, parents = _setup_file(name)
+def setup_settings(study: str, name: str) -> set[str]:
+    """The dotted keys ``configs/<study>/setup/<name>.yaml`` sets, with those of the setups it
+    extends; a ``override /<group>: ...`` sets every key under ``<group>``, written ``<group>.``."""
+    node, parents = _setup_file(study, name)
     keys: set[str] = set()
 
     def walk(value: Any, prefix: str) -> None:
@@ -361,21 +357,26 @@ def setup_settings(name: str) -> set[str]:
         else:
             keys.add(prefix)
 
-    walk({k: v for k, v in node.items() if k not in ("defaults", "setup_of")}, "")
+    walk({k: v for k, v in node.items() if k != "defaults"}, "")
     for parent in parents:
-        keys |= setup_settings(parent)
+        keys |= setup_settings(study, parent)
     for entry in node.get("defaults", []):
         if isinstance(entry, dict):
             keys |= {f"{group.split()[-1].strip('/')}." for group in entry}
     return keys
 
 
-def _check_setup_of(study: str, name: str) -> None:
-    if not (CONFIGS / "setup" / f"{name}.yaml").is_file():
-        return  # Hydra names the available setups
-    owners = setup_owners(name)
-    if owners and study not in owners:
-        sys.exit(f"error: setup={name} is a setup of {', '.join(owners)}, not of {study}")
+def _check_setup(study: str, name: str) -> None:
+    """One line for a setup the study does not have, naming the study's own (and the study that
+    has it, if one does), rather than Hydra's multi-line listing."""
+    if (CONFIGS / study / "setup" / f"{name}.yaml").is_file():
+        return
+    owners = sorted(p.parent.parent.name for p in CONFIGS.glob(f"*/setup/{name}.yaml"))
+    where = f" (a setup of {', '.join(owners)})" if owners else ""
+    sys.exit(
+        f"error: setup={name} is not a setup of {study}{where}; its setups: "
+        f"{', '.join(setups(study))} (configs/{study}/setup/)"
+    )
 
 
 def _check_schema_has(study: str, key: str, arg: str) -> None:

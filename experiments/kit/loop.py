@@ -452,13 +452,11 @@ def _resumable(key: str) -> bool:
 
 
 def comparable_config(flat: dict[str, Any]) -> dict[str, Any]:
-    """The settings that make runs one setting: the flat config but for the seed, the setup's
-    list of studies and the keys a resume may change (``train.steps`` is kept: runs of different
+    """The settings that make runs one setting: the flat config but for the seed and the keys a
+    resume may change (``train.steps`` is kept: runs of different
     length are not seeds of one run)."""
     return {
-        k: v
-        for k, v in flat.items()
-        if k not in ("seed", "setup_of") and (k == "train.steps" or not _resumable(k))
+        k: v for k, v in flat.items() if k != "seed" and (k == "train.steps" or not _resumable(k))
     }
 
 

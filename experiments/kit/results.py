@@ -198,7 +198,7 @@ class Reuse:
                     f"error: {folder} has {k} with seeds {earlier['setups'][k]['seeds']}, the "
                     f"sweep ran seeds {seeds}: run {k} here instead of reusing it"
                 )
-        _check_shared_settings(folder, earlier["setups"], ran, self.setups)
+        _check_shared_settings(spec.name, folder, earlier["setups"], ran, self.setups)
         rows: dict[tuple[str, int], list[list[str]]] = {}
         with (folder / "runs.csv").open() as f:
             for r in csv.DictReader(f):
@@ -213,7 +213,9 @@ class Reuse:
         return entries, rows
 
 
-def _check_shared_settings(folder: Path, earlier: dict, ran: dict, reused: tuple) -> None:
+def _check_shared_settings(
+    study: str, folder: Path, earlier: dict, ran: dict, reused: tuple
+) -> None:
     """Refuse to reuse setups run with other settings than this sweep's: every recorded setting
     of a reused setup and of a setup run now must agree, but for those either setup's own file
     sets (its norm, its options: :func:`experiments.kit.config.setup_settings`)."""
@@ -228,7 +230,7 @@ def _check_shared_settings(folder: Path, earlier: dict, ran: dict, reused: tuple
             now = entry.get("config")
             if not before or not now:
                 continue
-            settings = (setup_settings(old_name), setup_settings(new_name))
+            settings = (setup_settings(study, old_name), setup_settings(study, new_name))
             for key in sorted(before.keys() & now.keys()):
                 if before[key] != now[key] and not own(key, settings):
                     raise SystemExit(

@@ -142,7 +142,7 @@ def test_scaling_rule_for_a_larger_global_batch():
 
 
 def test_gpu_scale_builds_the_full_width_network():
-    cfg = _cfg(["inception_scale=gpu", "setup=bn_x30", "data.root=/nowhere"])
+    cfg = _cfg(["scale=gpu", "setup=bn_x30", "data.root=/nowhere"])
     assert cfg.data.name == "image_folder" and cfg.data.image_size == 224
     model = inception.build_model(cfg, 3, 1000)
     assert count_parameters(model) == pytest.approx(11.28e6, rel=0.01)

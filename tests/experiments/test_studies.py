@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.studies import SECTIONS, STUDIES, study
+from experiments.studies import SECTIONS, STUDIES, TRAINING, study
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = sorted(
@@ -19,14 +19,14 @@ def test_the_registry_imports_without_torch():
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_every_study_module_is_registered_with_a_debug_config():
+def test_every_study_module_is_registered_with_its_config_folder():
     assert MODULES, "no study modules found"
+    assert sorted(TRAINING) == MODULES
     for name in MODULES:
         assert study(name).sections, name
-        assert (REPO / "configs" / "debug" / f"{name}.yaml").exists(), name
-        assert "- debug: null" in (REPO / "configs" / f"{name}.yaml").read_text(), name
-    for debug in (REPO / "configs" / "debug").glob("*.yaml"):
-        assert debug.stem in MODULES, debug
+        folder = REPO / "configs" / name
+        assert (folder / "debug" / "quick.yaml").exists(), name
+        assert "- debug: null" in (folder / f"{name}.yaml").read_text(), name
 
 
 def test_sections_are_unique_and_their_figures_are_drawn():

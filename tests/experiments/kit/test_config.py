@@ -12,68 +12,51 @@ import torch
 from hydra.errors import ConfigCompositionException
 
 from experiments import inception, mnist, renorm
-from experiments.kit.config import ConfigError, setup_name
+from experiments.kit.config import ConfigError, preflight, setup_name
 from experiments.kit.norm import norm_layers
-from tests.configs import CONFIGS, compose_config, setup_studies
+from experiments.studies import TRAINING as STUDIES
+from tests.configs import CONFIGS, compose_config, setups_of
 
-STUDIES = ("mnist", "renorm", "inception", "depth", "mechanism")
-SETUPS = setup_studies()  # every configs/setup/*.yaml on disk
+SETUPS = {study: setups_of(study) for study in STUDIES}  # configs/<study>/setup/*.yaml
 
 
 def _check(study: str):
     return importlib.import_module(f"experiments.{study}").check
 
 
-def test_every_setup_file_is_found_and_names_a_study():
-    assert sorted(SETUPS) == sorted(p.stem for p in (CONFIGS / "setup").glob("*.yaml"))
-    assert len(SETUPS) >= 20
-    for setup, studies in SETUPS.items():
-        assert studies and set(studies) <= set(STUDIES), setup
-    for study in STUDIES:
-        assert any(study in s for s in SETUPS.values()), study
+def test_every_study_has_a_config_folder_with_its_setups():
+    assert sorted(p.parent.name for p in CONFIGS.glob("*/setup")) == sorted(STUDIES)
+    assert sorted(p.parent.name for p in CONFIGS.glob("*/*.yaml") if p.stem == p.parent.name) == (
+        sorted(STUDIES)
+    )
+    assert all(SETUPS[study] for study in STUDIES)
 
 
 @pytest.mark.parametrize(
-    "setup,study", [(setup, study) for setup, studies in SETUPS.items() for study in studies]
+    "setup,study", [(setup, study) for study in STUDIES for setup in SETUPS[study]]
 )
 def test_every_setup_composes_with_its_study_and_passes_its_check(setup, study):
     cfg = compose_config(study, [f"setup={setup}"])
-    assert study in cfg.setup_of
     assert setup_name() == setup  # runs are named after Hydra's choice of setup
     _check(study)(cfg)
 
 
 @pytest.mark.parametrize(
-    "setup,study",
-    [
-        (setup, study)
-        for setup, studies in SETUPS.items()
-        for study in STUDIES
-        if study not in studies
-    ],
+    "setup,study,owner",
+    [("bn32", "mnist", "renorm"), ("bn", "renorm", "mnist"), ("mech_bn", "inception", "mechanism")],
 )
-def test_a_setup_of_another_study_is_rejected(setup, study):
-    """Refused either when composing (the setup sets keys the study does not have) or, if it
-    composes, by the study's check with a one-line message that names both studies."""
-    try:
-        cfg = compose_config(study, [f"setup={setup}"])
-    except ConfigCompositionException:
-        return
-    owners = ", ".join(SETUPS[setup])
-    with pytest.raises(
-        ConfigError, match=f"^setup={setup} is a setup of {owners}, not of {study}$"
-    ):
-        _check(study)(cfg)
-
-
-@pytest.mark.parametrize(
-    "study,setup,owner",
-    [("mnist", "bn32", "renorm"), ("renorm", "bn", "mnist"), ("inception", "brn32", "renorm")],
-)
-def test_a_setup_of_another_study_fails_its_check(study, setup, owner):
-    cfg = compose_config(study, [f"setup={setup}"])
-    with pytest.raises(ConfigError, match=f"setup={setup} is a setup of {owner}, not of {study}"):
-        _check(study)(cfg)
+def test_a_setup_of_another_study_is_refused_naming_only_this_studys_setups(setup, study, owner):
+    with pytest.raises(ConfigCompositionException, match=f"Could not find 'setup/{setup}'") as e:
+        compose_config(study, [f"setup={setup}"])
+    listed = re.findall(r"^\t(\S+)$", str(e.value), flags=re.M)  # Hydra's list of the options
+    assert listed == SETUPS[study]
+    with pytest.raises(SystemExit) as e:  # before Hydra, on the command line: one line
+        preflight(study, [f"setup={setup}"])
+    assert str(e.value) == (
+        f"error: setup={setup} is not a setup of {study} (a setup of {owner}); its setups: "
+        f"{', '.join(SETUPS[study])} (configs/{study}/setup/)"
+    )
+    preflight(study, [f"setup={SETUPS[study][0]}"])  # its own setups pass
 
 
 @pytest.mark.parametrize("study", STUDIES)
@@ -189,7 +172,7 @@ def test_the_studies_own_norm_values_apply_when_not_overridden():
         (["+train.lrr=5"], "mnist has no setting train.lrr"),
         (["+norm.schedule.foo=1"], "mnist has no setting norm.schedule.foo"),
         (["~setup"], "every mnist run has a setup"),
-        (["setup=baseline,bn_x5"], "setup=bn_x5 is a setup of inception, not of mnist"),
+        (["setup=baseline,bn_x5"], "setup=bn_x5 is not a setup of mnist (a setup of inception)"),
         (["--cfg", "hydra", "--resolve"], "--cfg hydra --resolve cannot resolve"),
     ],
 )
@@ -200,9 +183,6 @@ def test_the_command_line_is_checked_before_hydra_composes(args, message):
     with pytest.raises(SystemExit, match=re.escape(message)):
         preflight("mnist", args)
     preflight("mnist", ["setup=baseline,bn", "train.lr=0.5", "++train.lr=0.1"])  # all fine
-
-
-STUDIES = ("mnist", "renorm", "inception", "mechanism", "depth")
 
 
 @functools.cache

@@ -153,11 +153,12 @@ def test_a_relative_data_root_is_the_launch_folders_with_chdir(tiny_data, tmp_pa
 def test_every_study_takes_the_shared_hydra_settings():
     import yaml
 
-    roots = [p for p in CONFIGS.glob("*.yaml") if p.stem != "kit"]
-    assert len(roots) >= 5
-    for root in roots:
-        defaults = yaml.safe_load(root.read_text())["defaults"]
-        assert "kit" in defaults, f"{root.name} must list kit in its defaults"
+    from experiments.studies import TRAINING
+
+    for study in TRAINING:
+        root = yaml.safe_load((CONFIGS / study / f"{study}.yaml").read_text())
+        assert "kit" in root["defaults"], f"{study}.yaml must list kit in its defaults"
+        assert root["hydra"]["searchpath"] == ["file://${kit_configs:}"]  # the shared groups
     kit = yaml.safe_load((CONFIGS / "kit.yaml").read_text())["hydra"]
     assert kit["output_subdir"] is None and "failed_jobs" in kit["callbacks"]
 

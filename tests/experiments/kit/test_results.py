@@ -358,5 +358,7 @@ def test_reuse_refuses_setups_run_with_another_setting_than_the_sweeps(tmp_path)
 def test_what_a_setup_file_sets_is_its_own():
     from experiments.kit.config import setup_settings
 
-    assert "norm." in setup_settings("brn32")  # override /norm: batchrenorm
-    assert {"model.lrn", "train.lr_mult", "norm."} <= setup_settings("bn_x5")  # and bn_baseline's
+    assert "norm." in setup_settings("renorm", "brn32")  # override /norm: batchrenorm
+    assert {"model.lrn", "train.lr_mult", "norm."} <= setup_settings(
+        "inception", "bn_x5"
+    )  # and bn_baseline's

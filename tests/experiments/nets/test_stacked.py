@@ -21,7 +21,7 @@ from experiments.nets.stacked import (
 K, N, SIZE = 3, 16, 12
 FIXED = {"r_max": 1.5, "d_max": 0.3}  # tight bounds: r and d are clipped from the first step
 
-# The norms of the renorm study's setups (configs/setup/, setup_of: [renorm]) and its ablations.
+# The norms of the renorm study's setups (configs/renorm/setup/) and its ablations.
 NORMS = {
     "bn32": ("batchnorm", {}),
     "torch_bn": ("torch_batchnorm", {}),

@@ -1,0 +1,388 @@
+"""Run a reproduction of the registry (``experiments/studies.py``) end to end: the data, the
+training jobs (``--jobs`` at a time, the longest first, a progress line for each and the time
+left), the collection into ``results/``, the figures and the wall time.
+
+    python -m scripts.reproduce reproduce-mnist                  # what `make reproduce-mnist` runs
+    python -m scripts.reproduce reproduce-renorm --jobs 2 logger.mode=online   # Hydra overrides
+    python -m scripts.reproduce question-brn-gradient --no-reuse  # run the arms it would reuse
+    python -m scripts.reproduce reproduce-all --dry-run          # print the commands, run nothing
+    python -m scripts.reproduce --list                           # every reproduction, one line each
+
+Jobs write under ``multirun/<name>/<time>/``; each job's output goes to ``logs/<job>.log``
+there. A failed job is named at the end (its log's last lines) while the others run on; a
+reproduction with a failed job is not collected, so ``results/`` keeps its earlier numbers.
+Hydra overrides given here reach every job (replacing the job's own value of the same key), and
+a reproduction that would reuse another's runs (``collect --reuse``) runs them instead, since
+the overrides may change what they were run with. Imports only the standard library and the
+registry, so ``make help`` can list the reproductions before the environment exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from experiments.studies import REPRODUCTIONS, Job, Reproduction, study_of_reproduction
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def expand(names: list[str]) -> list[Reproduction]:
+    """The reproductions that train, in the order given, members in place of a group (each once)."""
+    out: list[Reproduction] = []
+    for name in names:
+        r = REPRODUCTIONS[name]
+        for leaf in expand(list(r.members)) if r.members else [r]:
+            if leaf not in out:
+                out.append(leaf)
+    return out
+
+
+def group_plots(names: list[str]) -> list[tuple[str, ...]]:
+    """The figures of the groups among ``names`` (and groups inside them), inner groups first."""
+    out: list[tuple[str, ...]] = []
+    for name in names:
+        r = REPRODUCTIONS[name]
+        if r.members:
+            out += [p for p in group_plots(list(r.members)) if p not in out]
+            out += [p for p in r.plots if p not in out]
+    return out
+
+
+def module_of(r: Reproduction) -> str:
+    return f"experiments.{r.module or study_of_reproduction(r.name).name}"
+
+
+def with_overrides(args: tuple[str, ...], extra: list[str]) -> list[str]:
+    """``args`` with every key that ``extra`` sets replaced by ``extra``'s value."""
+    keys = {e.split("=", 1)[0].lstrip("+~") for e in extra}
+    return [a for a in args if a.split("=", 1)[0].lstrip("+~") not in keys] + extra
+
+
+def reused(r: Reproduction, extra: list[str], no_reuse: bool) -> tuple[str, ...]:
+    """The setups ``r`` takes from an earlier collection instead of running them."""
+    if r.collect is None or r.collect.reuse is None or no_reuse or extra:
+        return ()
+    return r.collect.reuse.setups
+
+
+def command(r: Reproduction, job: Job, folder: Path, extra: list[str], nproc: int) -> list[str]:
+    """The training command of ``job``, writing into ``folder``."""
+    launch = [sys.executable, "-m"]
+    if r.distributed:
+        launch += ["torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m"]
+    where = ["-m", f"hydra.sweep.dir={folder}"] if job.sweep else [f"hydra.run.dir={folder}"]
+    threads = [] if r.distributed else ["threads=1"]
+    return [*launch, module_of(r), *where, *with_overrides((*threads, *job.args), extra)]
+
+
+def collect_command(r: Reproduction, runs: Path, wall_s: float | None, reuse: bool) -> list[str]:
+    c = r.collect
+    assert c is not None
+    cmd = [sys.executable, "-m", "scripts.collect", module_of(r).split(".")[1], str(runs)]
+    cmd += ["--out", f"results/{c.out}"]
+    if c.sweep:
+        cmd.append("--sweep")
+        if c.curves:
+            cmd += ["--curves", f"results/{c.curves}"]
+        if c.curve_metrics:
+            cmd += ["--curve-metrics", ",".join(c.curve_metrics)]
+    else:
+        cmd += ["--command", f"make {r.name}"]
+        if wall_s is not None:
+            cmd += ["--wall-time", f"{wall_s:.0f}"]
+    if reuse and c.reuse is not None:
+        cmd += ["--reuse", f"results/{c.reuse.folder}", "--reuse-setups", ",".join(c.reuse.setups)]
+    return cmd
+
+
+@dataclass
+class Task:
+    """One job of one reproduction's stage, as the scheduler tracks it."""
+
+    r: Reproduction
+    stage: int
+    job: Job
+    folder: Path
+    args: list[str] = field(default_factory=list)  # set when its stage starts
+    started: float = 0.0
+    seconds: float = 0.0
+
+
+def _tail(log: Path, lines: int = 5) -> str:
+    try:
+        return "".join(log.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+    except OSError:
+        return ""
+
+
+def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    if log is None:
+        return subprocess.run(cmd, cwd=cwd, env=env).returncode
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as f:
+        return subprocess.run(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+class Runner:
+    """Runs the jobs of several reproductions on ``jobs`` cores, each reproduction's stages in
+    order, and collects and plots each one as soon as its jobs (and those it ``needs``) are done."""
+
+    def __init__(self, rs: list[Reproduction], root: Path, extra: list[str], jobs: int,
+                 nproc: int, no_reuse: bool, dry_run: bool, home: Path = REPO) -> None:  # fmt: skip
+        self.rs, self.root, self.extra, self.nproc, self.home = rs, root, extra, nproc, home
+        self.jobs = 1 if any(r.distributed for r in rs) else jobs
+        self.no_reuse, self.dry_run = no_reuse, dry_run
+        self.names = {r.name for r in rs}
+        self.start = time.monotonic()
+        self.begun: dict[str, float] = {}
+        self.done_stages: dict[str, int] = {r.name: 0 for r in rs}
+        self.finished: set[str] = set()  # collected (or nothing to collect)
+        self.failed: dict[str, list[str]] = {}
+        self.pending: list[Task] = []
+        self.running: dict[Future, Task] = {}
+        self.total = sum(len(self._jobs(r, s)) for r in rs for s in range(len(r.stages)))
+        self.estimate = sum(
+            j.estimate_s for r in rs for s in range(len(r.stages)) for j in self._jobs(r, s)
+        )
+        self.count = 0
+        self.spent = 0.0  # wall seconds of the jobs done, and their estimates
+        self.spent_estimate = 0.0
+
+    def _jobs(self, r: Reproduction, stage: int) -> list[Job]:
+        skip = set(reused(r, self.extra, self.no_reuse))
+        return [j for j in r.stages[stage] if j.name not in skip]
+
+    def folder(self, r: Reproduction) -> Path:
+        return self.root / r.name
+
+    def _queue_stage(self, r: Reproduction, stage: int) -> None:
+        extra = list(self.extra)
+        if stage > 0 and r.between:
+            module, function = r.between.split(":")
+            if self.dry_run:
+                extra.append(f"<{r.between} of stage {stage}>")
+            else:
+                extra += getattr(importlib.import_module(module), function)(self.folder(r))
+                print(
+                    f"{r.name}: stage {stage + 1} with {' '.join(extra[len(self.extra) :])}",
+                    flush=True,
+                )
+        jobs = self._jobs(r, stage)
+        for job in jobs:
+            task = Task(r, stage, job, self.folder(r) / job.name)
+            task.args = command(r, job, task.folder, extra, self.nproc)
+            self.pending.append(task)
+        self.pending.sort(key=lambda t: -t.job.estimate_s)
+        if not jobs:  # every job of the stage reused
+            self.done_stages[r.name] = stage + 1
+            if stage + 1 < len(r.stages):
+                self._queue_stage(r, stage + 1)
+
+    def _time_left(self) -> str:
+        remaining = sum(t.job.estimate_s for t in self.pending)
+        remaining += sum(t.job.estimate_s for t in self.running.values())
+        remaining += sum(
+            j.estimate_s
+            for r in self.rs
+            for s in range(self.done_stages[r.name] + 1, len(r.stages))
+            for j in self._jobs(r, s)
+        )
+        scale = self.spent / self.spent_estimate if self.spent_estimate else 1.0
+        basis = "measured so far" if self.spent_estimate else "the registry's estimates"
+        return f"about {_minutes(remaining * scale / self.jobs)} left ({basis})"
+
+    def _launch(self, pool: ThreadPoolExecutor) -> None:
+        while self.pending and len(self.running) < self.jobs:
+            task = self.pending.pop(0)
+            self.begun.setdefault(task.r.name, time.monotonic())
+            if self.dry_run:
+                print(" ".join(task.args))
+                self._finish(task, 0)
+                continue
+            task.started = time.monotonic()
+            log = self.folder(task.r) / "logs" / f"{task.job.name.replace('/', '_')}.log"
+            self.running[pool.submit(_run, task.args, log)] = task
+
+    def _finish(self, task: Task, rc: int) -> None:
+        r = task.r
+        self.count += 1
+        if not self.dry_run:
+            task.seconds = time.monotonic() - task.started
+            self.spent += task.seconds
+            self.spent_estimate += task.job.estimate_s
+            log = self.folder(r) / "logs" / f"{task.job.name.replace('/', '_')}.log"
+            if rc:
+                self.failed.setdefault(r.name, []).append(task.job.name)
+                print(
+                    f"{_tail(log)}failed: {r.name} {task.job.name} (exit {rc}; log: {log})",
+                    flush=True,
+                )
+            print(
+                f"[{self.count}/{self.total}] {r.name} {task.job.name}: "
+                f"{'failed' if rc else 'done'} in {_minutes(task.seconds)}; {self._time_left()}",
+                flush=True,
+            )
+        stage_jobs = [
+            t for t in [*self.pending, *self.running.values()] if t.r is r and t.stage == task.stage
+        ]
+        if not stage_jobs:
+            self.done_stages[r.name] = task.stage + 1
+            if r.name in self.failed:
+                self.finished.add(r.name)
+            elif task.stage + 1 < len(r.stages):
+                self._queue_stage(r, task.stage + 1)
+
+    def _collect_ready(self) -> None:
+        for r in self.rs:
+            if r.name in self.finished or self.done_stages[r.name] < len(r.stages):
+                continue
+            if any(n in self.names and n not in self.finished for n in r.needs):
+                continue
+            if (
+                any(n in self.failed for n in r.needs if n in self.names)
+                and r.collect
+                and r.collect.reuse
+            ):
+                self.failed.setdefault(r.name, []).append(f"(needs {', '.join(r.needs)})")
+                self.finished.add(r.name)
+                continue
+            self.finished.add(r.name)
+            self.collect(r)
+
+    def collect(self, r: Reproduction) -> None:
+        runs = self.folder(r)
+        wall = time.monotonic() - self.begun.get(r.name, self.start)
+        steps = []
+        if r.collect is not None:
+            steps.append(collect_command(r, runs, wall, bool(reused(r, self.extra, self.no_reuse))))
+        steps += [[sys.executable, "-m", f"scripts.{p[0]}", *p[1:]] for p in r.plots]
+        for cmd in steps:
+            if self.dry_run:
+                print(" ".join(cmd))
+            elif _run(cmd, cwd=self.home):
+                self.failed.setdefault(r.name, []).append(" ".join(cmd[2:4]))
+                print(f"failed: {' '.join(cmd)}", flush=True)
+                return
+        if not self.dry_run:
+            wall = time.monotonic() - self.begun.get(r.name, self.start)
+            print(
+                f"{r.name}: wall time (training, collection and figures): {wall:.0f} s", flush=True
+            )
+
+    def run(self) -> int:
+        for r in self.rs:
+            if r.stages:
+                self._queue_stage(r, 0)
+        if not self.dry_run:
+            print(
+                f"{self.total} jobs, {self.jobs} at a time; {self._time_left()}; runs in {self.root}",
+                flush=True,
+            )
+        with ThreadPoolExecutor(self.jobs) as pool:
+            self._launch(pool)
+            self._collect_ready()
+            while self.running:
+                done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._finish(self.running.pop(future), future.result())
+                self._launch(pool)
+                self._collect_ready()
+                self._launch(pool)
+        self._collect_ready()
+        if self.failed:
+            for name, what in self.failed.items():
+                print(
+                    f"error: {name} not collected: {', '.join(what)} failed (logs in {self.folder(REPRODUCTIONS[name])}/logs)"
+                )
+            return 1
+        return 0
+
+
+def prepare_data(rs: list[Reproduction], extra: list[str], dry_run: bool) -> None:
+    """Fetch and verify each dataset once, before any job (two jobs must not copy the same files
+    at once); with ``data.download=false`` the jobs read ``data.root`` as it is."""
+    if "data.download=false" in extra:
+        return
+    root = next((e.split("=", 1)[1] for e in extra if e.startswith("data.root=")), "data")
+    for name in dict.fromkeys(d for r in rs for d in r.data):
+        cmd = [sys.executable, "-m", "experiments.kit.data", name, root]
+        if dry_run:
+            print(" ".join(cmd))
+        elif _run(cmd):
+            raise SystemExit(f"error: the {name} data could not be prepared (above)")
+
+
+def listing() -> str:
+    return "\n".join(f"  {name:20} {r.help}" for name, r in REPRODUCTIONS.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("items", nargs="*", help="reproductions, then Hydra overrides (key=value)")
+    p.add_argument("--jobs", type=int, default=2, help="training processes at a time (default 2)")
+    p.add_argument(
+        "--nproc", type=int, default=1, help="GPUs per job of a distributed reproduction"
+    )
+    p.add_argument(
+        "--no-reuse", action="store_true", help="run the arms a reproduction would reuse"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p.add_argument("--list", action="store_true", help="list the reproductions")
+    p.add_argument("--names", action="store_true", help="their names, on one line (the Makefile)")
+    p.add_argument("--out", type=Path, help="the run folder (default multirun/reproduce/<time>)")
+    p.add_argument("--home", type=Path, default=REPO, help="the folder whose results/ is written")
+    args = p.parse_intermixed_args(argv)
+    if args.list or args.names:
+        print(listing() if args.list else " ".join(REPRODUCTIONS))
+        return 0
+    names = [i for i in args.items if "=" not in i]
+    extra = [i for i in args.items if "=" in i]
+    if not names:
+        p.error("name a reproduction (--list lists them)")
+    if unknown := [n for n in names if n not in REPRODUCTIONS]:
+        p.error(f"no reproduction {', '.join(unknown)}; --list lists them")
+    if args.jobs < 1 or args.nproc < 1:
+        p.error("--jobs and --nproc must be at least 1")
+    rs = expand(names)
+    for r in rs:
+        given = {e.split("=", 1)[0].lstrip("+") for e in extra}
+        if missing := [k for k in r.requires if k not in given]:
+            p.error(f"{r.name} needs {', '.join(f'{k}=...' for k in missing)}")
+    root = (args.out or REPO / "multirun" / "reproduce" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    if root.exists() and not args.dry_run:
+        p.error(f"{root} exists; give a new folder (nothing of an earlier run is overwritten)")
+    prepare_data(rs, extra, args.dry_run)
+    home = args.home.resolve()
+    if not args.dry_run:
+        home.mkdir(parents=True, exist_ok=True)
+    runner = Runner(rs, root, extra, args.jobs, args.nproc, args.no_reuse, args.dry_run, home)
+    code = runner.run()
+    for plot in group_plots(names) if code == 0 else ():
+        cmd = [sys.executable, "-m", f"scripts.{plot[0]}", *plot[1:]]
+        if args.dry_run:
+            print(" ".join(cmd))
+        elif _run(cmd, cwd=home):
+            code = 1
+    if not args.dry_run:
+        print(f"{' '.join(names)}: {time.monotonic() - runner.start:.0f} s in all", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""scripts/reproduce.py and the registry's reproductions: the commands each one runs (dry run),
+which arms a question takes from results/renorm, the Makefile's one line per reproduction, and
+(slow) a real run end to end: progress, collection, figures, and a failed job that stops only
+its own reproduction's collection."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.kit.config import setups
+from experiments.studies import REPRODUCTIONS, SECTIONS, Job, Reproduction, study_of_reproduction
+from scripts import reproduce
+from tests.idx_files import make_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _dry(capsys, *argv: str) -> list[str]:
+    assert reproduce.main([*argv, "--dry-run"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def _trained(lines: list[str], module: str) -> list[str]:
+    """The setups the dry run trains with ``experiments.<module>``, in the order printed."""
+    return [
+        re.search(r" setup=(\S+)", line).group(1)
+        for line in lines
+        if f"-m experiments.{module} " in line
+    ]
+
+
+def test_every_section_is_written_by_a_registered_reproduction():
+    for section in SECTIONS.values():
+        r = REPRODUCTIONS[section.target]
+        outs = [x.collect.out for x in reproduce.expand([r.name]) if x.collect]
+        assert any(section.path == out or section.path.startswith(out + "/") for out in outs), (
+            section.anchor
+        )
+
+
+@pytest.mark.parametrize("name", [n for n, r in REPRODUCTIONS.items() if r.stages])
+def test_every_job_names_a_setup_of_the_module_it_runs(name):
+    r = REPRODUCTIONS[name]
+    module = reproduce.module_of(r).split(".")[1]
+    jobs = [job for stage in r.stages for job in stage]
+    assert jobs and len({j.name for j in jobs}) == len(jobs)
+    for job in jobs:
+        [setup] = [a.split("=", 1)[1] for a in job.args if a.startswith("setup=")]
+        assert setup in setups(module), (name, job.name)
+
+
+@pytest.mark.parametrize("name", list(REPRODUCTIONS))
+def test_every_reproduction_dry_runs(capsys, name):
+    extra = ["data.root=/images"] if REPRODUCTIONS[name].requires else []
+    lines = _dry(capsys, name, *extra)
+    leaves = reproduce.expand([name])
+    jobs = sum(len(reproduce.Runner._jobs(reproduce.Runner(leaves, Path("x"), [], 2, 1, False, True), r, s))
+               for r in leaves for s in range(len(r.stages)))  # fmt: skip
+    assert sum("-m experiments." in line and "kit.data" not in line for line in lines) == jobs
+    assert all(
+        "threads=1" in line
+        for line in lines
+        if " hydra.run.dir=" in line and "torch.distributed" not in line
+    )
+    collected = [line for line in lines if "-m scripts.collect" in line]
+    assert len(collected) == sum(r.collect is not None for r in leaves)
+
+
+@pytest.mark.parametrize(
+    "name, new, reused",
+    [
+        ("question-brn-gradient", ["bn_micro4_rgrad", "brn_micro4_bngrad"], ["bn_micro4", "brn_micro4"]),
+        ("question-norm-position", ["bn32_after", "nonorm"], ["bn32"]),
+    ],
+)  # fmt: skip
+def test_reference_arms_are_reused_unless_told_to_run_them(capsys, name, new, reused):
+    lines = _dry(capsys, name)
+    assert sorted(_trained(lines, "renorm")) == sorted(new)
+    assert f"--reuse results/renorm --reuse-setups {','.join(reused)}" in "\n".join(lines)
+    for argv in (["--no-reuse"], ["seed=[0,1,2]"]):  # other settings: run them here
+        lines = _dry(capsys, name, *argv)
+        assert sorted(_trained(lines, "renorm")) == sorted(reused + new)
+        assert "--reuse" not in "\n".join(lines)
+
+
+def test_the_reused_runs_have_the_questions_seeds():
+    summary = json.loads((REPO / "results/renorm/fashion_mnist/summary.json").read_text())
+    for name in ("question-brn-gradient", "question-norm-position"):
+        r = REPRODUCTIONS[name]
+        [seeds] = {a for job in r.stages[0] for a in job.args if a.startswith("seed=")}
+        for setup in r.collect.reuse.setups:
+            assert f"seed={summary['setups'][setup]['seeds']}".replace(" ", "") == seeds
+
+
+def test_overrides_replace_a_jobs_own_value_and_reach_every_job(capsys):
+    lines = _dry(capsys, "reproduce-mnist", "seed=[7]", "train.steps=10")
+    trained = [line for line in lines if "-m experiments.mnist" in line]
+    assert len(trained) == 2
+    for line in trained:
+        assert line.count("seed=") == 1 and line.endswith("seed=[7] train.steps=10")
+
+
+def test_a_group_runs_its_members_once_and_its_figures_last(capsys):
+    lines = _dry(capsys, "reproduce-questions", "question-mlp")
+    assert (
+        sum("-m scripts.collect mnist" in line and "questions/mlp" in line for line in lines) == 1
+    )
+    assert lines[-1].endswith("-m scripts.plot_questions")
+    assert all(
+        study_of_reproduction(m).name == "questions" for m in ("question-mlp", "question-dropout")
+    )
+
+
+def test_a_stage_waits_for_the_one_before_and_takes_its_overrides(capsys):
+    lines = _dry(capsys, "reproduce-inception-converged")
+    trained = [line for line in lines if "-m experiments.inception" in line]
+    assert [("setup=inception " in line) for line in trained] == [True] * 2 + [False] * 8
+    assert all("stop_at_target" in line for line in trained[2:])
+
+
+def test_bad_requests_are_one_line(capsys):
+    for argv, message in (
+        (["nothing-here"], "no reproduction nothing-here"),
+        (["reproduce-inception"], "reproduce-inception needs data.root=..."),
+        (["reproduce-mnist", "--jobs", "0"], "--jobs and --nproc must be at least 1"),
+        ([], "name a reproduction"),
+    ):
+        with pytest.raises(SystemExit):
+            reproduce.main(argv)
+        assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_has_one_target_per_reproduction_and_lists_them():
+    names = subprocess.run([sys.executable, "-m", "scripts.reproduce", "--names"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    assert names == list(REPRODUCTIONS)
+    shown = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout  # fmt: skip
+    assert all(re.search(rf"^  {re.escape(n)} +\S", shown, re.M) for n in names)
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "reproduce-renorm", "JOBS=3",
+                          "ARGS=logger.mode=online"], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    assert re.search(r"-m scripts.reproduce reproduce-renorm --jobs 3 .*logger.mode=online", dry)
+
+
+@pytest.mark.slow
+def test_a_real_run_collects_plots_and_names_a_failed_job(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    make_dataset(data, folder="MNIST")
+    make_dataset(data)
+    bad = Reproduction(
+        "broken", "a reproduction whose one job fails", module="mnist", data=("mnist",),
+        stages=((Job("bn", ("setup=bn",)), Job("lr", ("setup=bn", "train.lr=-1"))),),
+        collect=reproduce.REPRODUCTIONS["reproduce-mnist"].collect,
+    )  # fmt: skip
+    monkeypatch.setitem(reproduce.REPRODUCTIONS, "broken", bad)
+    quick = ["debug=quick", f"data.root={data}", "data.download=false", "data.verify=false"]
+    home = tmp_path / "home"
+    code = reproduce.main(
+        ["reproduce-mnist", "broken", "--home", str(home), "--out", str(tmp_path / "runs"), *quick]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert re.search(r"^\[\d/4\] reproduce-mnist bn: done in \d+ s; about .* left", out, re.M)
+    assert "failed: broken lr (exit 1" in out and "train.lr=-1" in out
+    assert "error: broken not collected: lr failed" in out
+    summary = json.loads((home / "results/mnist/mnist/summary.json").read_text())
+    assert summary["command"] == "make reproduce-mnist" and summary["wall_time_s"] > 0
+    assert sorted(summary["setups"]) == ["baseline", "bn"]  # the broken one's runs are not in it
+    assert (home / "results/figures/mnist_fig1.png").exists()
+    assert (tmp_path / "runs/broken/logs/lr.log").exists()
+    with pytest.raises(SystemExit):  # a used run folder is refused, not overwritten
+        reproduce.main(["reproduce-mnist", "--out", str(tmp_path / "runs"), *quick])
