@@ -20,10 +20,13 @@ $(ENV): pyproject.toml uv.lock | $(UV)
 
 install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build the compiled CPU kernels
 
-test: $(ENV) ## run the test suite (offline, CPU, a few minutes)
+test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU, about a minute)
 	$(PY) -m pytest -m "not slow" -q
 
-test-full: $(ENV) ## run every test, the slow ones too
+test-slow: $(ENV) ## the slow tier alone: other processes, torchrun, whole study runs, compile, the wheel (~9 min)
+	$(PY) -m pytest -m slow -q
+
+test-full: $(ENV) ## every test, both tiers (what CI runs)
 	$(PY) -m pytest -q
 
 lint: $(ENV) ## ruff
@@ -77,4 +80,4 @@ report: claims ## results/report.html: one self-contained page of every result (
 clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 	rm -rf outputs multirun wandb
 
-.PHONY: $(REPRODUCTIONS) help install test test-full lint format smoke bench figures claims report clean-outputs
+.PHONY: $(REPRODUCTIONS) help install test test-slow test-full lint format smoke bench figures claims report clean-outputs

@@ -73,6 +73,7 @@ def _installed_closure(names: tuple[str, ...]) -> list[metadata.Distribution]:
     return list(found.values())
 
 
+@pytest.mark.slow
 def test_the_wheel_runs_in_a_fresh_environment(wheel, tmp_path):
     """A fresh venv holding only torch and torchvision (and what they need: linked from this
     environment, offline) and the wheel: nothing of the research stack is importable there, and

@@ -87,6 +87,7 @@ def test_is_a_torch_batchnorm():
     assert isinstance(bn.BatchRenorm2d(3), nn.modules.batchnorm._BatchNorm)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("groups", [1, 3])
 @pytest.mark.parametrize("renorm", [False, True])
 def test_reference_backward_gradcheck(groups, renorm):

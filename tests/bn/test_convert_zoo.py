@@ -55,6 +55,7 @@ def _outputs_and_grads(model: nn.Module, training: bool):
 MODELS = [("torchvision", n) for n in TORCHVISION] + [("timm", n) for n in TIMM]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("zoo,name", MODELS, ids=[f"{z}-{n}" for z, n in MODELS])
 def test_bn_to_bn_changes_nothing(zoo, name):
     model = _build(zoo, name)
@@ -78,6 +79,7 @@ def _non_bn_modules(model: nn.Module) -> list[tuple[str, type]]:
     return [(n, type(m)) for n, m in model.named_modules() if not isinstance(m, _BatchNorm)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("zoo,name", MODELS, ids=[f"{z}-{n}" for z, n in MODELS])
 def test_bn_to_batch_renorm_keeps_every_other_module(zoo, name):
     model = _build(zoo, name)

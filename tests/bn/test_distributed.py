@@ -75,6 +75,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split", [4, 8], ids=["halves", "empty-shard"])
 @pytest.mark.parametrize("kind", ["bn", "brn"])
 def test_two_processes_equal_one(kind, split, tmp_path):
@@ -161,6 +162,7 @@ def _variants_worker(rank: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_without_affine_or_bias(tmp_path):
     mp.spawn(_variants_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
@@ -193,6 +195,7 @@ def _double_backward_worker(rank: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_second_derivatives_through_sync_stats_are_a_clear_error(tmp_path):
     """torch's SyncBatchNorm has no double backward either; ours says so instead of computing
     a wrong one."""
@@ -247,6 +250,7 @@ def _module_db_worker(rank: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_torch_module_inputs_over_two_processes(tmp_path):
     """torch's BatchNorm test inputs (tests/bn/test_module_db.py), each batch split over two
     processes with ``sync_stats=True`` (the empty batch: both shards empty), equal one process

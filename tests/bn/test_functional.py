@@ -197,6 +197,7 @@ def test_identity_brn_equals_bn_on_every_path():
 
 
 # -- the fast path's hand-written backward against finite differences ----------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "groups,route", [(1, "whole"), (3, "side-by-side"), (3, "per-slice")], ids=str
 )

@@ -223,6 +223,7 @@ def _pure(case: Case):
     return f, [getattr(case.ours, n).detach().requires_grad_(True) for n in names]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "torch_cls,index,variant,dtype,training", [c for c in CASES if c.values[3] == torch.float64]
 )
@@ -253,6 +254,7 @@ def test_state_dict_both_ways(torch_cls, index, variant, dtype, training):
         torch.testing.assert_close(theirs.eval()(x), y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("torch_cls,index,variant,dtype,training", CASES)
 def test_pickle_deepcopy_and_save(torch_cls, index, variant, dtype, training):
     case = Case(torch_cls, index, variant, dtype, training)

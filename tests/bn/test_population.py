@@ -10,6 +10,7 @@ from torch import nn
 import bn
 
 
+@pytest.mark.slow
 def test_bessel_factor_on_known_distribution():
     """Batches of 4 from N(3, 4): the plain mean of batch variances is 3, corrected 4."""
     layer = bn.BatchNorm1d(1)

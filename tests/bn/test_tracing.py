@@ -89,6 +89,7 @@ def _resnet18_batch_renorm() -> nn.Module:
     return bn.convert_norm(torchvision.models.resnet18(num_classes=10), "batchrenorm").double()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_torchvision_feature_extractor(training):
     model = _resnet18_batch_renorm().train(training)
@@ -102,6 +103,7 @@ def test_torchvision_feature_extractor(training):
     torch.testing.assert_close(got["out"], out)
 
 
+@pytest.mark.slow
 def test_compile_has_no_graph_break():
     explanation = torch._dynamo.explain(_resnet18_batch_renorm().train())(
         torch.randn(4, 3, 32, 32, dtype=torch.float64)
@@ -109,6 +111,7 @@ def test_compile_has_no_graph_break():
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", list(LAYERS))
 def test_every_layer_compiles_without_a_graph_break(layer):
     explanation = torch._dynamo.explain(_net(layer).train())(

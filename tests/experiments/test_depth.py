@@ -41,6 +41,7 @@ def test_deep_mlp_layers_and_initialisation():
         DeepMLP(2, activation="tanh")
 
 
+@pytest.mark.slow
 def test_one_run_per_depth_and_the_logged_ratio(root, tmp_path):
     summaries = depth.train(_small(root), tmp_path)
     assert [s["depth"] for s in summaries] == [1, 3]
@@ -67,6 +68,7 @@ def test_the_ratio_is_the_first_over_the_last_layers_gradient_norm(root):
     assert ratio == pytest.approx((first.norm() / last.norm()).item())
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     from tests.interrupt import killed_after_checkpoint
 
@@ -81,6 +83,7 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
         assert a["grad_ratio"] == b["grad_ratio"]
 
 
+@pytest.mark.slow
 def test_a_diverging_network_stops_and_the_others_go_on(root, tmp_path):
     summaries = depth.train(_small(root, "setup=deep_mlp", "train.lr=1e6"), tmp_path)
     assert any(s["diverged"] for s in summaries)
@@ -99,6 +102,7 @@ def test_invalid_settings_fail_before_training(root, tmp_path, override, message
         depth.train(_small(root, override), tmp_path)
 
 
+@pytest.mark.slow
 def test_collector_and_figure(root, tmp_path, monkeypatch):
     for setup in ("deep_mlp", "deep_mlp_bn"):
         for act in ("relu", "sigmoid", "linear"):

@@ -94,6 +94,7 @@ def test_variant_files_are_the_six_of_the_paper_and_the_dropout_question():
     assert sorted(setups_of("inception")) == sorted(VARIANTS + QUESTION_SETUPS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "a,b,changed",
     [
@@ -122,6 +123,7 @@ def test_variants_read_as_diffs_of_each_other(a, b, changed):
     assert _diff(a, b) == changed
 
 
+@pytest.mark.slow
 def test_recipe_follows_the_paper_multipliers():
     base = inception.recipe(_cfg(["setup=inception"]), world=1)
     x5 = inception.recipe(_cfg(["setup=bn_x5"]), world=1)
@@ -141,6 +143,7 @@ def test_scaling_rule_for_a_larger_global_batch():
     assert big["lr_decay_every"] == round(160 / 6 / 4)
 
 
+@pytest.mark.slow
 def test_gpu_scale_builds_the_full_width_network():
     cfg = _cfg(["scale=gpu", "setup=bn_x30", "data.root=/nowhere"])
     assert cfg.data.name == "image_folder" and cfg.data.image_size == 224
@@ -201,6 +204,7 @@ def test_photometric_distortion_is_reproducible_and_off_at_zero():
 # --- runs ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS + QUESTION_SETUPS)
 def test_each_variant_runs_two_steps_on_an_image_folder(folder, tmp_path, variant):
     cfg = _on_folder(folder, f"setup={variant}", "train.steps=2")
@@ -213,6 +217,7 @@ def test_each_variant_runs_two_steps_on_an_image_folder(folder, tmp_path, varian
     assert (tmp_path / "checkpoint.pt").exists()
 
 
+@pytest.mark.slow
 def test_tensor_data_becomes_32px_rgb(idx_root, tmp_path):
     cfg = _small(*_idx(idx_root), "setup=bn_x5_sigmoid")
     summary = inception.train(cfg, tmp_path)
@@ -224,6 +229,7 @@ def test_tensor_data_becomes_32px_rgb(idx_root, tmp_path):
     assert train.x[:, :, :2].unique().numel() == 1  # the padding is one background value
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted(idx_root, tmp_path, monkeypatch):
     overrides = (*_idx(idx_root), "setup=inception", "seed=1")
     full = inception.train(_small(*overrides, "train.steps=6"), tmp_path / "full")
@@ -242,6 +248,7 @@ def test_resume_after_kill_matches_uninterrupted(idx_root, tmp_path, monkeypatch
         torch.testing.assert_close(a["model"][k], b["model"][k], rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_diverged_run_stops_cleanly(idx_root, tmp_path):
     cfg = _small(*_idx(idx_root), "setup=inception", "train.lr=1e6")
     summary = inception.train(cfg, tmp_path)
@@ -265,6 +272,7 @@ def test_invalid_settings_fail_before_training(idx_root, tmp_path, override, set
     assert not (tmp_path / "metrics.csv").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override,why",
     [
@@ -279,6 +287,7 @@ def test_invalid_types_fail_when_composing(override, why):
     assert why in f"{e.value} {e.value.__cause__}"
 
 
+@pytest.mark.slow
 def test_two_process_torchrun_run(idx_root, tmp_path):
     out = subprocess.run(
         [
@@ -408,6 +417,7 @@ def test_steps_to_the_baselines_maximum():
     assert t["inception_sigmoid"]["steps_to_baseline_max"] is None
 
 
+@pytest.mark.slow
 def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
     for i, variant in enumerate(("bn_x5", "inception")):  # the spec's order, not the sweep's
         inception.train(_on_folder(folder, f"setup={variant}"), tmp_path / "sweep" / str(i))
@@ -425,6 +435,7 @@ def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
 # --- the converged protocol -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_test_subset_every_evaluation_and_the_full_test_set_at_the_end(idx_root, tmp_path):
     summary = inception.train(_small(*_idx(idx_root), "eval.test_subset=16"), tmp_path)
     rows = metric_rows(tmp_path)
@@ -438,6 +449,7 @@ def test_a_test_subset_every_evaluation_and_the_full_test_set_at_the_end(idx_roo
     assert summary["max_test_acc_subset"] == max(subset)
 
 
+@pytest.mark.slow
 def test_a_plateau_stops_the_run_and_a_resume_stops_at_the_same_step(
     idx_root, tmp_path, monkeypatch
 ):
@@ -453,6 +465,7 @@ def test_a_plateau_stops_the_run_and_a_resume_stops_at_the_same_step(
     assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
 
 
+@pytest.mark.slow
 def test_a_rule_added_on_resume_sees_the_whole_curve(idx_root, tmp_path, monkeypatch):
     overrides = (*_idx(idx_root), "setup=inception", "train.steps=12", "eval.test_subset=16")
     stop = ("train.stop.plateau=0.5", "train.stop.min_steps=6")
@@ -464,6 +477,7 @@ def test_a_rule_added_on_resume_sees_the_whole_curve(idx_root, tmp_path, monkeyp
     assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
 
 
+@pytest.mark.slow
 def test_a_reached_target_stops_the_run(idx_root, tmp_path):
     summary = inception.train(
         _small(*_idx(idx_root), "eval.test_subset=16", "train.steps=8", "train.stop.target=0.01"),
@@ -487,6 +501,7 @@ def test_converged_speedups_and_their_range_over_seed_pairs():
     )
 
 
+@pytest.mark.slow
 def test_converged_collector_from_real_runs(idx_root, tmp_path, capsys, monkeypatch):
     common = (*_idx(idx_root), "eval.test_subset=16", "train.steps=6", "train.stop.plateau=0.5")
     for seed in (0, 1):
@@ -526,6 +541,7 @@ def test_image_folder_augmentation_is_addressed_by_step(folder):
     assert not torch.equal(a[0], a[2])  # the same images at another step: other crops
 
 
+@pytest.mark.slow
 def test_resume_on_an_image_folder_matches_uninterrupted(folder, tmp_path, monkeypatch):
     overrides = ("setup=inception", "train.steps=4", "eval.every=1")
     full = inception.train(_on_folder(folder, *overrides), tmp_path / "full")

@@ -84,6 +84,7 @@ def test_drift_and_the_typical_unit():
     assert mechanism.typical_unit(values, qs) == 2
 
 
+@pytest.mark.slow
 def test_a_short_run_logs_every_measure(root, tmp_path):
     summary = mechanism.train(_small(root, "setup=mech_bn"), tmp_path)
     metrics = {r["metric"] for r in metric_rows(tmp_path) if r["step"] == "20"}
@@ -96,12 +97,14 @@ def test_a_short_run_logs_every_measure(root, tmp_path):
     assert summary["setup"] == "mech_bn" and not summary["diverged"]
 
 
+@pytest.mark.slow
 def test_without_bn_the_population_view_is_the_moving_one(root, tmp_path):
     mechanism.train(_small(root, "setup=mech_baseline"), tmp_path)
     saved = torch.load(tmp_path / "unit_percentiles.pt", weights_only=True)["values"]
     assert torch.equal(saved[:, 0], saved[:, 1]) and not torch.equal(saved[:, 0], saved[:, 2])
 
 
+@pytest.mark.slow
 def test_weight_decay_shrinks_the_weights(root, tmp_path):
     def norm_at_end(setup, path):
         mechanism.train(_small(root, f"setup={setup}", "train.weight_decay=0.5"), path)
@@ -116,6 +119,7 @@ def test_weight_decay_shrinks_the_weights(root, tmp_path):
     assert plain["weight_decay"] == 0.0
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     mechanism.train(_small(root, "setup=mech_noisy_bn"), tmp_path / "full")
     original = mnist.stacked_batches
@@ -127,6 +131,7 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
 
 
+@pytest.mark.slow
 def test_a_diverging_run_ends_cleanly(root, tmp_path):
     summary = mechanism.train(_small(root, "setup=mech_baseline", "model.init_std=1e37"), tmp_path)
     assert summary["diverged"] and summary["steps_done"] == summary["diverged_at_step"] <= 20
@@ -159,6 +164,7 @@ def test_the_relu_network_and_a_bad_activation(root):
         mechanism.check(_small(root, "model.activation=tanh"))
 
 
+@pytest.mark.slow
 def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_path, monkeypatch):
     import csv
     import json

@@ -58,11 +58,13 @@ def test_every_config_composes(setup, dataset):
     assert (cfg.train.steps, cfg.train.batch_size, cfg.logger.mode) == (50000, 60, "offline")
 
 
+@pytest.mark.slow
 def test_grayscale_inputs_train(root, tmp_path):
     [summary] = mnist.train(_small(root, "setup=bn", "data.binarize=false"), tmp_path)
     assert not summary["diverged"] and math.isfinite(summary["final_train_loss"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup", ["baseline", "bn", "bn_after"])
 def test_short_run_writes_metrics_and_summary(root, tmp_path, setup):
     [summary] = mnist.train(_small(root, f"setup={setup}"), tmp_path)
@@ -98,6 +100,7 @@ def test_short_run_writes_metrics_and_summary(root, tmp_path, setup):
     assert pct["values"].shape == (5, 3, 3, 100)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("probe", ["probe.nongaussian=false", "probe.nongaussian=true"])
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, probe):
     [full] = mnist.train(_small(root, "setup=bn", "seed=3", probe), tmp_path / "full")
@@ -125,6 +128,7 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, pr
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_non_gaussianity_probe_logs_quartiles_and_a_normal_control(root, tmp_path):
     mnist.train(_small(root, "setup=baseline", "probe.nongaussian=true"), tmp_path)
     rows = metric_rows(tmp_path)
@@ -143,6 +147,7 @@ def test_non_gaussianity_probe_logs_quartiles_and_a_normal_control(root, tmp_pat
     assert not any(r["metric"].startswith("nongauss/") for r in _off_rows(root, tmp_path))
 
 
+@pytest.mark.slow
 def test_a_training_subset_is_all_the_network_sees(root, tmp_path):
     [summary] = mnist.train(_small(root, "setup=bn", "train.subset=40"), tmp_path)
     rows = metric_rows(tmp_path)
@@ -162,12 +167,14 @@ def _off_rows(root: Path, tmp_path: Path) -> list[dict]:
     return metric_rows(tmp_path / "off")
 
 
+@pytest.mark.slow
 def test_resume_with_other_seeds_is_refused(root, tmp_path):
     mnist.train(_small(root, "setup=baseline", "seed=[1,2]", "train.steps=10"), tmp_path)
     with pytest.raises(ConfigError, match=r"holds the run of seed=\[1, 2\], not seed=\[1, 3\]"):
         mnist.train(_small(root, "setup=baseline", "seed=[1,3]", "resume=true"), tmp_path)
 
 
+@pytest.mark.slow
 def test_diverged_run_stops_cleanly(root, tmp_path):
     [summary] = mnist.train(_small(root, "setup=baseline", "model.init_std=1e37"), tmp_path)
     assert summary["diverged"] and summary["diverged_at_step"] <= 40
@@ -183,6 +190,7 @@ def _closemetric_rows(a: list[dict], b: list[dict]) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup", ["baseline", "bn", "bn_after"])
 def test_stacked_seeds_equal_separate_runs(root, tmp_path, setup):
     stacked = mnist.train(_small(root, f"setup={setup}", "seed=[3,4]"), tmp_path / "stacked")
@@ -197,6 +205,7 @@ def test_stacked_seeds_equal_separate_runs(root, tmp_path, setup):
     assert (tmp_path / "stacked" / "checkpoint.pt").exists()
 
 
+@pytest.mark.slow
 def test_a_diverging_seed_leaves_the_others_untouched(root, tmp_path, monkeypatch):
     [alone] = mnist.train(_small(root, "setup=bn", "seed=3"), tmp_path / "alone")
 
@@ -218,6 +227,7 @@ def test_a_diverging_seed_leaves_the_others_untouched(root, tmp_path, monkeypatc
     assert max(int(r["step"]) for r in bad_rows) == 1  # nothing logged after it diverged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override,setting",
     [
@@ -267,6 +277,7 @@ def test_unknown_key_is_rejected():
         _cfg(["train.stepz=10"])
 
 
+@pytest.mark.slow
 def test_cli_missing_data_exits_with_message(tmp_path):
     out = subprocess.run(
         [
@@ -366,6 +377,7 @@ def test_each_copy_is_the_network_of_its_seed(norm):
     torch.testing.assert_close(both(shared)[1], alone(shared[None])[0])
 
 
+@pytest.mark.slow
 def test_figures_of_one_dataset_from_the_committed_csvs(tmp_path, monkeypatch):
     from scripts import plot_mnist, plotting
 

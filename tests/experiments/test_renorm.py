@@ -64,6 +64,7 @@ def test_pair_batches_have_the_pair_structure():
         assert (first != second).all()  # two different examples of the label
 
 
+@pytest.mark.slow
 def test_pair_batches_draw_labels_with_replacement():
     # 100 labels, 16 draws: with replacement about 70% of minibatches repeat a label, without 0%.
     labels = torch.arange(100).repeat_interleave(5)
@@ -121,6 +122,7 @@ def test_schedule_scales_with_the_run_length():
     assert renorm_bounds(jump.norm.schedule, 16_000) == (3.0, 5.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "setup", ["bn_micro4", "brn_micro4", "bn_micro4_rgrad", "brn_micro4_bngrad"]
 )
@@ -162,6 +164,7 @@ def test_gamma_is_fixed_at_one_and_not_trained():
     assert all(m.bias.requires_grad for m in norms)
 
 
+@pytest.mark.slow
 def test_every_setup_composes_and_builds():
     assert len(SETUPS) >= 12
     for setup in SETUPS:
@@ -173,6 +176,7 @@ def test_every_setup_composes_and_builds():
 # --- end to end --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup", SETUPS)
 def test_each_setup_runs_end_to_end(root, tmp_path, setup):
     summary = renorm.train(_small(root, f"setup={setup}"), tmp_path)
@@ -190,6 +194,7 @@ def test_each_setup_runs_end_to_end(root, tmp_path, setup):
     assert (tmp_path / "checkpoint.pt").exists()
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     overrides = ("setup=brn_micro4", "seed=2", "train.steps=9")
     full = renorm.train(_small(root, *overrides), tmp_path / "full")
@@ -208,6 +213,7 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     assert a["step"] == b["step"] == 9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup", ["brn_micro4", "noniid_brn"])
 def test_seeds_side_by_side_are_the_separate_runs_one_folder_each(root, tmp_path, setup):
     """A list of seeds trains them stacked in one process: a folder per seed with its own
@@ -229,6 +235,7 @@ def test_seeds_side_by_side_are_the_separate_runs_one_folder_each(root, tmp_path
         assert abs(saved["test_acc"] - alone["test_acc"]) < 0.2  # float rounding apart, same net
 
 
+@pytest.mark.slow
 def test_seeds_side_by_side_resume_after_a_kill_as_uninterrupted(root, tmp_path, monkeypatch):
     overrides = ("setup=bn_micro4", "seed=[0,2]", "train.steps=9")
     renorm.train(_small(root, *overrides), tmp_path / "full")
@@ -240,6 +247,7 @@ def test_seeds_side_by_side_resume_after_a_kill_as_uninterrupted(root, tmp_path,
         assert rows == metric_rows(tmp_path / "full" / f"seed{seed}")
 
 
+@pytest.mark.slow
 def test_diverged_run_stops_cleanly(root, tmp_path):
     summary = renorm.train(_small(root, "setup=bn32", "norm.kind=none", "train.lr=1e9"), tmp_path)
     assert summary["diverged"] and summary["diverged_at_step"] <= 6
@@ -247,6 +255,7 @@ def test_diverged_run_stops_cleanly(root, tmp_path):
     assert any(r["metric"] == "test/acc" for r in metric_rows(tmp_path))  # step-0 row kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides,setting",
     [
@@ -287,6 +296,7 @@ def test_unknown_key_is_rejected():
 # --- paper scale and distributed ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_paper_scale_runs_on_a_synthetic_image_folder(tmp_path):
     folder = make_image_folder(tmp_path / "images", classes=3, train_per_class=6, val_per_class=2)
     cfg = _cfg(
@@ -318,6 +328,7 @@ def test_missing_image_folder_is_a_clear_error(tmp_path):
         renorm.train(cfg, tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_two_process_torchrun_run(root, tmp_path):
     out = subprocess.run(
         [

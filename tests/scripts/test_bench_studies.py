@@ -74,6 +74,7 @@ def test_each_peer_trains(tmp_path, monkeypatch, capsys, peer, shape):
     assert "after 3 steps" in out or "for 3 steps each" in out
 
 
+@pytest.mark.slow
 def test_the_floor_counts_the_mlps_arithmetic():
     pixels = torch.zeros(10, 784, dtype=torch.uint8)
     pixels[:, :100] = 1  # 100 set pixels an image
@@ -88,6 +89,7 @@ def test_the_floor_counts_the_mlps_arithmetic():
     assert floor["gflops_own_shapes"] > 0 and floor["gflops_large"] > 0
 
 
+@pytest.mark.slow
 def test_every_case_names_a_setup_of_its_study():
     for case in bench_studies.cases():
         study = case.study[0].split(".")[1]
@@ -103,6 +105,7 @@ def test_timing_some_cases_keeps_the_other_rows(tmp_path):
     assert bench_studies._merged(tmp_path / "missing.csv", rows[:1]) == rows[:1]
 
 
+@pytest.mark.slow
 def test_the_layout_bench_times_both_layouts_and_names_the_faster(tiny_data, tmp_path, monkeypatch):
     from scripts import bench_layout
 

@@ -2,11 +2,14 @@
 
 from pathlib import Path
 
+import pytest
+
 from scripts import plot_questions, plotting
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_every_question_figure_draws_from_the_committed_results(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the results' paths are relative to the repo
     monkeypatch.setattr(plotting, "FIGURES", tmp_path)

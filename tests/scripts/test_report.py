@@ -27,6 +27,7 @@ def page():
         os.chdir(here)
 
 
+@pytest.mark.slow
 def test_every_figure_and_study_is_on_the_page(page):
     for png in (REPO / "results" / "figures").glob("*.png"):
         assert f'alt="{png.name}"' in page, png.name

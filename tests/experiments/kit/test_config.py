@@ -32,6 +32,7 @@ def test_every_study_has_a_config_folder_with_its_setups():
     assert all(SETUPS[study] for study in STUDIES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "setup,study", [(setup, study) for study in STUDIES for setup in SETUPS[study]]
 )
@@ -59,6 +60,7 @@ def test_a_setup_of_another_study_is_refused_naming_only_this_studys_setups(setu
     preflight(study, [f"setup={SETUPS[study][0]}"])  # its own setups pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", STUDIES)
 @pytest.mark.parametrize(
     "override,why",
@@ -93,6 +95,7 @@ def _momenta(model: torch.nn.Module) -> list:
     return [(m.momentum, m.eps) for m in layers]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup", ["bn32", "brn32", "bn_micro4", "noniid_brn"])
 def test_norm_settings_reach_every_layer_renorm(setup):
     cfg = compose_config("renorm", [f"setup={setup}", "norm.momentum=0.05", "norm.eps=0.0025"])
@@ -123,6 +126,7 @@ def test_norm_settings_reach_every_layer_inception(setup):
     assert len(norm_layers(model)) > 60 and set(_momenta(model)) == {(0.05, 0.0025)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm", ["batchnorm", "batchrenorm", "torch_batchnorm"])
 def test_norm_settings_reach_every_layer_mnist(tiny_data, tmp_path, monkeypatch, norm):
     """Through the study's own training path: the network ``mnist.train`` builds."""
@@ -157,6 +161,7 @@ def test_norm_settings_reach_every_layer_mnist(tiny_data, tmp_path, monkeypatch,
     assert len(norm_layers(model)) == 3 and set(_momenta(model)) == {(0.05, 0.0025)}
 
 
+@pytest.mark.slow
 def test_the_studies_own_norm_values_apply_when_not_overridden():
     """renorm and inception set their momentum/eps in their root config, after the norm group."""
     for study, setup in (("renorm", "bn32"), ("inception", "bn_x5")):
@@ -194,6 +199,7 @@ def _outside(rule) -> float:
     return rule.low - 1 if not rule.low_open else rule.low
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(__import__("experiments.kit.ranges").kit.ranges.RANGES))
 def test_every_numeric_setting_out_of_its_range_is_one_line_naming_it(key):
     from omegaconf import OmegaConf, open_dict

@@ -59,6 +59,7 @@ def test_the_command_outside_hydra_is_the_command_line_quoted(monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_a_refused_command_changes_nothing_in_the_run_directory(tiny_data, tmp_path):
     run = tmp_path / "run"
     first = _mnist(tiny_data, f"hydra.run.dir={run}")
@@ -72,6 +73,7 @@ def test_a_refused_command_changes_nothing_in_the_run_directory(tiny_data, tmp_p
     assert files_in(run) == before  # the record of its settings included
 
 
+@pytest.mark.slow
 def test_overwrite_keeps_the_replaced_run_aside_and_collection_skips_it(tiny_data, tmp_path):
     run = tmp_path / "run"
     assert _mnist(tiny_data, "seed=[0,1]", f"hydra.run.dir={run}").returncode == 0
@@ -96,6 +98,7 @@ def test_overwrite_keeps_the_replaced_run_aside_and_collection_skips_it(tiny_dat
     assert summary["setups"]["bn"]["seeds"] == [0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "launcher",
     [
@@ -119,6 +122,7 @@ def test_a_failing_job_leaves_the_others_to_run_and_is_named_at_the_end(
     assert summary["lr"] == 0.5
 
 
+@pytest.mark.slow
 def test_a_jobs_recorded_command_runs_that_job_again(tiny_data, tmp_path):
     sweep = tmp_path / "sweep"
     out = _mnist(tiny_data, "-m", "train.lr=0.5,2.0", f"hydra.sweep.dir={sweep}")
@@ -142,6 +146,7 @@ def test_a_jobs_recorded_command_runs_that_job_again(tiny_data, tmp_path):
     assert metric_rows(tmp_path / "again") == metric_rows(job)
 
 
+@pytest.mark.slow
 def test_a_relative_data_root_is_the_launch_folders_with_chdir(tiny_data, tmp_path):
     relative = Path(os.path.relpath(tiny_data, CONFIGS.parent))
     run = tmp_path / "run"
@@ -163,6 +168,7 @@ def test_every_study_takes_the_shared_hydra_settings():
     assert kit["output_subdir"] is None and "failed_jobs" in kit["callbacks"]
 
 
+@pytest.mark.slow
 def test_a_learning_rate_search_goes_on_past_a_failed_trial(tiny_data, tmp_path):
     import yaml
 
@@ -185,6 +191,7 @@ def test_a_learning_rate_search_goes_on_past_a_failed_trial(tiny_data, tmp_path)
     assert "no objective" in failed["reason"]
 
 
+@pytest.mark.slow
 def test_the_shipped_search_runs_and_a_study_without_an_objective_refuses_it(tiny_data, tmp_path):
     out = _mnist(
         tiny_data, "-m", "hydra/sweeper=lr_search", "hydra.sweeper.n_trials=2",
@@ -199,6 +206,7 @@ def test_the_shipped_search_runs_and_a_study_without_an_objective_refuses_it(tin
     assert refused.returncode == 1 and "depth returns no objective to search" in refused.stderr
 
 
+@pytest.mark.slow
 def test_no_logger_writes_no_wandb_files(tiny_data, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     run = tmp_path / "run"
@@ -211,6 +219,7 @@ def test_no_logger_writes_no_wandb_files(tiny_data, tmp_path):
     assert (run / "summary.json").exists() and not list(run.rglob("wandb*"))
 
 
+@pytest.mark.slow
 def test_an_offline_wandb_run_is_quiet_on_the_console(tiny_data, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     run = tmp_path / "run"

@@ -154,6 +154,7 @@ def _assert_same_weights(a: nn.Module, b: nn.Module) -> None:
 # --- (a) resume after a kill ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", [[0], [0, 1]])
 def test_resume_after_a_kill_equals_the_uninterrupted_run(tmp_path, seeds):
     seed = f"seed=[{','.join(map(str, seeds))}]"
@@ -178,6 +179,7 @@ def test_resume_after_a_kill_equals_the_uninterrupted_run(tmp_path, seeds):
     assert torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)["step"] == 12
 
 
+@pytest.mark.slow
 def test_without_the_checkpoints_rng_state_a_resume_would_differ(tmp_path):
     """The resume test can fail: a run that restarts the noise from another generator state
     does not reproduce the uninterrupted run."""
@@ -221,6 +223,7 @@ def test_the_collector_pauses_between_evaluations_and_frees_cycles_at_each(tmp_p
     assert all(ref() is None for _, ref in made)
 
 
+@pytest.mark.slow
 def test_copies_in_lockstep_equal_separate_runs(tmp_path):
     together, model, _ = _train(_cfg("seed=[3,4]"), tmp_path / "both", noise=False)
     for k, seed in enumerate((3, 4)):
@@ -238,6 +241,7 @@ def test_copies_in_lockstep_equal_separate_runs(tmp_path):
 # --- (c) one copy diverges --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_diverging_copy_stops_and_the_other_goes_on(tmp_path):
     [alone], _, _ = _train(_cfg("seed=[0]"), tmp_path / "alone", noise=False)
     ok, bad = _train(_cfg("seed=[0,1]"), tmp_path / "both", nan_at=(1, 5), noise=False)[0]
@@ -257,6 +261,7 @@ def test_a_diverging_copy_stops_and_the_other_goes_on(tmp_path):
     assert ckpt["diverged_at_step"] == [None, 6]
 
 
+@pytest.mark.slow
 def test_a_diverged_copy_stays_diverged_after_a_resume(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _train(_cfg("seed=[0,1]"), tmp_path / "run", nan_at=(1, 5), die_at=10)
@@ -276,6 +281,7 @@ def test_resume_with_another_learning_rate_is_refused(tmp_path):
     assert metric_rows(tmp_path / "seed0") == before  # the refused run wrote nothing
 
 
+@pytest.mark.slow
 def test_resume_with_more_steps_continues_the_run(tmp_path):
     _, full_model, _ = _train(_cfg("train.steps=12"), tmp_path / "full")
     _train(_cfg("train.steps=8"), tmp_path / "longer")
@@ -285,6 +291,7 @@ def test_resume_with_more_steps_continues_the_run(tmp_path):
     _assert_same_weights(model, full_model)
 
 
+@pytest.mark.slow
 def test_refused_resume_then_allowed_resume_in_one_process(tmp_path):
     """A refused resume leaves the run directory usable by the next run of the same process."""
     _train(_cfg("train.steps=8"), tmp_path)
@@ -294,6 +301,7 @@ def test_refused_resume_then_allowed_resume_in_one_process(tmp_path):
     assert summary["steps_done"] == 12
 
 
+@pytest.mark.slow
 def test_a_second_run_into_a_used_directory_is_refused(tmp_path):
     _train(_cfg("train.steps=4"), tmp_path)
     with pytest.raises(ConfigError, match="already holds a run"):
@@ -318,6 +326,7 @@ def test_a_checkpoint_of_something_else_is_a_config_error_naming_the_file(tmp_pa
         _train(_cfg("resume=true"), tmp_path)
 
 
+@pytest.mark.slow
 def test_resume_without_a_checkpoint_says_so_and_starts_at_step_0(tmp_path, capsys):
     [summary], model, _ = _train(_cfg("resume=true"), tmp_path / "run")
     out = capsys.readouterr()
@@ -347,6 +356,7 @@ def test_a_stop_rule_ends_the_run_at_an_evaluation(tmp_path, monkeypatch):
     assert ckpt["step"] == 8 and ckpt["stopped"] == "enough at 8"
 
 
+@pytest.mark.slow
 def test_a_stopped_run_stays_stopped_when_resumed(tmp_path, monkeypatch):
     _stop_after(monkeypatch, 8)
     _train(_cfg(), tmp_path)
@@ -366,6 +376,7 @@ def _stop_after(monkeypatch, step: int) -> None:
     monkeypatch.setattr(TrainLoop, "__init__", init)
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_gives_the_same_summary(tmp_path):
     [done], _, _ = _train(_cfg(), tmp_path)
     [again], _, _ = _train(_cfg("resume=true"), tmp_path)
@@ -380,6 +391,7 @@ def test_resuming_a_finished_run_gives_the_same_summary(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_resume_at_another_commit_keeps_the_first_and_says_so(tmp_path, monkeypatch):
     from experiments.kit import loop
 
@@ -392,6 +404,7 @@ def test_a_resume_at_another_commit_keeps_the_first_and_says_so(tmp_path, monkey
 # --- what a run directory holds: written only after the checks, replaced runs kept aside ----------
 
 
+@pytest.mark.slow
 def test_a_refused_run_changes_nothing_in_the_run_directory(tmp_path):
     _train(_cfg("train.steps=4"), tmp_path)
     assert "steps: 4" in (tmp_path / ".hydra" / "config.yaml").read_text()
@@ -403,6 +416,7 @@ def test_a_refused_run_changes_nothing_in_the_run_directory(tmp_path):
     assert files_in(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_overwrite_keeps_the_earlier_run_whole_and_out_of_the_way(tmp_path):
     _train(_cfg("seed=[0,1,2]", "train.steps=4"), tmp_path)
     before = files_in(tmp_path)
@@ -415,6 +429,7 @@ def test_overwrite_keeps_the_earlier_run_whole_and_out_of_the_way(tmp_path):
     assert "lr: 0.1" in (tmp_path / ".hydra" / "config.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_overwrite_killed_before_its_first_checkpoint_never_resumes_the_replaced_run(tmp_path):
     _train(_cfg("train.steps=12"), tmp_path / "run")
     with pytest.raises(KeyboardInterrupt):
@@ -424,6 +439,7 @@ def test_overwrite_killed_before_its_first_checkpoint_never_resumes_the_replaced
     assert metric_rows(tmp_path / "run" / "seed0") == metric_rows(tmp_path / "fresh" / "seed0")
 
 
+@pytest.mark.slow
 def test_a_resumed_run_records_its_settings_beside_the_first(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _train(_cfg("train.steps=12"), tmp_path, die_at=6)
@@ -459,6 +475,7 @@ def test_each_seeds_wandb_run_has_its_own_seed_and_says_its_setup(tmp_path, monk
     assert all(s["tags"][1:] == ["lin", "mine"] and s["group"] == "test" for s in started)
 
 
+@pytest.mark.slow
 def test_wandb_variables_win_over_the_configs_defaults(tmp_path, monkeypatch):
     started = _captured_wandb(monkeypatch)
     monkeypatch.setenv("WANDB_PROJECT", "theirs")
@@ -505,6 +522,7 @@ def test_uncommitted_code_is_recorded_with_a_hash_of_the_changes(tmp_path):
     assert code_changes(tmp_path) is not None  # an untracked file of the code counts
 
 
+@pytest.mark.slow
 def test_a_row_torn_by_a_kill_is_dropped_on_resume(tmp_path, capsys):
     with pytest.raises(KeyboardInterrupt):
         _train(_cfg("train.steps=12"), tmp_path / "run", die_at=6)
@@ -516,6 +534,7 @@ def test_a_row_torn_by_a_kill_is_dropped_on_resume(tmp_path, capsys):
     assert metric_rows(tmp_path / "run" / "seed0") == metric_rows(tmp_path / "fresh" / "seed0")
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_thread_count_and_records_both_commands(tmp_path, capsys):
     with pytest.raises(KeyboardInterrupt):
         _train(_cfg("train.steps=12", "threads=1"), tmp_path, die_at=6)
@@ -540,6 +559,7 @@ def test_resume_refuses_another_length_when_the_renorm_ramp_is_scaled_to_it(tmp_
     assert check_same_run(tmp_path, {**fixed, "train.steps": 200}, {**fixed, "train.steps": 400})
 
 
+@pytest.mark.slow
 def test_a_wandb_that_cannot_start_leaves_nothing_in_the_way_of_the_retry(tmp_path, monkeypatch):
     from experiments.kit import runlog
 
@@ -554,6 +574,7 @@ def test_a_wandb_that_cannot_start_leaves_nothing_in_the_way_of_the_retry(tmp_pa
     _train(_cfg(), tmp_path)  # the retry, W&B off: not refused as "already holds a run"
 
 
+@pytest.mark.slow
 def test_overwrite_gives_the_new_run_a_new_wandb_id(tmp_path):
     _train(_cfg("train.steps=4"), tmp_path)
     (tmp_path / "seed0" / "wandb_id.txt").write_text("old-id")  # as an offline run leaves it

@@ -93,6 +93,7 @@ def test_truncated_idx_prints_plain_integers(tmp_path):
 
 
 # -- run directories ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_an_earlier_run_is_not_overwritten(tiny_data, tmp_path):
     mnist.train(_mnist_cfg(tiny_data, "setup=baseline"), tmp_path)
     before = (tmp_path / "metrics.csv").read_bytes()
@@ -114,6 +115,7 @@ def test_a_run_directory_in_use_is_refused(tmp_path):
     RunDirLock(tmp_path).release()  # free again once released (or once its process ends)
 
 
+@pytest.mark.slow
 def test_a_second_process_in_the_same_run_directory_fails_at_once(tmp_path):
     lock = RunDirLock(tmp_path)
     code = "from pathlib import Path; from experiments.kit.runlog import RunDirLock; RunDirLock(Path(r'%s'))"
@@ -128,6 +130,7 @@ def test_a_second_process_in_the_same_run_directory_fails_at_once(tmp_path):
     assert out.returncode != 0 and "is in use by process" in out.stderr
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_logs_nothing_twice(tiny_data, tmp_path):
     mnist.train(_mnist_cfg(tiny_data, "setup=bn"), tmp_path)
     before = (tmp_path / "metrics.csv").read_text()
@@ -210,6 +213,7 @@ def _cli(*args, cwd=REPO):
     )
 
 
+@pytest.mark.slow
 def test_a_run_directory_that_is_a_file_is_one_line(tiny_data, tmp_path):
     target = tmp_path / "a_file"
     target.write_text("mine")
@@ -288,6 +292,7 @@ def _run_study_raising(tmp_path, error: Exception):
     return run_study(train, cfg)
 
 
+@pytest.mark.slow
 def test_a_full_disk_inside_torch_save_is_one_line(tmp_path):
     full = RuntimeError(
         "[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/3: file write failed"
@@ -298,6 +303,7 @@ def test_a_full_disk_inside_torch_save_is_one_line(tmp_path):
         _run_study_raising(tmp_path, RuntimeError("a bug"))
 
 
+@pytest.mark.slow
 def test_an_image_too_large_to_trust_is_one_line(tmp_path):
     from PIL import Image
 

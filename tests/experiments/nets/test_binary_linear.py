@@ -153,6 +153,7 @@ def test_build_failure_warns_and_falls_back(monkeypatch):
     torch.testing.assert_close(y, _dense(x, layer.weight, layer.bias))
 
 
+@pytest.mark.slow
 def test_bench_inputs_fall_back_to_mnist_like_digits(tmp_path):
     from scripts.bench_mnist import mnist_or_digits
 

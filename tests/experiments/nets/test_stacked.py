@@ -80,6 +80,7 @@ def _per_copy(layer: nn.Module, tensor: torch.Tensor, k: int) -> torch.Tensor:
     return tensor.view(K, -1, *tensor.shape[1:])[k]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setup", list(NORMS))
 @pytest.mark.parametrize("options", [{}, {"norm_position": "after"}, {"fix_gamma": True}], ids=["before", "after", "fix_gamma"])  # fmt: skip
 def test_stacked_copies_train_as_separate_networks(setup, options):

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[3]
 R, N, I = Verdict.REPRODUCED, Verdict.NOT_REPRODUCED, Verdict.INCONCLUSIVE  # noqa: E741
 
 
+@pytest.mark.slow
 def test_the_committed_claims_table_is_regenerated_byte_for_byte(monkeypatch):
     monkeypatch.chdir(REPO)  # the results paths are relative to the repository
     assert (REPO / "results/CLAIMS.md").read_text() == table.render()
@@ -65,6 +66,7 @@ def _expected(outcomes: list[Verdict]) -> Verdict:
     return N if any(o is N for o in outcomes) else I
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claim", table.CLAIMS, ids=lambda c: c.claim[:50])
 def test_every_claims_rule_follows_its_sentence(claim):
     rule = claim.rule
