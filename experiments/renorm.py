@@ -24,8 +24,9 @@ from torch import nn
 
 import bn
 from experiments.kit import classify, config
-from experiments.kit.config import ConfigError, require, seed_list
+from experiments.kit.config import require, seed_list
 from experiments.kit.data import load_splits
+from experiments.kit.errors import ConfigError
 from experiments.kit.evaluation import copy_accuracies
 from experiments.kit.norm import apply_norm_options, norm_kwargs
 from experiments.kit.results import StudySpec

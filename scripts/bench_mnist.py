@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from experiments.kit.data import DataUnavailable, compact_inputs, ensure_dataset, load_split
+from experiments.kit.data import compact_inputs, ensure_dataset, load_split
+from experiments.kit.errors import DataUnavailable
 from experiments.nets import binary_linear
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep

@@ -23,9 +23,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-
-class ConfigError(ValueError):
-    """An invalid setting, reported before any training."""
+from experiments.kit.errors import ConfigError, DataUnavailable
 
 
 class Choice(str, enum.Enum):
@@ -412,8 +410,6 @@ def run_study(
     Returns the mean final test accuracy (what a sweeper optimizes)."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf.errors import MissingMandatoryValue
-
-    from experiments.kit.data import DataUnavailable
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 
 
 def setup(device: str = "auto") -> tuple[int, int, torch.device]:

@@ -23,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from torch import nn
 from tqdm import tqdm
 
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 from experiments.kit.runlog import (
     RunDirLock,
     RunLog,

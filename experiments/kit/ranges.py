@@ -12,6 +12,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.kit.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Range:
@@ -98,9 +100,8 @@ RANGES: dict[str, Range] = {
 
 
 def check_ranges(cfg: DictConfig) -> None:
-    """Raise :class:`~experiments.kit.config.ConfigError` for the first setting of ``cfg`` outside
+    """Raise :class:`~experiments.kit.errors.ConfigError` for the first setting of ``cfg`` outside
     its range in :data:`RANGES`, naming it, its value and the range."""
-    from experiments.kit.config import ConfigError
 
     missing = object()
     for key, rule in RANGES.items():

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from experiments.kit.errors import ConfigError
+
 REPO = Path(__file__).resolve().parents[2]
 CODE_PATHS = ("bn", "experiments", "configs", "scripts", "pyproject.toml")  # what a run executes
 
@@ -124,8 +126,6 @@ def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any], wandb_dir: str 
     key and a reachable server: without them it fails with a message, not after a stall."""
     import wandb
 
-    from experiments.kit.config import ConfigError
-
     if mode == "online" and not (os.environ.get("WANDB_API_KEY") or _wandb_netrc_key()):
         raise ConfigError(
             "logger.mode=online needs a W&B API key (`wandb login` or WANDB_API_KEY); "
@@ -172,8 +172,6 @@ class RunDirLock:
 
     def __init__(self, run_dir: Path) -> None:
         import fcntl
-
-        from experiments.kit.config import ConfigError
 
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / ".lock"
@@ -254,7 +252,6 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     """A checkpoint written by :func:`save_checkpoint`, loaded with ``weights_only=True`` (tensors
     and plain containers only: a crafted pickle cannot run code); a file that is not one ends
     the run with a message that names it."""
-    from experiments.kit.config import ConfigError
 
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
@@ -301,8 +298,6 @@ def logger_settings(cfg) -> dict[str, Any]:
     """``cfg.logger`` with W&B's conventions: a ``WANDB_*`` variable the user set wins over the
     config's default, a ``logger.*`` key given on the command line wins over both."""
     from hydra.core.hydra_config import HydraConfig
-
-    from experiments.kit.config import ConfigError
 
     given: set[str] = set()
     for o in HydraConfig.get().overrides.task if HydraConfig.initialized() else []:

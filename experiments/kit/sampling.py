@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 
 
 class IIDBatches:

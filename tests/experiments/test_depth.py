@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import bn
 from experiments import depth
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
 from experiments.nets.deep_mlp import DeepMLP
 from tests.configs import compose_config

@@ -1,6 +1,7 @@
-"""The BN-Inception study: the variants (``setup=``) as config diffs, the recipe and its scaling rule, the shard
-sampler, every variant end to end on a synthetic image folder, resume, DDP, the ImageNet subset
-builder and the Figure 3 collector. All offline on generated data, W&B disabled."""
+"""The BN-Inception study: the variants (``setup=``) as config diffs, the recipe and its scaling
+rule, every variant end to end on a synthetic image folder, resume, DDP and the Figure 3 collector
+on real runs (the shard sampler: kit/test_sampling.py; the subset builder:
+scripts/test_make_imagenet_subset.py). All offline on generated data, W&B disabled."""
 
 import json
 import os
@@ -12,14 +13,11 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
-from PIL import Image
 
 from experiments import inception, inception_fig3
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
-from experiments.kit.sampling import ShardBatches
 from experiments.nets.bn_inception import count_parameters
-from scripts.make_imagenet_subset import SubsetError, build_subset
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config, setups_of
 from tests.interrupt import killed_after_checkpoint
@@ -152,43 +150,7 @@ def test_gpu_scale_builds_the_full_width_network():
     assert model(torch.randn(2, 3, 224, 224)).shape == (2, 1000)
 
 
-# --- the shard sampler --------------------------------------------------------------------------
-
-
-def _epochs(sampler, epochs):
-    per = sampler.per_epoch
-    return [[sampler.indices(e * per + k) for k in range(per)] for e in range(epochs)]
-
-
-def test_shards_without_shuffling_repeat_the_same_minibatches():
-    s = ShardBatches(100, 4, seed=0, shard_size=12, within_shard=False)
-    e0, e1 = _epochs(s, 2)
-    assert sorted(map(tuple, e0)) == sorted(map(tuple, e1))  # the same groups every epoch ...
-    assert [b.tolist() for b in e0] != [b.tolist() for b in e1]  # ... met in a new order
-    assert sorted(torch.cat(e0).tolist()) == sorted(torch.cat(e1).tolist())
-    assert len(torch.cat(e0).unique()) == 96  # 8 whole shards of 12, each example once
-
-
-def test_within_shard_shuffling_mixes_the_minibatches():
-    s = ShardBatches(100, 4, seed=0, shard_size=12, within_shard=True)
-    e0, e1 = _epochs(s, 2)
-    groups = [{frozenset(b.tolist()) for b in e} for e in (e0, e1)]
-    assert len(groups[0] & groups[1]) < 3  # of 24 minibatches, almost none repeats
-    assert sorted(torch.cat(e0).tolist()) == sorted(torch.cat(e1).tolist())  # same shards used
-    fresh = ShardBatches(100, 4, seed=0, shard_size=12, within_shard=True)
-    assert torch.equal(fresh.indices(37), s.indices(37))  # addressed by step: no state
-
-
-def test_distributed_ranks_read_disjoint_shards():
-    ranks = [ShardBatches(100, 4, 0, 12, True, rank=r, world=3) for r in range(3)]
-    seen = [set(torch.cat(_epochs(s, 1)[0]).tolist()) for s in ranks]
-    assert all(a.isdisjoint(b) for i, a in enumerate(seen) for b in seen[i + 1 :])
-    assert all(len(s) == 24 for s in seen)  # 8 shards dealt 2 each, the remainder unused
-
-
-def test_shard_size_must_hold_whole_minibatches():
-    with pytest.raises(ValueError, match="must divide shard_size"):
-        ShardBatches(100, 8, 0, shard_size=12, within_shard=False)
+# --- the recipe's augmentation ------------------------------------------------------------------
 
 
 def test_photometric_distortion_is_reproducible_and_off_at_zero():
@@ -323,98 +285,7 @@ def test_two_process_torchrun_run(idx_root, tmp_path):
     assert summary["initial_lr"] == pytest.approx(0.0075 * 16 / 32)  # the scaling rule
 
 
-# --- the ImageNet subset builder -----------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_imagenet(tmp_path):
-    return make_image_folder(
-        tmp_path / "imagenet", classes=5, train_per_class=6, val_per_class=3, size=60
-    )
-
-
-def test_subset_builder_takes_k_images_of_the_first_n_classes(fake_imagenet, tmp_path):
-    dst = tmp_path / "subset"
-    m = build_subset(fake_imagenet, dst, classes=3, train_per_class=4, resize=30, workers=2)
-    assert m["classes"] == 3 and m["train_images"] == 12 and m["val_images"] == 9
-    assert (dst / "classes.txt").read_text().split() == ["class_000", "class_001", "class_002"]
-    train = sorted((dst / "train").rglob("*.JPEG"))
-    assert len(train) == 12 and {p.parent.name for p in train} == {
-        "class_000",
-        "class_001",
-        "class_002",
-    }
-    with Image.open(train[0]) as img:
-        assert min(img.size) == 30
-    again = build_subset(fake_imagenet, dst, classes=3, train_per_class=4, resize=30, workers=2)
-    assert again["written_now"] == 0  # an interrupted build resumes; the sample is seeded
-    from experiments.kit.data import image_folder_splits
-
-    tr, val, n = image_folder_splits(dst, 24, num_workers=0)
-    assert n == 3 and len(tr) == 12 and len(val) == 9
-
-
-def test_subset_builder_reads_a_class_list(fake_imagenet, tmp_path):
-    listing = tmp_path / "classes.txt"
-    listing.write_text("# two of them\nclass_004\nclass_001\n")
-    m = build_subset(fake_imagenet, tmp_path / "s", class_list=listing, link=True, workers=1)
-    assert m["classes"] == 2 and m["train_images"] == 12
-    assert sorted(p.name for p in (tmp_path / "s" / "train").iterdir()) == [
-        "class_001",
-        "class_004",
-    ]
-    assert next((tmp_path / "s" / "train" / "class_004").iterdir()).is_symlink()
-
-
-def test_subset_builder_rejects_malformed_trees(fake_imagenet, tmp_path):
-    with pytest.raises(SubsetError, match="does not exist"):
-        build_subset(tmp_path / "missing", tmp_path / "s")
-    listing = tmp_path / "classes.txt"
-    listing.write_text("n01440764\n")
-    with pytest.raises(SubsetError, match="not in the source"):
-        build_subset(fake_imagenet, tmp_path / "s", class_list=listing)
-    flat = tmp_path / "flat"
-    (flat / "train" / "a").mkdir(parents=True)
-    (flat / "val").mkdir()
-    Image.new("RGB", (8, 8)).save(flat / "val" / "ILSVRC2012_val_00000001.JPEG")
-    with pytest.raises(SubsetError, match="holds images directly"):
-        build_subset(flat, tmp_path / "s")
-
-
-def test_subset_builder_command_line_error_is_one_line(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scripts.make_imagenet_subset",
-            str(tmp_path / "nope"),
-            str(tmp_path / "s"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert (
-        out.returncode == 1
-        and out.stderr.strip().startswith("error:")
-        and "Traceback" not in out.stderr
-    )
-
-
-# --- Figure 3 ------------------------------------------------------------------------------------
-
-
-def test_steps_to_the_baselines_maximum():
-    curves = {
-        "inception": [(0, 0.1), (200, 0.5), (400, 0.7), (600, 0.68)],
-        "bn_x5": [(0, 0.1), (200, 0.72), (400, 0.8), (600, 0.81)],
-        "inception_sigmoid": [(0, 0.1), (200, 0.1), (400, 0.1), (600, 0.1)],
-    }
-    t = inception_fig3.summarize(curves, images_per_step=32)
-    assert t["inception"]["steps_to_baseline_max"] == 400 and t["inception"]["max_acc"] == 0.7
-    assert t["bn_x5"]["steps_to_baseline_max"] == 200 and t["bn_x5"]["speedup_vs_baseline"] == 2.0
-    assert t["bn_x5"]["images_to_baseline_max"] == 6400 and t["bn_x5"]["step_of_max"] == 600
-    assert t["inception_sigmoid"]["steps_to_baseline_max"] is None
+# --- Figure 3 from real runs ---------------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -484,21 +355,6 @@ def test_a_reached_target_stops_the_run(idx_root, tmp_path):
         tmp_path,
     )
     assert summary["steps_done"] == 2 and summary["stopped"].startswith("target: test/acc_subset")
-
-
-def test_converged_speedups_and_their_range_over_seed_pairs():
-    rows = [{"steps_to_target": s, "max_acc_subset": 0.8, "test_acc": 0.8} for s in (400, 600)]
-    entry = inception_fig3.converged_entry(rows, base_steps=[3000, 2000])
-    assert entry["steps_to_target"]["mean"] == 500 and entry["reached"] == "2/2"
-    assert entry["speedup"] == 5.0 and entry["speedup_range"] == [3.33, 7.5]
-    never = inception_fig3.converged_entry([rows[0], {**rows[1], "steps_to_target": None}], [3000])
-    assert (
-        never["steps_to_target"] is None and never["speedup"] is None and never["reached"] == "1/2"
-    )
-    assert (
-        inception_fig3.target_of([[(0, 0.1), (100, 0.8)], [(0, 0.1), (100, 0.75), (200, 0.7)]])
-        == 0.75
-    )
 
 
 @pytest.mark.slow

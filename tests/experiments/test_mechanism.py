@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from experiments import mechanism, mnist
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 from tests.configs import compose_config, setups_of
 from tests.interrupt import dies_at_step
 from tests.runs import metric_rows

@@ -13,7 +13,7 @@ import torch
 from hydra.errors import ConfigCompositionException
 
 from experiments import mnist
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 from experiments.kit.norm import norm_kwargs
 from experiments.kit.probes import SigmoidInputs, order_statistics, percentiles
 from experiments.nets.mlp import SigmoidMLP

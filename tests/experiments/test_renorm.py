@@ -15,10 +15,8 @@ from omegaconf import open_dict
 
 import bn
 from experiments import renorm
-from experiments.kit.config import ConfigError
-from experiments.kit.data import DataUnavailable
+from experiments.kit.errors import ConfigError, DataUnavailable
 from experiments.kit.norm import norm_layers, renorm_bounds
-from experiments.kit.sampling import IIDBatches, PairBatches
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config, setups_of
 from tests.interrupt import killed_after_checkpoint
@@ -50,61 +48,7 @@ def _small(root: Path, *extra):
     )
 
 
-# --- samplers --------------------------------------------------------------------------------
-
-
-def test_pair_batches_have_the_pair_structure():
-    labels = torch.randint(0, 10, (500,))
-    sampler = PairBatches(labels, 32, seed=0)
-    for step in range(50):
-        idx = sampler.indices(step)
-        first, second = idx[:16], idx[16:]
-        assert len(idx) == 32
-        assert torch.equal(labels[first], labels[second])  # one of each pair in each half
-        assert (first != second).all()  # two different examples of the label
-
-
-@pytest.mark.slow
-def test_pair_batches_draw_labels_with_replacement():
-    # 100 labels, 16 draws: with replacement about 70% of minibatches repeat a label, without 0%.
-    labels = torch.arange(100).repeat_interleave(5)
-    sampler = PairBatches(labels, 32, seed=1)
-    repeats = [len(set(labels[sampler.indices(s)[:16]].tolist())) < 16 for s in range(300)]
-    assert 0.55 < sum(repeats) / len(repeats) < 0.85
-    # Each drawn label's members are picked uniformly.
-    tiny = PairBatches(torch.zeros(3, dtype=torch.long), 2, seed=0)
-    counts = torch.zeros(3)
-    for s in range(3000):
-        counts[tiny.indices(s)] += 1
-    assert (counts / counts.sum() - 1 / 3).abs().max() < 0.03
-
-
-def test_pair_batches_groups_of_more_than_two():
-    labels = torch.randint(0, 10, (400,))
-    idx = PairBatches(labels, 32, seed=0, per_label=8).indices(7).view(8, 4)
-    assert (labels[idx] == labels[idx[0]]).all()  # slice j holds the j-th member of every group
-    assert len(set(idx.flatten().tolist())) == 32
-
-
-def test_samplers_are_addressed_by_step():
-    labels = torch.randint(0, 10, (300,))
-    a, b = PairBatches(labels, 32, seed=4), PairBatches(labels, 32, seed=4)
-    assert torch.equal(a.indices(9), b.indices(9))
-    assert not torch.equal(a.indices(9), PairBatches(labels, 32, seed=5).indices(9))
-    iid = IIDBatches(100, 10, seed=0)
-    epoch = torch.cat([iid.indices(s) for s in range(10)])
-    assert sorted(epoch.tolist()) == list(range(100))  # an epoch is a permutation
-    assert not torch.equal(iid.indices(0), iid.indices(10))  # a fresh one each epoch
-    assert torch.equal(iid.indices(13), IIDBatches(100, 10, seed=0).indices(13))
-
-
-@pytest.mark.parametrize("batch,per_label", [(31, 2), (32, 3), (32, 1)])
-def test_pair_batches_reject_sizes_that_do_not_split(batch, per_label):
-    with pytest.raises(ValueError, match=f"per_label={per_label}"):
-        PairBatches(torch.zeros(10, dtype=torch.long), batch, seed=0, per_label=per_label)
-
-
-# --- schedule and model wiring ---------------------------------------------------------------
+# --- schedule and model wiring (the samplers: kit/test_sampling.py) ----------------------------
 
 
 def test_schedule_scales_with_the_run_length():

@@ -1,6 +1,6 @@
-"""experiments.kit.config across the three studies: every setup file composes with the study it
-names and passes that study's check; a setup of another study, a value of the wrong type and a
-misspelled choice are rejected before anything runs; the ``norm`` group reaches every norm layer."""
+"""experiments.kit.config across the studies: every setup file composes with its study and passes
+that study's check; a setup of another study, a value of the wrong type, a misspelled choice and
+a value out of its range are refused before anything runs (the ``norm`` group: test_norm.py)."""
 
 import copy
 import functools
@@ -8,12 +8,10 @@ import importlib
 import re
 
 import pytest
-import torch
 from hydra.errors import ConfigCompositionException
 
-from experiments import inception, mnist, renorm
-from experiments.kit.config import ConfigError, preflight, setup_name
-from experiments.kit.norm import norm_layers
+from experiments.kit.config import preflight, setup_name
+from experiments.kit.errors import ConfigError
 from experiments.studies import TRAINING as STUDIES
 from tests.configs import CONFIGS, compose_config, setups_of
 
@@ -87,88 +85,6 @@ def test_unknown_keys_and_groups_are_rejected_when_composing(study):
 
 
 # --- norm.* reaches the layers ------------------------------------------------------------------
-
-
-def _momenta(model: torch.nn.Module) -> list:
-    layers = norm_layers(model)
-    assert layers, "no norm layer"
-    return [(m.momentum, m.eps) for m in layers]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("setup", ["bn32", "brn32", "bn_micro4", "noniid_brn"])
-def test_norm_settings_reach_every_layer_renorm(setup):
-    cfg = compose_config("renorm", [f"setup={setup}", "norm.momentum=0.05", "norm.eps=0.0025"])
-    renorm.check(cfg)
-    assert set(_momenta(renorm.build_model(cfg, 1, 10))) == {(0.05, 0.0025)}
-
-
-def test_norm_settings_reach_every_layer_renorm_paper_scale():
-    cfg = compose_config(
-        "renorm",
-        [
-            "scale=paper",
-            "setup=brn32",
-            "data.root=/nowhere",
-            "norm.momentum=0.05",
-            "norm.eps=0.0025",
-        ],
-    )
-    model = renorm.build_model(cfg, 3, 10)
-    assert len(norm_layers(model)) > 90 and set(_momenta(model)) == {(0.05, 0.0025)}
-
-
-@pytest.mark.parametrize("setup", ["bn_baseline", "bn_x5", "bn_x30", "bn_x5_sigmoid"])
-def test_norm_settings_reach_every_layer_inception(setup):
-    cfg = compose_config("inception", [f"setup={setup}", "norm.momentum=0.05", "norm.eps=0.0025"])
-    inception.check(cfg)
-    model = inception.build_model(cfg, 3, 10)
-    assert len(norm_layers(model)) > 60 and set(_momenta(model)) == {(0.05, 0.0025)}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("norm", ["batchnorm", "batchrenorm", "torch_batchnorm"])
-def test_norm_settings_reach_every_layer_mnist(tiny_data, tmp_path, monkeypatch, norm):
-    """Through the study's own training path: the network ``mnist.train`` builds."""
-    built = []
-
-    class Recorded(mnist.SigmoidMLP):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            built.append(self)
-
-    monkeypatch.setattr(mnist, "SigmoidMLP", Recorded)
-    cfg = compose_config(
-        "mnist",
-        [
-            "setup=bn",
-            f"norm={norm}",
-            "norm.momentum=0.05",
-            "norm.eps=0.0025",
-            "data=fashion_mnist",
-            f"data.root={tiny_data}",
-            "data.download=false",
-            "data.verify=false",
-            "logger.mode=disabled",
-            "train.steps=1",
-            "eval.every=1",
-            "train.batch_size=20",
-            "population.num_batches=1",
-        ],
-    )
-    mnist.train(cfg, tmp_path)
-    [model] = built
-    assert len(norm_layers(model)) == 3 and set(_momenta(model)) == {(0.05, 0.0025)}
-
-
-@pytest.mark.slow
-def test_the_studies_own_norm_values_apply_when_not_overridden():
-    """renorm and inception set their momentum/eps in their root config, after the norm group."""
-    for study, setup in (("renorm", "bn32"), ("inception", "bn_x5")):
-        cfg = compose_config(study, [f"setup={setup}"])
-        assert (cfg.norm.momentum, cfg.norm.eps) == (0.01, 0.001), study
-    cfg = compose_config("mnist", ["setup=bn"])
-    assert (cfg.norm.momentum, cfg.norm.eps) == (0.1, 1e-5)
 
 
 @pytest.mark.parametrize(

