@@ -41,7 +41,6 @@ from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
 import bn
-from experiments import mnist
 from experiments.kit import config
 from experiments.kit.config import require
 from experiments.kit.jobs import job_command
@@ -52,6 +51,7 @@ from experiments.kit.measures import (
     landscape_along_gradient,
     spectrum_summary,
 )
+from experiments.kit.mlp_harness import Data, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_kwargs
 from experiments.kit.probes import SigmoidInputs
 from experiments.kit.results import StudySpec
@@ -124,7 +124,7 @@ def check(cfg: DictConfig) -> None:
     )  # fmt: skip
 
 
-def build_model(cfg: DictConfig, data: mnist.Data) -> SigmoidMLP:
+def build_model(cfg: DictConfig, data: Data) -> SigmoidMLP:
     model = SigmoidMLP(
         str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std,
         in_features=data.train_pixels.shape[1], copies=1, seeds=[cfg.seed],
@@ -306,7 +306,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    data = mnist.load_data(cfg.data)
+    data = load_data(cfg.data)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, data)
     setup = config.setup_name()
@@ -322,7 +322,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=cfg.seed)
     probe = Probes(cfg, model, data)
     loop = TrainLoop(
-        model=model, runs=[run], batches=mnist.stacked_batches(data, [sampler], cfg.train.batch_size),
+        model=model, runs=[run], batches=stacked_batches(data, [sampler], cfg.train.batch_size),
         step_fn=sgd_step(model, cfg.train.lr, cfg.train.weight_decay, cfg.eval.every),
         evaluate=probe.evaluate, steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
         batch_size=cfg.train.batch_size, state=(probe.state, probe.load_state),
@@ -337,12 +337,12 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
 class Probes:
     """Every evaluation's measurements (the module docstring's 1-4) of one network."""
 
-    def __init__(self, cfg: DictConfig, model: SigmoidMLP, data: mnist.Data) -> None:
+    def __init__(self, cfg: DictConfig, model: SigmoidMLP, data: Data) -> None:
         self.model, self.data, self.lr = model, data, cfg.train.lr
         self.weight_decay = cfg.train.weight_decay
         self.qs, p = list(cfg.probe.percentiles), cfg.probe
         fixed_sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=100_000 + cfg.seed)
-        batches = mnist.stacked_batches(data, [fixed_sampler], cfg.train.batch_size)(0)
+        batches = stacked_batches(data, [fixed_sampler], cfg.train.batch_size)(0)
         fixed = [next(batches) for _ in range(p.batches)]
         self.fixed_x = [x for x, _ in fixed]
         self.probe_batch = fixed[0]  # gradient ICS and the landscape: this batch, every time
@@ -353,7 +353,7 @@ class Probes:
 
     def evaluate(self, step: int) -> dict[str, float]:
         model = self.model
-        [acc] = mnist.accuracies(model, self.data.x_test, self.data.y_test)
+        [acc] = accuracies(model, self.data.x_test, self.data.y_test)
         metrics = {"test/acc": acc}
         pct = sigmoid_input_percentiles(
             model, self.recorder, self.qs, self.fixed_x, self.data.x_test, step

@@ -214,5 +214,3 @@ def _sources(name: str, root: Path, raw: Path) -> list[tuple[str, Callable[[], N
         (f"Debian package dataset-fashion-mnist ({DEBIAN_FASHION})", lambda: _from_debian(raw)),
         ("torchvision download", lambda: _from_torchvision(root, name)),
     ]
-
-

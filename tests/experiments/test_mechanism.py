@@ -122,9 +122,9 @@ def test_weight_decay_shrinks_the_weights(root, tmp_path):
 @pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     mechanism.train(_small(root, "setup=mech_noisy_bn"), tmp_path / "full")
-    original = mnist.stacked_batches
+    original = mechanism.stacked_batches
     with monkeypatch.context() as m:
-        m.setattr(mnist, "stacked_batches", lambda *a: dies_at_step(original(*a), 15))
+        m.setattr(mechanism, "stacked_batches", lambda *a: dies_at_step(original(*a), 15))
         with pytest.raises(KeyboardInterrupt):
             mechanism.train(_small(root, "setup=mech_noisy_bn"), tmp_path / "killed")
     mechanism.train(_small(root, "setup=mech_noisy_bn", "resume=true"), tmp_path / "killed")

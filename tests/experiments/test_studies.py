@@ -37,3 +37,17 @@ def test_sections_are_unique_and_their_figures_are_drawn():
     assert named == drawn
     for s in SECTIONS.values():
         assert (REPO / "results" / s.path).exists(), s.path
+
+
+def test_no_study_imports_another():
+    """A study depends on the kit, the nets and bn, never on another study's module."""
+    import ast
+
+    for name in TRAINING:
+        tree = ast.parse((REPO / "experiments" / f"{name}.py").read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module:
+                imported |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
+        others = {f"experiments.{s}" for s in TRAINING if s != name}
+        assert not imported & others, (name, imported & others)
