@@ -91,13 +91,14 @@ class Study:
     labels: dict[str, str] = field(default_factory=dict)  # setup → its name in tables
     trains: bool = True  # it has a training module, experiments/<name>.py, and configs/<name>/
     reproductions: tuple[Reproduction, ...] = ()
+    claims: tuple[str, ...] = ()  # the modules of scripts/claims/ with claims on its results
 
 
 def _seeds(seeds: tuple[int, ...]) -> str:
     return f"seed=[{','.join(map(str, seeds))}]"
 
 
-def _side_by_side(
+def seeds_side_by_side(
     setups: tuple[str, ...], seeds: tuple[int, ...], per_seed_s: float, *args: str, prefix: str = ""
 ) -> tuple[Job, ...]:
     """A job per setup, its seeds side by side in one process."""
@@ -109,7 +110,7 @@ def _side_by_side(
     )
 
 
-def _one_by_one(
+def seeds_one_by_one(
     setups: tuple[str, ...], seeds: tuple[int, ...], per_run_s: float, *args: str
 ) -> tuple[Job, ...]:
     """A job per setup, its seeds one after another (a Hydra sweep in one process)."""
@@ -129,7 +130,7 @@ def _mnist_fig1(name: str, data: str, out: str) -> Reproduction:
         name,
         f"BN paper Fig. 1 on {data}: baseline and BN, 3 seeds side by side, 50k steps; results/{out}/",
         data=(data,),
-        stages=(_side_by_side(("baseline", "bn"), (0, 1, 2), 32, f"data={data}"),),
+        stages=(seeds_side_by_side(("baseline", "bn"), (0, 1, 2), 32, f"data={data}"),),
         collect=Collect(out),
         plots=(("plot_mnist", data),),
     )
@@ -264,6 +265,7 @@ STUDIES: tuple[Study, ...] = (
             ),
         ),
         FIG1,
+        claims=("bn_paper",),
         reproductions=(
             _mnist_fig1("reproduce-mnist", "mnist", "mnist/mnist"),
             _mnist_fig1("reproduce-fashion-mnist", "fashion_mnist", "mnist/fashion_mnist"),
@@ -305,6 +307,7 @@ STUDIES: tuple[Study, ...] = (
             "noniid_brn": "Batch Renorm, non-i.i.d. (16 labels × 2)",
             "noniid8_bn": "BN, non-i.i.d. (4 labels × 8)", "noniid8_brn": "Batch Renorm, non-i.i.d. (4 labels × 8)",
         },
+        claims=("brn_paper",),
         reproductions=(
             # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every
             # setup is within a point of the others, keeps 2. A job per setup and dataset, its
@@ -313,8 +316,8 @@ STUDIES: tuple[Study, ...] = (
                 "reproduce-renorm", "Batch Renorm Figs. 1-2, CPU scale: 12 setups x (5 seeds Fashion-MNIST, 2 MNIST); results/renorm/",
                 data=("mnist", "fashion_mnist"),
                 stages=(
-                    _side_by_side(RENORM_SETUPS, SEEDS5, 30, "data=fashion_mnist", prefix="fashion_mnist/")
-                    + _side_by_side(RENORM_SETUPS, (0, 1), 30, "data=mnist", prefix="mnist/"),
+                    seeds_side_by_side(RENORM_SETUPS, SEEDS5, 30, "data=fashion_mnist", prefix="fashion_mnist/")
+                    + seeds_side_by_side(RENORM_SETUPS, (0, 1), 30, "data=mnist", prefix="mnist/"),
                 ),
                 collect=Collect("renorm"), plots=(("plot_renorm",),),
             ),
@@ -338,6 +341,7 @@ STUDIES: tuple[Study, ...] = (
             "inception": "Inception", "bn_baseline": "BN-Baseline", "bn_x5": "BN-x5", "bn_x30": "BN-x30",
             "bn_x5_sigmoid": "BN-x5-Sigmoid", "inception_sigmoid": "Inception with sigmoid (no BN)",
         },
+        claims=("bn_paper",),
         reproductions=(
             Reproduction(
                 "reproduce-inception-cpu", "BN paper Figs. 2-3, CPU scale: 6 variants on Fashion-MNIST 32 px, 3,000 steps; results/inception/fashion_mnist_cpu/",
@@ -390,6 +394,7 @@ STUDIES: tuple[Study, ...] = (
             "mech_bn_wd1e-4": "BN, L2 1e-4", "mech_bn_wd1e-3": "BN, L2 1e-3",
             "mech_relu_baseline": "ReLU, no BN", "mech_relu_bn": "ReLU, BN",
         },
+        claims=("mechanism",),
         reproductions=(
             # Baseline, BN and noisy BN with 5 seeds; BN with L2 and the ReLU MLP with 3 (lr 0.1:
             # the ReLU baseline diverges at 1.0); measured every 1,000 steps.
@@ -397,8 +402,8 @@ STUDIES: tuple[Study, ...] = (
                 "reproduce-mechanism", "ICS three ways, gradient ICS, landscape, Jacobians, weight norms (the Fig. 1 networks, 27 runs); results/mechanism/mlp/",
                 data=("mnist",),
                 stages=(
-                    _one_by_one(("mech_baseline", "mech_bn", "mech_noisy_bn"), SEEDS5, 72, "eval.every=1000")
-                    + _one_by_one(("mech_bn_wd1e-4", "mech_bn_wd1e-3", "mech_relu_baseline", "mech_relu_bn"),
+                    seeds_one_by_one(("mech_baseline", "mech_bn", "mech_noisy_bn"), SEEDS5, 72, "eval.every=1000")
+                    + seeds_one_by_one(("mech_bn_wd1e-4", "mech_bn_wd1e-3", "mech_relu_baseline", "mech_relu_bn"),
                                   (0, 1, 2), 72, "eval.every=1000"),
                 ),
                 collect=Collect("mechanism/mlp"), plots=(("plot_mechanism",),),
@@ -414,6 +419,7 @@ STUDIES: tuple[Study, ...] = (
                 (Figure("depth_gradient_ratio.png", "The first layer's gradient norm over the last's, against depth, with and without BN"),),
             ),
         ),
+        claims=("mechanism",),
         reproductions=(
             # Yang et al. 2019: the first/last gradient-norm ratio of width-100 MLPs of depth 2..64
             # at initialization and after 1, 10, 100 SGD steps, 3 seeds.
@@ -461,11 +467,12 @@ STUDIES: tuple[Study, ...] = (
             "bn_baseline": "BN-Baseline (dropout)", "bn_baseline_nodropout": "BN-Baseline without dropout",
         },
         trains=False,  # the questions run the other studies' modules
+        claims=("questions",),
         reproductions=(
             Reproduction(
                 "question-mlp", "the Fig. 1 MLP: no BN, BN before, BN after the sigmoid, 5 seeds, non-Gaussianity probe; results/questions/mlp/",
                 module="mnist", data=("mnist",),
-                stages=(_side_by_side(("baseline", "bn", "bn_after"), SEEDS5, 60, "probe.nongaussian=true"),),
+                stages=(seeds_side_by_side(("baseline", "bn", "bn_after"), SEEDS5, 60, "probe.nongaussian=true"),),
                 collect=Collect("questions/mlp"),
             ),
             # The renorm study's conv net on Fashion-MNIST: the arms that are runs of the renorm
@@ -473,7 +480,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "question-brn-gradient", "is Batch Renorm's gain its gradient scaling? 2 new arms x 5 seeds, BN and BRN from results/renorm; results/questions/brn_gradient/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(_side_by_side(("bn_micro4", "brn_micro4", "bn_micro4_rgrad", "brn_micro4_bngrad"),
+                stages=(seeds_side_by_side(("bn_micro4", "brn_micro4", "bn_micro4_rgrad", "brn_micro4_bngrad"),
                                       SEEDS5, 27, "data=fashion_mnist"),),
                 collect=Collect("questions/brn_gradient", reuse=Reuse("renorm", ("bn_micro4", "brn_micro4"))),
                 needs=("reproduce-renorm",),
@@ -481,7 +488,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "question-norm-position", "BN before or after the nonlinearity: the conv net, 2 new arms x 5 seeds, bn32 from results/renorm; results/questions/norm_position/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(_side_by_side(("bn32", "bn32_after", "nonorm"), SEEDS5, 23, "data=fashion_mnist"),),
+                stages=(seeds_side_by_side(("bn32", "bn32_after", "nonorm"), SEEDS5, 23, "data=fashion_mnist"),),
                 collect=Collect("questions/norm_position", reuse=Reuse("renorm", ("bn32",))),
                 needs=("reproduce-renorm",),
             ),

@@ -3,20 +3,20 @@ correction over the decided tests, rendered as ``results/CLAIMS.md``."""
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections import Counter
 
+from experiments.studies import STUDIES, study_of
 from scripts.analysis.stats import holm
 from scripts.analysis.windows import ALTERNATIVES
-from scripts.claims import bn_paper, brn_paper, mechanism, questions
 from scripts.claims.claim import Claim, Outcome, decide
 from scripts.claims.rules import ALPHA, MEANING, Decision, Verdict
 
+# Every claims module a study of the registry names, in the registry's order, each once.
+MODULES = tuple(dict.fromkeys(m for s in STUDIES for m in s.claims))
 CLAIMS: list[Claim] = [
-    *bn_paper.CLAIMS,
-    *brn_paper.CLAIMS,
-    *mechanism.CLAIMS,
-    *questions.CLAIMS,
+    c for m in MODULES for c in importlib.import_module(f"scripts.claims.{m}").CLAIMS
 ]
 
 HEADER = """\
@@ -126,6 +126,18 @@ def family_size(outcomes: list[Outcome]) -> int:
     return sum(len(_tests(o.decision)) for o in outcomes)
 
 
+def by_study(outcomes: list[Outcome]) -> str:
+    """One row per study of the registry: its results and the verdicts of the claims on them."""
+    rows = ["\n## Claims by study\n\n| study | results | claims | verdicts |\n|---|---|---|---|\n"]
+    for s in STUDIES:
+        mine = [o for o in outcomes if study_of(o.claim.section) is s]
+        counts = Counter(o.verdict for o in mine)
+        verdicts = ", ".join(f"{counts[v]} {v.value}" for v in Verdict if counts[v]) or "—"
+        paths = ", ".join(f"`{sec.path}`" for sec in s.sections)
+        rows.append(f"| {s.title} | {paths} | {len(mine) or 'none yet'} | {verdicts} |\n")
+    return "".join(rows)
+
+
 def render() -> str:
     outcomes = decide_all()
     counts = Counter(o.verdict for o in outcomes)
@@ -155,4 +167,5 @@ def render() -> str:
             f"| {c.source} | {shown} | {c.paper} | {ours} | {c.rule.text()} | {_verdict(o)} "
             f"| {_robustness(o)} | {mark} |\n"
         )
+    lines.append(by_study(outcomes))
     return "".join(lines)

@@ -1,5 +1,8 @@
 import pytest
 
+# The README's example study: files that test_example_study.py copies into a copy of the repository.
+collect_ignore = ["example_study"]
+
 
 @pytest.fixture
 def root(tiny_data):

@@ -1,0 +1,59 @@
+"""My study: BN and Batch Renorm on the small conv net (an example of adding a study).
+
+python -m experiments.mystudy setup=brn32 seed=1
+"""
+
+from dataclasses import dataclass, field
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from experiments.kit import classify, config
+from experiments.kit.data import load_splits
+from experiments.kit.norm import apply_norm_options, norm_kwargs
+from experiments.kit.results import StudySpec
+from experiments.kit.sampling import IIDBatches
+from experiments.nets.convnet import SmallConvNet
+
+
+@dataclass
+class MyStudy(config.StudyConf):  # the typed keys; configs/mystudy/mystudy.yaml sets their values
+    train: config.ClassifierTrainConf = field(default_factory=config.ClassifierTrainConf)
+    eval: config.ClassifierEvalConf = field(default_factory=config.ClassifierEvalConf)
+
+
+config.register("mystudy", MyStudy)
+SPEC = StudySpec(name="mystudy", order=["bn32", "brn32"])  # how scripts.collect gathers its runs
+
+
+def check(cfg: DictConfig) -> None:
+    config.check_common(cfg, "mystudy")  # the rules every study shares; add this study's own
+
+
+def train(cfg: DictConfig, out_dir) -> dict:
+    check(cfg)
+    proc = classify.start_process(cfg, out_dir)
+    train_split, test_split, channels, classes = load_splits(cfg.data)
+    torch.manual_seed(cfg.seed)
+    kind, kw = str(cfg.norm.kind), norm_kwargs(cfg.norm, cfg.train.steps)
+    model = apply_norm_options(SmallConvNet(kind, channels, classes, **kw), cfg.norm)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.train.lr, momentum=cfg.train.momentum)
+    scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)  # a constant lr
+    sampler = IIDBatches(len(train_split), cfg.train.batch_size, cfg.seed)
+    loop = classify.classifier_loop(
+        cfg, proc, out_dir, model=model, optimizer=optimizer, scheduler=scheduler, sampler=sampler,
+        splits=(train_split, test_split), study="mystudy", summary={},
+    )  # fmt: skip
+    loop.start(cfg)
+    return classify.finish(loop, loop.run())
+
+
+@hydra.main(version_base="1.3", config_path="../configs/mystudy", config_name="mystudy")
+def main(cfg: DictConfig) -> float | None:
+    return config.run_study(train, cfg)
+
+
+if __name__ == "__main__":
+    config.preflight("mystudy")  # one-line errors for what Hydra would refuse less clearly
+    main()
