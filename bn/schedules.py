@@ -62,8 +62,15 @@ class LinearRamp:
         )
 
 
+# The Batch Renorm paper's schedule (Sec. 4): plain BN (r_max = 1, d_max = 0) for the first
+# WARMUP steps of a run of about PAPER_STEPS, then r_max up to R_MAX by R_MAX_STEP and d_max up to
+# D_MAX by D_MAX_STEP. The one source of these numbers (the study configs read them from here).
+WARMUP, R_MAX, R_MAX_STEP, D_MAX, D_MAX_STEP = 5000, 3.0, 40_000, 5.0, 25_000
+PAPER_STEPS = 160_000
+
+
 def paper_r_max(
-    warmup_steps: int = 5000, final_step: int = 40_000, final: float = 3.0
+    warmup_steps: int = WARMUP, final_step: int = R_MAX_STEP, final: float = R_MAX
 ) -> LinearRamp:
     """The Batch Renorm paper's ``r_max``: 1 for ``warmup_steps``, then up to ``final``.
 
@@ -77,14 +84,14 @@ def paper_r_max(
 
 
 def paper_d_max(
-    warmup_steps: int = 5000, final_step: int = 25_000, final: float = 5.0
+    warmup_steps: int = WARMUP, final_step: int = D_MAX_STEP, final: float = D_MAX
 ) -> LinearRamp:
     """The Batch Renorm paper's ``d_max``: 0 for ``warmup_steps``, then up to ``final``."""
     return LinearRamp(0.0, final, warmup_steps, final_step)
 
 
 def scaled_paper_schedules(
-    total_steps: int, paper_total_steps: int = 160_000
+    total_steps: int, paper_total_steps: int = PAPER_STEPS
 ) -> tuple[LinearRamp, LinearRamp]:
     """The paper's ``(r_max, d_max)`` with breakpoints scaled to a run of ``total_steps``.
 

@@ -61,6 +61,7 @@ from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
 from experiments.nets.mlp_step import SGDStep, split_noise
 from experiments.nets.noisy import CovariateShiftNoise
+from experiments.studies import study
 
 STUDY = "mechanism"
 WAYS = ("moving", "population", "train_mode")  # the three views of the sigmoid inputs
@@ -98,10 +99,7 @@ config.register(STUDY, MechanismConf)
 
 SPEC = StudySpec(
     name=STUDY,
-    order=[
-        *("mech_baseline", "mech_bn", "mech_noisy_bn", "mech_bn_wd1e-4", "mech_bn_wd1e-3"),
-        *("mech_relu_baseline", "mech_relu_bn"),
-    ],
+    order=list(study(STUDY).labels),  # the registry's order of its setups
     setup_keys=("activation", "norm", "noise", "weight_decay"),
     stat_keys=("test_acc", "max_test_acc", "final_train_loss"),
     summary_keys=("data", "steps", "lr", "git_commit"),

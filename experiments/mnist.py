@@ -35,8 +35,10 @@ from experiments.kit.norm import norm_kwargs
 from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
+from experiments.kit.seeds import derive_seed
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep
+from experiments.studies import study
 
 STUDY = "mnist"
 
@@ -81,7 +83,7 @@ config.register(STUDY, MnistConf)
 
 SPEC = StudySpec(
     name=STUDY,
-    order=["baseline", "bn", "bn_after"],
+    order=list(study(STUDY).labels),  # the registry's order of its setups
     stat_keys=(
         "test_acc",
         "train_acc",
@@ -245,6 +247,12 @@ def sgd_step(model: SigmoidMLP, lr: float):
     return step_fn
 
 
+def population_sampler(n: int, batch_size: int, seed: int) -> IIDBatches:
+    """The training minibatches Algorithm 2 averages over for seed ``seed``: a stream of its own,
+    none of any seed's training stream."""
+    return IIDBatches(n, batch_size, seed=derive_seed(seed, "population"))
+
+
 def population_accuracies(
     model: SigmoidMLP, cfg: DictConfig, data: Data, seeds: list[int]
 ) -> list[dict]:
@@ -255,7 +263,7 @@ def population_accuracies(
         return finals
     for key, bessel in (("test/acc_population", True), ("test/acc_population_no_bessel", False)):
         m = copy.deepcopy(model)
-        samplers = [IIDBatches(len(data.y_train), cfg.train.batch_size, seed=s + 1) for s in seeds]
+        samplers = [population_sampler(len(data.y_train), cfg.train.batch_size, s) for s in seeds]
         batches = (x for x, _ in stacked_batches(data, samplers, cfg.train.batch_size)(0))
         bn.set_population_statistics(m, batches, cfg.population.num_batches, bessel=bessel)
         for final, acc in zip(finals, accuracies(m, data.x_test, data.y_test)):

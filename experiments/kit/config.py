@@ -23,6 +23,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
+from bn import factory, schedules
 from experiments.kit.errors import ConfigError, DataUnavailable
 
 
@@ -39,10 +40,7 @@ class Choice(str, enum.Enum):
 
 NormKind = Choice(
     "NormKind",
-    {
-        k: k
-        for k in ("none", "batchnorm", "batchrenorm", "torch_batchnorm", "groupnorm", "layernorm")
-    },
+    {k: k for k in factory.NAMES},
 )
 Impl = Choice("Impl", {k: k for k in ("fast", "reference")})
 NormPosition = Choice("NormPosition", {k: k for k in ("before", "after")})  # of the nonlinearity
@@ -61,12 +59,12 @@ class ScheduleConf:
     """Batch Renorm's ``r_max``/``d_max`` (``kind: paper`` ramps or ``fixed`` values)."""
 
     kind: ScheduleKind = ScheduleKind.paper
-    warmup: int = 5000
-    r_max: float = 3.0
-    r_max_step: int = 40_000
-    d_max: float = 5.0
-    d_max_step: int = 25_000
-    paper_steps: int | None = 160_000
+    warmup: int = schedules.WARMUP  # the paper's values: bn.schedules is their one source
+    r_max: float = schedules.R_MAX
+    r_max_step: int = schedules.R_MAX_STEP
+    d_max: float = schedules.D_MAX
+    d_max_step: int = schedules.D_MAX_STEP
+    paper_steps: int | None = schedules.PAPER_STEPS
 
 
 @dataclass

@@ -1,0 +1,32 @@
+"""experiments.kit.seeds: a seed per random stream, distinct by construction."""
+
+import itertools
+
+import torch
+
+from experiments.kit.sampling import IIDBatches
+from experiments.kit.seeds import derive_seed
+from experiments.mnist import population_sampler
+
+STREAMS = ("train", "population", "fixed-batch", "test-pairs", "augment")
+
+
+def test_every_stream_of_every_seed_has_its_own_seed():
+    seeds = [derive_seed(s, stream, *ids) for s in range(100) for stream in STREAMS
+             for ids in ((), (0,), (1,))]  # fmt: skip
+    assert len(set(seeds)) == len(seeds)
+    assert all(0 <= s < 2**32 for s in seeds)
+    assert derive_seed(3, "population", 7) == derive_seed(3, "population", 7)  # deterministic
+    assert derive_seed(1, "x", 23) != derive_seed(12, "x", 3)  # no ambiguity in the joining
+
+
+def test_the_population_batches_are_no_seeds_training_batches():
+    """Algorithm 2's batches for seed s were ``seed + 1``'s training batches before: the next
+    seed's stream in a sweep over seeds."""
+    n, batch, steps = 600, 60, 100
+    for s, t in itertools.product(range(5), range(10)):
+        population = population_sampler(n, batch, s)
+        training = IIDBatches(n, batch, seed=t)
+        assert not any(
+            torch.equal(population.indices(k), training.indices(k)) for k in range(steps)
+        ), (s, t)
