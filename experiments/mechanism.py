@@ -43,6 +43,7 @@ from torch import Tensor, nn
 import bn
 from experiments.kit import config
 from experiments.kit.config import require
+from experiments.kit.evaluation import best_accuracies
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import (
@@ -323,7 +324,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         model=model, runs=[run], batches=stacked_batches(data, [sampler], cfg.train.batch_size),
         step_fn=sgd_step(model, cfg.train.lr, cfg.train.weight_decay, cfg.eval.every),
         evaluate=probe.evaluate, steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
-        batch_size=cfg.train.batch_size, state=(probe.state, probe.load_state),
+        batch_size=cfg.train.batch_size, state=probe, summarize=best_accuracies,
     )  # fmt: skip
     loop.start(cfg)
     result = loop.run()
@@ -390,10 +391,10 @@ class Probes:
             )
         return out
 
-    def state(self) -> list:
+    def state_dict(self) -> list:
         return self.history
 
-    def load_state(self, history: list) -> None:
+    def load_state_dict(self, history: list) -> None:
         self.history = history
 
     def save(self, out_dir: Path) -> None:

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 import bn
 from experiments.kit import config
 from experiments.kit.config import require, seed_dirs, seed_list, setup_name
+from experiments.kit.evaluation import best_accuracies
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.mlp_harness import Data, accuracies, load_data, stacked_batches
@@ -209,10 +210,10 @@ class Figure1Probe:
             )
         return out
 
-    def state(self) -> dict:
+    def state_dict(self) -> dict:
         return {"history": self.history, "nongauss": self.nongauss}
 
-    def load_state(self, state: dict | list) -> None:
+    def load_state_dict(self, state: dict | list) -> None:
         if isinstance(state, list):  # a checkpoint from before the non-Gaussianity probe
             state = {"history": state, "nongauss": [[] for _ in self.runs]}
         self.history, self.nongauss = state["history"], state["nongauss"]
@@ -326,8 +327,9 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         eval_every=cfg.eval.every,
         ckpt_dir=out_dir,
         batch_size=batch_size,
-        state=(probe.state, probe.load_state),
+        state=probe,
         job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
+        summarize=best_accuracies,
     )
     loop.start(cfg)
     result = loop.run()

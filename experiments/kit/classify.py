@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from experiments.kit import distributed
 from experiments.kit.config import require, seed_dirs, seed_list, setup_name
 from experiments.kit.data import fixed_batches
-from experiments.kit.evaluation import copy_accuracies, to_device
+from experiments.kit.evaluation import best_accuracies, copy_accuracies, to_device
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.runlog import read_curve
@@ -144,7 +144,7 @@ def classifier_loop(
         evaluate=evaluate,
         final_evaluate=final_evaluate,
         stop=stop if rule.active else None,
-        state=(rule.state, rule.load) if rule.active else None,
+        state=rule if rule.active else None,
         steps=cfg.train.steps,
         eval_every=cfg.eval.every,
         ckpt_dir=out_dir,
@@ -152,6 +152,7 @@ def classifier_loop(
         optimizer=optimizer,
         scheduler=scheduler,
         job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
+        summarize=best_accuracies,
     )
 
 

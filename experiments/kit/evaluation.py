@@ -9,6 +9,16 @@ import torch
 from torch import Tensor, nn
 
 
+def best_accuracies(logged: dict[str, list[float]]) -> dict[str, float | None]:
+    """A classifier's best test accuracy over its evaluations (``max_test_acc``; and
+    ``max_test_acc_subset`` when ``eval.test_subset`` measures the full test set only at the end):
+    :class:`~experiments.kit.loop.TrainLoop`'s ``summarize`` for the classifier studies."""
+    out = {"max_test_acc": max(logged["test/acc"], default=None)}
+    if logged["test/acc_subset"]:
+        out["max_test_acc_subset"] = max(logged["test/acc_subset"])
+    return out
+
+
 def to_device(
     batch: tuple[Tensor, Tensor], device: torch.device, memory_format: torch.memory_format
 ) -> tuple[Tensor, Tensor]:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from hydra.core.hydra_config import HydraConfig
@@ -39,6 +39,14 @@ from experiments.kit.runlog import (
 )
 
 Scalars = dict[str, "float | list[float] | None"]
+
+
+class Stateful(Protocol):
+    """What a checkpoint saves and restores of a helper: torch's module protocol."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any) -> Any: ...
 
 
 @dataclass
@@ -108,13 +116,16 @@ class TrainLoop:
         ckpt_dir: holds ``checkpoint.pt`` (written after each evaluation by the logging process).
         batch_size: examples per step per run (for examples/s).
         optimizer, scheduler: checkpointed with the model when given.
-        state: ``(get, set)`` of the study's own state to checkpoint (e.g. a probe's history).
+        state: the study's own state to checkpoint (e.g. a probe's history): an object with
+            torch's ``state_dict()`` and ``load_state_dict(state)``, as every stateful helper.
         stop: ``stop(step, evals) -> reason | None`` after every evaluation (``evals``: one
             dict per run); a reason ends the loop before ``steps`` and is kept in each summary
             as ``stopped``. Its own state goes in ``state``.
         final_evaluate: ``final_evaluate()`` at the end of the run: the end-of-run numbers
             (e.g. the full test set) that :meth:`finish` adds when it is given none.
         job_name: the progress bar's label.
+        summarize: ``summarize(logged)``: a study's own summary keys from a run's logged
+            metrics (``{metric: [values]}``), e.g. a classifier's best test accuracy.
     """
 
     def __init__(
@@ -131,16 +142,18 @@ class TrainLoop:
         batch_size: int,
         optimizer: torch.optim.Optimizer | None = None,
         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-        state: tuple[Callable[[], Any], Callable[[Any], None]] | None = None,
+        state: Stateful | None = None,
         stop: Callable[[int, list[dict[str, float]]], str | None] | None = None,
         final_evaluate: Callable[[], list[dict[str, float]] | dict[str, float]] | None = None,
         job_name: str | None = None,
+        summarize: Callable[[dict[str, list[float]]], dict[str, Any]] | None = None,
     ) -> None:
         self.model, self.runs, self.optimizer, self.scheduler = model, runs, optimizer, scheduler
         self.batches, self.step_fn, self.evaluate = batches, step_fn, evaluate
         self.steps, self.eval_every, self.batch_size = steps, eval_every, batch_size
         self.ckpt_path = ckpt_dir / "checkpoint.pt"
         self.state, self.stop, self.final_evaluate = state, stop, final_evaluate
+        self.summarize = summarize
         self.stopped: str | None = None
         self.job_name = job_name or runs[0].name
         self.writes_log = False
@@ -236,7 +249,7 @@ class TrainLoop:
         for run, diverged_at in zip(self.runs, ckpt["diverged_at_step"]):
             run.diverged_at_step = diverged_at
         if self.state is not None:
-            self.state[1](ckpt["study"])
+            self.state.load_state_dict(ckpt["study"])
         self.step = ckpt["step"]
         if not any(key.startswith("train.stop.") for key in changed):  # a new rule may go on
             self.stopped = ckpt.get("stopped")
@@ -266,7 +279,7 @@ class TrainLoop:
                 "rng": rng_state(),
                 "step": self.step,
                 "diverged_at_step": [run.diverged_at_step for run in self.runs],
-                "study": None if self.state is None else self.state[0](),
+                "study": None if self.state is None else self.state.state_dict(),
                 "stopped": self.stopped,
                 "last_eval": [run.last_eval for run in self.runs],
                 "commit": self.commit,
@@ -406,10 +419,9 @@ class TrainLoop:
             if run.alive and finals and finals[k]:
                 run.log.log(result.step, finals[k])
             logged = read_metrics(run.log.path)
-            s["max_test_acc"] = max(logged["test/acc"], default=None)
-            if logged["test/acc_subset"]:  # eval.test_subset: test/acc is measured once
-                s["max_test_acc_subset"] = max(logged["test/acc_subset"])
             s["final_train_loss"] = (logged["train/loss"] or [None])[-1]
+            if self.summarize is not None:
+                s.update(self.summarize(logged))
             run.log.close()
             write_json(run.out_dir / "summary.json", s)
         self._release()

@@ -58,10 +58,10 @@ class StopRule:
             )
         return None
 
-    def state(self) -> dict:
+    def state_dict(self) -> dict:
         return {"metric": self.metric, "curve": list(self.curve)}
 
-    def load(self, state: dict | list | None) -> None:
+    def load_state_dict(self, state: dict | list | None) -> None:
         """The curve of a checkpoint. ``None`` when it holds none of this metric (saved without
         a rule, or of another metric): the caller rebuilds it from the run's log."""
         if isinstance(state, dict):

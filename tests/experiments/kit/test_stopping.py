@@ -53,16 +53,18 @@ def test_the_curve_survives_a_checkpoint():
     for s in (0, 100, 200):
         rule.update(s, {"test/acc": 0.1 + s / 1000})
     resumed = StopRule("test/acc", plateau=0.003, min_steps=200)
-    resumed.load(rule.state())
+    resumed.load_state_dict(rule.state_dict())
     assert resumed.curve == rule.curve
     assert resumed.update(300, {"test/acc": 0.3}) == rule.update(300, {"test/acc": 0.3})
-    resumed.load(None)  # a checkpoint written without a rule: rebuilt by the caller
+    resumed.load_state_dict(None)  # a checkpoint written without a rule: rebuilt by the caller
     assert resumed.curve is None
     other = StopRule("test/acc_subset", plateau=0.003)
-    other.load(rule.state())  # another metric's curve is not this rule's
+    other.load_state_dict(rule.state_dict())  # another metric's curve is not this rule's
     assert other.curve is None
     legacy = StopRule("test/acc")
-    legacy.load([(0, 0.1), (100, 0.2)])  # the first version's checkpoints held the curve alone
+    legacy.load_state_dict(
+        [(0, 0.1), (100, 0.2)]
+    )  # the first version's checkpoints held the curve alone
     assert legacy.curve == [(0, 0.1), (100, 0.2)]
 
 
