@@ -54,22 +54,17 @@ bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIS
 # Each runs its data, training jobs (JOBS at a time, the longest first, a progress line per job and
 # the time left), collection into results/, figures and wall time: python -m scripts.reproduce NAME.
 JOBS ?= 2
-ARGS ?=  # extra Hydra overrides for every training job, e.g. ARGS="logger.mode=online"
-NPROC ?= 1  # GPUs per job of reproduce-inception (ARGS="data.root=DIR")
+# ARGS: extra Hydra overrides for every training job, e.g. ARGS="logger.mode=online";
+# NPROC: GPUs per job of reproduce-inception (with ARGS="data.root=DIR").
+ARGS ?=
+NPROC ?= 1
 REPRODUCTIONS := $(shell python3 -m scripts.reproduce --names 2>/dev/null)
 
 $(REPRODUCTIONS): $(ENV)
 	$(PY) -m scripts.reproduce $@ --jobs $(JOBS) --nproc $(NPROC) $(ARGS)
 
 figures: $(ENV) ## rebuild every figure (PNG + SVG), CLAIMS.md and report.html from the committed CSVs (offline)
-	$(PY) -m scripts.plot_mnist
-	$(PY) -m scripts.plot_renorm
-	$(PY) -m scripts.plot_inception
-	$(PY) -m scripts.plot_depth
-	$(PY) -m scripts.plot_mechanism
-	$(PY) -m scripts.plot_questions
-	$(PY) -m scripts.claims
-	$(PY) -m scripts.report
+	$(PY) -m scripts.reproduce --figures
 
 claims: $(ENV) ## results/CLAIMS.md: every claim of the papers against the committed results (offline, seconds)
 	$(PY) -m scripts.claims

@@ -326,6 +326,23 @@ def prepare_data(rs: list[Reproduction], extra: list[str], dry_run: bool) -> Non
             raise SystemExit(f"error: the {name} data could not be prepared (above)")
 
 
+def redraw(home: Path) -> int:
+    """Every reproduction's figures from the committed results (offline), then the claims table
+    and the report: ``make figures``."""
+    drawn = dict.fromkeys(p for r in REPRODUCTIONS.values() for p in r.plots)
+    # a script run without arguments draws all it can (plot_mnist: every dataset and sweep)
+    plots = [
+        p
+        for p in drawn
+        if (len(p) == 1 or (p[0],) not in drawn) and p[0] not in ("claims", "report")
+    ]
+    for plot in [*plots, ("claims",), ("report",)]:
+        if _run([sys.executable, "-m", f"scripts.{plot[0]}", *plot[1:]], cwd=home):
+            print(f"error: scripts.{plot[0]} failed (above)")
+            return 1
+    return 0
+
+
 def listing() -> str:
     return "\n".join(f"  {name:20} {r.help}" for name, r in REPRODUCTIONS.items())
 
@@ -345,12 +362,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     p.add_argument("--list", action="store_true", help="list the reproductions")
     p.add_argument("--names", action="store_true", help="their names, on one line (the Makefile)")
+    p.add_argument(
+        "--figures", action="store_true", help="redraw every figure, the claims and the report"
+    )
     p.add_argument("--out", type=Path, help="the run folder (default multirun/reproduce/<time>)")
     p.add_argument("--home", type=Path, default=REPO, help="the folder whose results/ is written")
     args = p.parse_intermixed_args(argv)
     if args.list or args.names:
         print(listing() if args.list else " ".join(REPRODUCTIONS))
         return 0
+    if args.figures:
+        return redraw(args.home.resolve())
     names = [i for i in args.items if "=" not in i]
     extra = [i for i in args.items if "=" in i]
     if not names:

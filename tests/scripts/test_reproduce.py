@@ -177,3 +177,13 @@ def test_a_real_run_collects_plots_and_names_a_failed_job(tmp_path, monkeypatch,
     assert (tmp_path / "runs/broken/logs/lr.log").exists()
     with pytest.raises(SystemExit):  # a used run folder is refused, not overwritten
         reproduce.main(["reproduce-mnist", "--out", str(tmp_path / "runs"), *quick])
+
+
+def test_figures_redraws_each_figure_script_once_then_the_claims_and_the_report(monkeypatch):
+    ran = []
+    monkeypatch.setattr(reproduce, "_run", lambda cmd, log=None, cwd=REPO: ran.append(cmd[2]) or 0)
+    assert reproduce.main(["--figures"]) == 0
+    scripts = [c.removeprefix("scripts.") for c in ran]
+    assert scripts[-2:] == ["claims", "report"] and len(scripts) == len(set(scripts))
+    drawn = {p[0] for r in REPRODUCTIONS.values() for p in r.plots}
+    assert set(scripts) == drawn | {"claims", "report"}
