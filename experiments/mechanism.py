@@ -28,19 +28,18 @@ Every unit's percentiles (three ways) go to ``unit_percentiles.pt`` for the figu
 from __future__ import annotations
 
 import copy
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
-import numpy as np
 import torch
 import torch.nn.functional as F
 from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
 import bn
+from experiments import mechanism_results
 from experiments.kit import config
 from experiments.kit.config import require
 from experiments.kit.evaluation import best_accuracies
@@ -56,7 +55,6 @@ from experiments.kit.mlp_harness import Data, accuracies, load_data, stacked_bat
 from experiments.kit.norm import norm_kwargs
 from experiments.kit.probes import SigmoidInputs
 from experiments.kit.results import StudySpec
-from experiments.kit.runlog import read_metrics
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
@@ -104,7 +102,7 @@ SPEC = StudySpec(
     setup_keys=("activation", "norm", "noise", "weight_decay"),
     stat_keys=("test_acc", "max_test_acc", "final_train_loss"),
     summary_keys=("data", "steps", "lr", "git_commit"),
-    extend=lambda summary, runs, out: extend_results(summary, runs, out),
+    extend=mechanism_results.extend_results,
 )
 
 
@@ -407,70 +405,6 @@ class Probes:
             {"steps": [s for s, _ in self.history], "ways": list(WAYS), "percentiles": self.qs, "values": values},
             out_dir / "unit_percentiles.pt",
         )  # fmt: skip
-
-
-def typical_unit(values: np.ndarray, qs: list[float]) -> int:
-    """The unit whose total median drift over training (``values``: ``(evaluations,
-    percentiles, units)`` of one layer) is the median over the layer's units: a "typical" one."""
-    total = np.abs(np.diff(values[:, qs.index(50)], axis=0)).sum(0)
-    return int(np.argsort(total)[len(total) // 2])
-
-
-def extend_results(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> None:
-    """``typical_unit.csv``: per run, the last hidden layer's typical unit (:func:`typical_unit`
-    of its percentiles measured with population statistics, way (b)) and its percentiles over
-    training, all three ways (``setup,seed,unit,way,step,percentile,value``); and in the summary,
-    per setup and layer, the moving-average share of BN's drift floor: over the second half of
-    training, ``1 − drift(b) / drift(a)`` of the units' mean median drift (mean over seeds)."""
-    rows, units = [], {}
-    for run, s in runs:
-        saved = torch.load(run / "unit_percentiles.pt", map_location="cpu", weights_only=True)
-        if saved["values"] is None:
-            continue
-        values, qs, ways = saved["values"].numpy(), saved["percentiles"], saved["ways"]
-        layer = values.shape[2] - 1
-        unit = typical_unit(values[:, ways.index("population"), layer], qs)
-        units[s["name"]] = unit
-        for w, way in enumerate(ways):
-            for e, step in enumerate(saved["steps"]):
-                for k, q in enumerate(qs):
-                    rows.append(
-                        [
-                            s["setup"],
-                            s["seed"],
-                            unit,
-                            way,
-                            step,
-                            q,
-                            f"{values[e, w, layer, k, unit]:.6g}",
-                        ]
-                    )
-    with (out / "typical_unit.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["setup", "seed", "unit", "way", "step", "percentile", "value"])
-        w.writerows(rows)
-    summary["typical_unit_of_the_last_hidden_layer"] = units
-    summary["moving_average_share_of_drift"] = _jitter_share(runs)
-
-
-def _jitter_share(runs: list[tuple[Path, dict]]) -> dict[str, dict[str, float]]:
-    share: dict[str, dict[str, list[float]]] = {}
-    for run, s in runs:
-        if s["norm"] == "none":
-            continue
-        m = read_metrics(run / "metrics.csv")
-        for name in m:
-            if name.startswith("shift/moving/") and name.endswith("/median_mean"):
-                layer = name.split("/")[2]
-                a = np.array(m[name])
-                b = np.array(m[name.replace("/moving/", "/population/")])
-                half = len(a) // 2
-                ratio = np.nanmean(b[half:]) / np.nanmean(a[half:]) if len(a) > 1 else np.nan
-                if np.isfinite(ratio):
-                    share.setdefault(s["setup"], {}).setdefault(layer, []).append(1 - ratio)
-    return {
-        k: {layer: round(float(np.mean(v)), 4) for layer, v in d.items()} for k, d in share.items()
-    }
 
 
 @hydra.main(version_base="1.3", config_path="../configs/mechanism", config_name="mechanism")

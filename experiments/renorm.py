@@ -34,6 +34,7 @@ from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.stacked import copy_views, stack_copies
 from experiments.papers import BRN_RESULTS
+from experiments.studies import RENORM_SETUPS
 
 STUDY = "renorm"
 
@@ -83,21 +84,12 @@ config.register(STUDY, RenormConf)
 # scale: 50 workers x 32 examples).
 SPEC = StudySpec(
     name=STUDY,
+    # the registry's setups, with the questions' arms on this network beside those they vary
     order=[
-        "bn32",
-        "brn32",
-        "bn_micro4",
-        "brn_micro4",
+        *RENORM_SETUPS[:4],
         "bn_micro4_rgrad",
         "brn_micro4_bngrad",
-        "noniid_bn",
-        "noniid_bn_halves",
-        "noniid_brn",
-        "noniid8_bn",
-        "noniid8_brn",
-        "groupnorm",
-        "layernorm",
-        "brn_micro4_jump",
+        *RENORM_SETUPS[4:],
         "bn32_after",
         "nonorm",
     ],

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from experiments import mechanism, mnist
+from experiments import mechanism, mechanism_results, mnist
 from experiments.kit.errors import ConfigError
 from tests.configs import compose_config, setups_of
 from tests.interrupt import dies_at_step
@@ -81,7 +81,7 @@ def test_drift_and_the_typical_unit():
     assert d["x/layer1/median_mean"] == 1.5 and d["x/layer1/spread_mean"] == 1.0
     values = np.zeros((3, 3, 5))
     values[1:, 1] = [[0, 1, 2, 3, 4], [0, 2, 4, 6, 8]]  # total median drift 0, 2, 4, 6, 8
-    assert mechanism.typical_unit(values, qs) == 2
+    assert mechanism_results.typical_unit(values, qs) == 2
 
 
 @pytest.mark.slow
@@ -177,7 +177,7 @@ def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_
     units = summary["typical_unit_of_the_last_hidden_layer"]
     saved = torch.load(tmp_path / "sweep/mech_bn/unit_percentiles.pt", weights_only=True)
     values = saved["values"].numpy()[:, 1, 2]  # way (b), the last hidden layer
-    assert units["mech_bn-s0"] == mechanism.typical_unit(values, saved["percentiles"])
+    assert units["mech_bn-s0"] == mechanism_results.typical_unit(values, saved["percentiles"])
     with (tmp_path / "out/typical_unit.csv").open() as f:
         rows = [r for r in csv.DictReader(f) if r["setup"] == "mech_bn"]
     assert len(rows) == 3 * 3 * 3  # ways x evaluations x percentiles
