@@ -486,11 +486,16 @@ STUDIES: tuple[Study, ...] = (
                 needs=("reproduce-renorm",),
             ),
             Reproduction(
-                "question-norm-position", "BN before or after the nonlinearity: the conv net, 2 new arms x 5 seeds, bn32 from results/renorm; results/questions/norm_position/",
+                "question-norm-position-conv", "BN before or after the nonlinearity: the conv net, 2 new arms x 5 seeds, bn32 from results/renorm; results/questions/norm_position/",
                 module="renorm", data=("fashion_mnist",),
                 stages=(seeds_side_by_side(("bn32", "bn32_after", "nonorm"), SEEDS5, 23, "data=fashion_mnist"),),
                 collect=Collect("questions/norm_position", reuse=Reuse("renorm", ("bn32",))),
                 needs=("reproduce-renorm",),
+            ),
+            # the conv net's arms, and the Figure 1 MLP's (question-mlp's runs, shared with question 2)
+            Reproduction(
+                "question-norm-position", "BN before or after the nonlinearity: the conv net and the Figure 1 MLP (question-mlp)",
+                members=("question-norm-position-conv", "question-mlp"),
             ),
             # BN-x5 and BN-Baseline with and without Inception's 40% dropout, BN-Inception at CPU
             # scale, 3,000 steps (BN-x5's learning rate has decayed to 1% by then), a test-set

@@ -83,7 +83,18 @@ def command(r: Reproduction, job: Job, folder: Path, extra: list[str], nproc: in
     return [*launch, module_of(r), *where, *with_overrides((*threads, *job.args), extra)]
 
 
-def collect_command(r: Reproduction, runs: Path, wall_s: float | None, reuse: bool) -> list[str]:
+def recorded_command(r: Reproduction, extra: list[str], nproc: int) -> str:
+    """What ``summary.json`` records as the command: the make target, or the runner's command
+    line when overrides or GPUs were given."""
+    if not extra and not r.distributed:
+        return f"make {r.name}"
+    gpus = [f"--nproc {nproc}"] if r.distributed else []
+    return " ".join(["python -m scripts.reproduce", r.name, *gpus, *extra])
+
+
+def collect_command(
+    r: Reproduction, runs: Path, wall_s: float | None, reuse: bool, recorded: str = ""
+) -> list[str]:
     c = r.collect
     assert c is not None
     cmd = [sys.executable, "-m", "scripts.collect", module_of(r).split(".")[1], str(runs)]
@@ -95,7 +106,7 @@ def collect_command(r: Reproduction, runs: Path, wall_s: float | None, reuse: bo
         if c.curve_metrics:
             cmd += ["--curve-metrics", ",".join(c.curve_metrics)]
     else:
-        cmd += ["--command", f"make {r.name}"]
+        cmd += ["--command", recorded or f"make {r.name}"]
         if wall_s is not None:
             cmd += ["--wall-time", f"{wall_s:.0f}"]
     if reuse and c.reuse is not None:
@@ -125,7 +136,8 @@ def _tail(log: Path, lines: int = 5) -> str:
 
 def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
+    # the repository's code whatever the working folder holds (--home may be another copy)
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONSAFEPATH": "1"}
     if log is None:
         return subprocess.run(cmd, cwd=cwd, env=env).returncode
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +146,9 @@ def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 class Runner:
@@ -155,9 +169,6 @@ class Runner:
         self.pending: list[Task] = []
         self.running: dict[Future, Task] = {}
         self.total = sum(len(self._jobs(r, s)) for r in rs for s in range(len(r.stages)))
-        self.estimate = sum(
-            j.estimate_s for r in rs for s in range(len(r.stages)) for j in self._jobs(r, s)
-        )
         self.count = 0
         self.spent = 0.0  # wall seconds of the jobs done, and their estimates
         self.spent_estimate = 0.0
@@ -174,9 +185,15 @@ class Runner:
         if stage > 0 and r.between:
             module, function = r.between.split(":")
             if self.dry_run:
-                extra.append(f"<{r.between} of stage {stage}>")
+                extra.append(f"<{r.between} of stage {stage}'s runs>")
             else:
-                extra += getattr(importlib.import_module(module), function)(self.folder(r))
+                try:
+                    extra += getattr(importlib.import_module(module), function)(self.folder(r))
+                except (Exception, SystemExit) as e:  # the hook's SystemExit too: the others run on
+                    self.failed.setdefault(r.name, []).append(f"{r.between} ({e})")
+                    self.finished.add(r.name)
+                    print(f"failed: {r.name}: {r.between}: {e}", flush=True)
+                    return
                 print(
                     f"{r.name}: stage {stage + 1} with {' '.join(extra[len(self.extra) :])}",
                     flush=True,
@@ -222,8 +239,9 @@ class Runner:
         self.count += 1
         if not self.dry_run:
             task.seconds = time.monotonic() - task.started
-            self.spent += task.seconds
-            self.spent_estimate += task.job.estimate_s
+            if rc == 0:  # a failed job says nothing about how long the others take
+                self.spent += task.seconds
+                self.spent_estimate += task.job.estimate_s
             log = self.folder(r) / "logs" / f"{task.job.name.replace('/', '_')}.log"
             if rc:
                 self.failed.setdefault(r.name, []).append(task.job.name)
@@ -252,11 +270,9 @@ class Runner:
                 continue
             if any(n in self.names and n not in self.finished for n in r.needs):
                 continue
-            if (
-                any(n in self.failed for n in r.needs if n in self.names)
-                and r.collect
-                and r.collect.reuse
-            ):
+            if any(n in self.failed for n in r.needs if n in self.names) and reused(
+                r, self.extra, self.no_reuse
+            ):  # it would take runs of the one that failed
                 self.failed.setdefault(r.name, []).append(f"(needs {', '.join(r.needs)})")
                 self.finished.add(r.name)
                 continue
@@ -268,7 +284,9 @@ class Runner:
         wall = time.monotonic() - self.begun.get(r.name, self.start)
         steps = []
         if r.collect is not None:
-            steps.append(collect_command(r, runs, wall, bool(reused(r, self.extra, self.no_reuse))))
+            reuse = bool(reused(r, self.extra, self.no_reuse))
+            recorded = recorded_command(r, self.extra, self.nproc)
+            steps.append(collect_command(r, runs, wall, reuse, recorded))
         steps += [[sys.executable, "-m", f"scripts.{p[0]}", *p[1:]] for p in r.plots]
         for cmd in steps:
             if self.dry_run:
@@ -343,6 +361,16 @@ def redraw(home: Path) -> int:
     return 0
 
 
+def _new_folder(parent: Path) -> Path:
+    """``parent/<time>``, or ``<time>-2``, ... if a runner started in the same second has it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder, n = parent / stamp, 1
+    while folder.exists():
+        n += 1
+        folder = parent / f"{stamp}-{n}"
+    return folder
+
+
 def listing() -> str:
     return "\n".join(f"  {name:20} {r.help}" for name, r in REPRODUCTIONS.items())
 
@@ -381,14 +409,22 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no reproduction {', '.join(unknown)}; --list lists them")
     if args.jobs < 1 or args.nproc < 1:
         p.error("--jobs and --nproc must be at least 1")
+    if given := [e for e in extra if e.split("=", 1)[0].lstrip("+~") == "data"]:
+        p.error(
+            f"{given[0]}: a reproduction's data are part of it (its results folder names them); "
+            "choose the reproduction for those data, or run python -m experiments.<study> data=..."
+        )
     rs = expand(names)
     for r in rs:
         given = {e.split("=", 1)[0].lstrip("+") for e in extra}
         if missing := [k for k in r.requires if k not in given]:
             p.error(f"{r.name} needs {', '.join(f'{k}=...' for k in missing)}")
-    root = (args.out or REPO / "multirun" / "reproduce" / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    if root.exists() and not args.dry_run:
-        p.error(f"{root} exists; give a new folder (nothing of an earlier run is overwritten)")
+    root = (args.out or _new_folder(REPO / "multirun" / "reproduce")).resolve()
+    if not args.dry_run:
+        try:  # made here, at once: two runners started in the same second get one each
+            root.mkdir(parents=True)
+        except FileExistsError:
+            p.error(f"{root} exists; give a new folder (nothing of an earlier run is overwritten)")
     prepare_data(rs, extra, args.dry_run)
     home = args.home.resolve()
     if not args.dry_run:

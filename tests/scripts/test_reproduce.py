@@ -75,7 +75,7 @@ def test_every_reproduction_dry_runs(capsys, name):
     "name, new, reused",
     [
         ("question-brn-gradient", ["bn_micro4_rgrad", "brn_micro4_bngrad"], ["bn_micro4", "brn_micro4"]),
-        ("question-norm-position", ["bn32_after", "nonorm"], ["bn32"]),
+        ("question-norm-position-conv", ["bn32_after", "nonorm"], ["bn32"]),
     ],
 )  # fmt: skip
 def test_reference_arms_are_reused_unless_told_to_run_them(capsys, name, new, reused):
@@ -90,7 +90,7 @@ def test_reference_arms_are_reused_unless_told_to_run_them(capsys, name, new, re
 
 def test_the_reused_runs_have_the_questions_seeds():
     summary = json.loads((REPO / "results/renorm/fashion_mnist/summary.json").read_text())
-    for name in ("question-brn-gradient", "question-norm-position"):
+    for name in ("question-brn-gradient", "question-norm-position-conv"):
         r = REPRODUCTIONS[name]
         [seeds] = {a for job in r.stages[0] for a in job.args if a.startswith("seed=")}
         for setup in r.collect.reuse.setups:
@@ -171,7 +171,8 @@ def test_a_real_run_collects_plots_and_names_a_failed_job(tmp_path, monkeypatch,
     assert "failed: broken lr (exit 1" in out and "train.lr=-1" in out
     assert "error: broken not collected: lr failed" in out
     summary = json.loads((home / "results/mnist/mnist/summary.json").read_text())
-    assert summary["command"] == "make reproduce-mnist" and summary["wall_time_s"] > 0
+    assert summary["command"] == f"python -m scripts.reproduce reproduce-mnist {' '.join(quick)}"
+    assert summary["wall_time_s"] > 0
     assert sorted(summary["setups"]) == ["baseline", "bn"]  # the broken one's runs are not in it
     assert (home / "results/figures/mnist_fig1.png").exists()
     assert (tmp_path / "runs/broken/logs/lr.log").exists()
@@ -187,3 +188,29 @@ def test_figures_redraws_each_figure_script_once_then_the_claims_and_the_report(
     assert scripts[-2:] == ["claims", "report"] and len(scripts) == len(set(scripts))
     drawn = {p[0] for r in REPRODUCTIONS.values() for p in r.plots}
     assert set(scripts) == drawn | {"claims", "report"}
+
+
+def test_a_failing_stage_hook_stops_only_its_reproduction(monkeypatch, tmp_path, capsys):
+    ran = []
+    monkeypatch.setattr(reproduce, "_run", lambda cmd, log=None, cwd=REPO: ran.append(cmd) or 0)
+    staged = Reproduction(
+        "staged", "two stages, the hook between them fails", module="mnist",
+        stages=((Job("a", ("setup=bn",)),), (Job("b", ("setup=bn",)),)),
+        between="json:loads",  # called with a folder: a TypeError
+        collect=REPRODUCTIONS["reproduce-mnist"].collect,
+    )  # fmt: skip
+    monkeypatch.setitem(reproduce.REPRODUCTIONS, "staged", staged)
+    code = reproduce.main(
+        ["staged", "sweep-lr", "--out", str(tmp_path / "runs"), "data.download=false"]
+    )
+    out = capsys.readouterr().out
+    assert code == 1 and "failed: staged: json:loads" in out
+    assert "error: staged not collected" in out
+    assert not [c for c in ran if "hydra.run.dir=" in " ".join(c) and "/staged/b" in " ".join(c)]
+    assert [c for c in ran if c[2] == "scripts.collect" and "lr_sweep.csv" in " ".join(c)]
+
+
+def test_a_data_override_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        reproduce.main(["reproduce-mnist", "data=fashion_mnist", "--dry-run"])
+    assert "a reproduction's data are part of it" in capsys.readouterr().err
