@@ -59,6 +59,9 @@ JOBS ?= 2
 ARGS ?=
 NPROC ?= 1
 REPRODUCTIONS := $(shell python3 -m scripts.reproduce --names 2>/dev/null)
+ifeq ($(strip $(REPRODUCTIONS)),)
+$(warning python3 -m scripts.reproduce --names failed (is python3 >= 3.10 on the PATH?): no reproduce-* or question-* targets)
+endif
 
 $(REPRODUCTIONS): $(ENV)
 	$(PY) -m scripts.reproduce $@ --jobs $(JOBS) --nproc $(NPROC) $(ARGS)
