@@ -93,7 +93,7 @@ def recorded_command(r: Reproduction, extra: list[str], nproc: int) -> str:
 
 
 def collect_command(
-    r: Reproduction, runs: Path, wall_s: float | None, reuse: bool, recorded: str = ""
+    r: Reproduction, runs: Path, wall_s: float | None, reuse: bool, recorded: str
 ) -> list[str]:
     c = r.collect
     assert c is not None
@@ -106,12 +106,17 @@ def collect_command(
         if c.curve_metrics:
             cmd += ["--curve-metrics", ",".join(c.curve_metrics)]
     else:
-        cmd += ["--command", recorded or f"make {r.name}"]
+        cmd += ["--command", recorded]
         if wall_s is not None:
             cmd += ["--wall-time", f"{wall_s:.0f}"]
     if reuse and c.reuse is not None:
         cmd += ["--reuse", f"results/{c.reuse.folder}", "--reuse-setups", ",".join(c.reuse.setups)]
     return cmd
+
+
+def plot_command(plot: tuple[str, ...]) -> list[str]:
+    """``python -m scripts.<plot> <args>``: a figure script (or the claims table, the report)."""
+    return [sys.executable, "-m", f"scripts.{plot[0]}", *plot[1:]]
 
 
 @dataclass
@@ -121,10 +126,18 @@ class Task:
     r: Reproduction
     stage: int
     job: Job
-    folder: Path
+    runs: Path  # the reproduction's run folder
     args: list[str] = field(default_factory=list)  # set when its stage starts
     started: float = 0.0
     seconds: float = 0.0
+
+    @property
+    def folder(self) -> Path:
+        return self.runs / self.job.name
+
+    @property
+    def log(self) -> Path:
+        return self.runs / "logs" / f"{self.job.name.replace('/', '_')}.log"
 
 
 def _tail(log: Path, lines: int = 5) -> str:
@@ -200,7 +213,7 @@ class Runner:
                 )
         jobs = self._jobs(r, stage)
         for job in jobs:
-            task = Task(r, stage, job, self.folder(r) / job.name)
+            task = Task(r, stage, job, self.folder(r))
             task.args = command(r, job, task.folder, extra, self.nproc)
             self.pending.append(task)
         self.pending.sort(key=lambda t: -t.job.estimate_s)
@@ -231,8 +244,7 @@ class Runner:
                 self._finish(task, 0)
                 continue
             task.started = time.monotonic()
-            log = self.folder(task.r) / "logs" / f"{task.job.name.replace('/', '_')}.log"
-            self.running[pool.submit(_run, task.args, log)] = task
+            self.running[pool.submit(_run, task.args, task.log)] = task
 
     def _finish(self, task: Task, rc: int) -> None:
         r = task.r
@@ -242,11 +254,10 @@ class Runner:
             if rc == 0:  # a failed job says nothing about how long the others take
                 self.spent += task.seconds
                 self.spent_estimate += task.job.estimate_s
-            log = self.folder(r) / "logs" / f"{task.job.name.replace('/', '_')}.log"
             if rc:
                 self.failed.setdefault(r.name, []).append(task.job.name)
                 print(
-                    f"{_tail(log)}failed: {r.name} {task.job.name} (exit {rc}; log: {log})",
+                    f"{_tail(task.log)}failed: {r.name} {task.job.name} (exit {rc}; log: {task.log})",
                     flush=True,
                 )
             print(
@@ -287,7 +298,7 @@ class Runner:
             reuse = bool(reused(r, self.extra, self.no_reuse))
             recorded = recorded_command(r, self.extra, self.nproc)
             steps.append(collect_command(r, runs, wall, reuse, recorded))
-        steps += [[sys.executable, "-m", f"scripts.{p[0]}", *p[1:]] for p in r.plots]
+        steps += [plot_command(p) for p in r.plots]
         for cmd in steps:
             if self.dry_run:
                 print(" ".join(cmd))
@@ -319,7 +330,6 @@ class Runner:
                     self._finish(self.running.pop(future), future.result())
                 self._launch(pool)
                 self._collect_ready()
-                self._launch(pool)
         self._collect_ready()
         if self.failed:
             for name, what in self.failed.items():
@@ -355,7 +365,7 @@ def redraw(home: Path) -> int:
         if (len(p) == 1 or (p[0],) not in drawn) and p[0] not in ("claims", "report")
     ]
     for plot in [*plots, ("claims",), ("report",)]:
-        if _run([sys.executable, "-m", f"scripts.{plot[0]}", *plot[1:]], cwd=home):
+        if _run(plot_command(plot), cwd=home):
             print(f"error: scripts.{plot[0]} failed (above)")
             return 1
     return 0
@@ -409,9 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no reproduction {', '.join(unknown)}; --list lists them")
     if args.jobs < 1 or args.nproc < 1:
         p.error("--jobs and --nproc must be at least 1")
-    if given := [e for e in extra if e.split("=", 1)[0].lstrip("+~") == "data"]:
+    if data := [e for e in extra if e.split("=", 1)[0].lstrip("+~") == "data"]:
         p.error(
-            f"{given[0]}: a reproduction's data are part of it (its results folder names them); "
+            f"{data[0]}: a reproduction's data are part of it (its results folder names them); "
             "choose the reproduction for those data, or run python -m experiments.<study> data=..."
         )
     rs = expand(names)
@@ -432,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(rs, root, extra, args.jobs, args.nproc, args.no_reuse, args.dry_run, home)
     code = runner.run()
     for plot in group_plots(names) if code == 0 else ():
-        cmd = [sys.executable, "-m", f"scripts.{plot[0]}", *plot[1:]]
+        cmd = plot_command(plot)
         if args.dry_run:
             print(" ".join(cmd))
         elif _run(cmd, cwd=home):
