@@ -23,10 +23,3 @@ def compose_config(name: str, overrides=()) -> DictConfig:
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg
-
-
-def setups_of(study: str) -> list[str]:
-    """The setups of ``study``, as found on disk (``configs/<study>/setup/``)."""
-    from experiments.kit.config import setups
-
-    return setups(study)

@@ -15,11 +15,12 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from experiments import inception, inception_fig3
+from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
 from experiments.nets.bn_inception import count_parameters
 from scripts.make_synthetic_images import make_image_folder
-from tests.configs import CONFIGS, compose_config, setups_of
+from tests.configs import CONFIGS, compose_config
 from tests.interrupt import killed_after_checkpoint
 from tests.runs import metric_rows
 
@@ -89,7 +90,7 @@ QUESTION_SETUPS = ["bn_x5_dropout", "bn_baseline_nodropout"]  # open question 4,
 
 
 def test_variant_files_are_the_six_of_the_paper_and_the_dropout_question():
-    assert sorted(setups_of("inception")) == sorted(VARIANTS + QUESTION_SETUPS)
+    assert sorted(setups("inception")) == sorted(VARIANTS + QUESTION_SETUPS)
 
 
 @pytest.mark.slow

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from experiments import mechanism, mechanism_results, mnist
+from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
-from tests.configs import compose_config, setups_of
+from tests.configs import compose_config
 from tests.interrupt import dies_at_step
 from tests.runs import metric_rows
 
@@ -24,7 +25,7 @@ def _small(root, *extra):
 
 
 def test_the_setups():
-    assert set(setups_of("mechanism")) == {
+    assert set(setups("mechanism")) == {
         "mech_baseline", "mech_bn", "mech_noisy_bn", "mech_bn_wd1e-4", "mech_bn_wd1e-3",
         "mech_relu_baseline", "mech_relu_bn",
     }  # fmt: skip

@@ -15,15 +15,16 @@ from omegaconf import open_dict
 
 import bn
 from experiments import renorm
+from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError, DataUnavailable
 from experiments.kit.norm import norm_layers, renorm_bounds
 from scripts.make_synthetic_images import make_image_folder
-from tests.configs import CONFIGS, compose_config, setups_of
+from tests.configs import CONFIGS, compose_config
 from tests.interrupt import killed_after_checkpoint
 from tests.runs import metric_rows
 
 ROOT = CONFIGS.parent
-SETUPS = setups_of("renorm")
+SETUPS = setups("renorm")
 
 
 def _cfg(overrides=()):

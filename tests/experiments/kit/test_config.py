@@ -10,12 +10,12 @@ import re
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from experiments.kit.config import preflight, setup_name
+from experiments.kit.config import preflight, setup_name, setups
 from experiments.kit.errors import ConfigError
 from experiments.studies import TRAINING as STUDIES
-from tests.configs import CONFIGS, compose_config, setups_of
+from tests.configs import CONFIGS, compose_config
 
-SETUPS = {study: setups_of(study) for study in STUDIES}  # configs/<study>/setup/*.yaml
+SETUPS = {study: setups(study) for study in STUDIES}  # configs/<study>/setup/*.yaml
 
 
 def _check(study: str):
