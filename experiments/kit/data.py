@@ -277,9 +277,9 @@ def load_splits(
     raw = ensure_dataset(str(data.name), data.root, data.download, data.verify)
     train_images, test_images = load_split(raw, "train"), load_split(raw, "test")
     x_train, x_test = (
-        ((s.images > 127).float() if data.binarize else s.images.float().div_(255)).unsqueeze(1)
+        preprocess(s.images, data.binarize).view(len(s.images), 1, *s.images.shape[1:])
         for s in (train_images, test_images)
-    )  # binary as in preprocess(), or [0, 1]
+    )  # the MLPs' inputs (binary or [0, 1]) as images
     if size is not None and size != x_train.shape[-1]:
         pad = size - x_train.shape[-1]
         if pad < 0:
