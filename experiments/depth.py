@@ -61,7 +61,7 @@ SPEC = StudySpec(
 
 
 def check(cfg: DictConfig) -> None:
-    config.check_common(cfg, STUDY)
+    config.check_common(cfg)
     m = cfg.model
     require(
         [

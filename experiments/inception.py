@@ -98,7 +98,7 @@ SPEC = StudySpec(
 
 
 def check(cfg: DictConfig) -> None:
-    config.check_common(cfg, STUDY)
+    config.check_common(cfg)
     t, m = cfg.train, cfg.model
     require(
         [

@@ -107,7 +107,7 @@ SPEC = StudySpec(
 
 
 def check(cfg: DictConfig) -> None:
-    config.check_common(cfg, STUDY)
+    config.check_common(cfg)
     p = cfg.probe
     require(
         [

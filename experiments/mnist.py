@@ -104,7 +104,7 @@ SWEEP_KEYS = ["setup", "seed", "lr", "init_std", "steps", "diverged", "test_acc"
 
 
 def check(cfg: DictConfig) -> None:
-    config.check_common(cfg, STUDY)
+    config.check_common(cfg)
     width = cfg.model.hidden[-1] if cfg.model.hidden else 0
     require(
         [

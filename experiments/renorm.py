@@ -102,7 +102,7 @@ SPEC = StudySpec(
 
 
 def check(cfg: DictConfig) -> None:
-    config.check_common(cfg, STUDY)
+    config.check_common(cfg)
     classify.check_seeds(cfg)
     n, s = cfg.norm, cfg.sampler
     require(

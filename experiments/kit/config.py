@@ -167,9 +167,8 @@ class StudyConf:
     eval: EvalConf = field(default_factory=EvalConf)
 
 
-CONFIGS = (
-    Path(__file__).resolve().parents[2] / "configs"
-)  # a folder per study, and the shared groups
+# A folder per study, and the groups they share.
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 # What configs/kit.yaml's sweep folder names use: a seed list as 0-1-2, and the job's other
 # settings (Hydra's override_dirname) after an underscore when there are any.
@@ -222,10 +221,10 @@ def setup_name() -> str:
     return "run"  # a config composed outside a Hydra app, without its runtime choices
 
 
-def check_common(cfg: DictConfig, study: str) -> None:
-    """The checks every study shares: the seeds, every numeric
-    setting in its range (the one table, :data:`experiments.kit.ranges.RANGES`), and the rules
-    that tie settings together (the norm fits the batch, the ramp starts after its warm-up)."""
+def check_common(cfg: DictConfig) -> None:
+    """The checks every study shares: the seeds, every numeric setting in its range (the one
+    table, :data:`experiments.kit.ranges.RANGES`), and the rules that tie settings together (the
+    norm fits the batch, the ramp starts after its warm-up)."""
     from experiments.kit.ranges import check_ranges
 
     t, n = cfg.train, cfg.norm
@@ -365,7 +364,7 @@ def setup_settings(study: str, name: str) -> set[str]:
 def _check_setup(study: str, name: str) -> None:
     """One line for a setup the study does not have, naming the study's own (and the study that
     has it, if one does), rather than Hydra's multi-line listing."""
-    if (CONFIGS / study / "setup" / f"{name}.yaml").is_file():
+    if name in setups(study):
         return
     owners = sorted(p.parent.parent.name for p in CONFIGS.glob(f"*/setup/{name}.yaml"))
     where = f" (a setup of {', '.join(owners)})" if owners else ""

@@ -28,7 +28,7 @@ SPEC = StudySpec(name="mystudy", order=["bn32", "brn32"])  # how scripts.collect
 
 
 def check(cfg: DictConfig) -> None:
-    config.check_common(cfg, "mystudy")  # the rules every study shares; add this study's own
+    config.check_common(cfg)  # the rules every study shares; add this study's own
 
 
 def train(cfg: DictConfig, out_dir) -> dict:
