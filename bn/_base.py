@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -20,6 +22,8 @@ from .functional import (
 )
 
 IMPLS = ("fast", "reference")
+# torch's own base takes ``bias=`` from torch 2.14 on; before, a bias-free layer drops it here.
+TORCH_TAKES_BIAS = "bias" in inspect.signature(_BatchNorm.__init__).parameters
 
 
 def _symbolic(t: object) -> bool:
@@ -65,9 +69,16 @@ class BatchNormBase(_BatchNorm):
         sync_stats: bool = False,
         process_group: dist.ProcessGroup | None = None,
     ) -> None:
-        super().__init__(
-            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
-        )
+        if TORCH_TAKES_BIAS:
+            super().__init__(
+                num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+            )
+        else:
+            super().__init__(
+                num_features, eps, momentum, affine, track_running_stats, device, dtype
+            )
+            if not bias:
+                self.register_parameter("bias", None)
         name = type(self).__name__
         if impl not in IMPLS:
             raise ValueError(f"{name}: impl={impl!r} is not one of {IMPLS}")
@@ -95,6 +106,14 @@ class BatchNormBase(_BatchNorm):
         self.microbatch = microbatch
         self.sync_stats = sync_stats
         self.process_group = process_group
+
+    def reset_parameters(self) -> None:
+        # As torch 2.14's; torch's before would zero the bias that ``bias=False`` removed.
+        self.reset_running_stats()
+        if self.affine:
+            torch.nn.init.ones_(self.weight)
+            if self.bias is not None:
+                torch.nn.init.zeros_(self.bias)
 
     # -- checks -------------------------------------------------------------------------------
     def _check_input_dim(self, x: Tensor) -> None:

@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.lazy import LazyModuleMixin
 
-from ._base import BatchNormBase
+from ._base import TORCH_TAKES_BIAS, BatchNormBase
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNormXd
 from .batchrenorm import (
     PAPER_MOMENTUM,
@@ -124,8 +124,9 @@ def _settings(layer: _BatchNorm, cls: type[_BatchNorm]) -> dict:
         momentum=layer.momentum,
         affine=layer.affine,
         track_running_stats=layer.track_running_stats,
-        bias=layer.bias is not None or not layer.affine,
     )
+    if TORCH_TAKES_BIAS or issubclass(cls, BatchNormBase):  # else _rebuild shares the None bias
+        s["bias"] = layer.bias is not None or not layer.affine
     if issubclass(cls, BatchNormBase):
         if isinstance(layer, BatchNormBase):
             s.update(

@@ -327,11 +327,16 @@ def _fold(weight, bias, r, d, shape, dtype) -> tuple[Tensor | None, Tensor | Non
 
 def _bn_backward(dy, x, scale, mean, invstd, eps, groups, mask):
     """torch's BN backward (training form) per microbatch: ``dx``, ``Σ dy·x̂`` and ``Σ dy``,
-    the last two of shape ``(G, C)``."""
-    bn_backward = torch.ops.aten.native_batch_norm_backward
+    the last two of shape ``(G, C)``; ``None`` for each output ``mask`` leaves out."""
+
+    def bn_backward(*args):
+        # An output the mask leaves out is None on the CPU but an empty tensor on CUDA.
+        outs = torch.ops.aten.native_batch_norm_backward(*args, mask)
+        return tuple(out if wanted else None for out, wanted in zip(outs, mask))
+
     if groups == 1:
         w = None if scale is None else scale[0]
-        dx, dw, db = bn_backward(dy, x, w, None, None, mean[0], invstd[0], True, eps, mask)
+        dx, dw, db = bn_backward(dy, x, w, None, None, mean[0], invstd[0], True, eps)
         return dx, _row(dw), _row(db)
     if x.numel() < SMALL:
         # Small inputs: one call on the microbatches laid side by side as channels costs far
@@ -347,7 +352,6 @@ def _bn_backward(dy, x, scale, mean, invstd, eps, groups, mask):
             invstd.reshape(-1),
             True,
             eps,
-            mask,
         )
         dx = None if dx is None else _from_side_by_side(dx, groups)
         shape = mean.shape
@@ -368,7 +372,6 @@ def _bn_backward(dy, x, scale, mean, invstd, eps, groups, mask):
             invstd[k],
             True,
             eps,
-            mask,
         )
         for out, part in zip(
             outs, (dxk, None if dw is None else dw[k], None if db is None else db[k])

@@ -1,19 +1,23 @@
 """Benchmark bn's layers against torch.nn.BatchNorm (forward + backward), in one run.
 
-    python -m scripts.bench_layers [--rounds 30] [--out results/bench]
+    python -m scripts.bench_layers [--device cpu|cuda] [--rounds 30] [--out results/bench]
 
-Times are the best of interleaved rounds (every layer is timed in each round, so drift on a
-busy machine hits all of them alike); ratios are against torch.nn.BatchNorm1d/2d measured in the
-same run. Memory: on CPU, the bytes of tensors autograd saves for the backward pass (the
-activation memory a layer adds to training, deduplicated by storage); on CUDA, the peak
-allocated memory of a forward+backward.
+Ratios are against torch.nn.BatchNorm1d/2d measured in the same run, every layer timed in each
+of interleaved rounds (so drift on a busy machine hits all of them alike). On the CPU: the best
+round, at a ResNet's and an MLP's shapes; memory is the bytes of tensors autograd saves for the
+backward pass (the activation memory a layer adds to training, deduplicated by storage). On CUDA:
+the median round timed with CUDA events after a warm-up, at BN-Inception's shapes (batch 32,
+224 px), in float32 and with bfloat16 inputs under autocast (as a conv feeds BN in mixed
+precision); memory is the peak allocated during a forward+backward.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import platform
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +29,8 @@ import bn
 from bn import compiled
 
 SHAPES = [(32, 64, 56, 56), (32, 256, 28, 28), (60, 100)]
+# BN-Inception at 224 px, batch 32: after the stem's first conv, an early and a late inception block
+CUDA_SHAPES = [(32, 64, 112, 112), (32, 256, 28, 28), (32, 1024, 7, 7)]
 # Time against torch.nn.BatchNorm: on the conv shapes BRN as fast as BN, microbatches
 # within 1.3x; on the fully connected (60, 100) no slower than before (1.25x and 1.52x then).
 TARGETS = {
@@ -76,36 +82,69 @@ def cuda_peak(layer: nn.Module, x: torch.Tensor, gy: torch.Tensor) -> int:
     return torch.cuda.max_memory_allocated() - base
 
 
-def bench_shape(shape, device: str, rounds: int) -> list[dict]:
-    x = torch.randn(shape, device=device).requires_grad_(True)
-    gy = torch.randn(shape, device=device)
+def step_timer(device: str) -> Callable[[Callable[[], None]], float]:
+    """Seconds one call of a function takes: CUDA events on the GPU, the wall clock on the CPU."""
+    if device != "cuda":
+
+        def wall(run: Callable[[], None]) -> float:
+            t0 = time.perf_counter()
+            run()
+            return time.perf_counter() - t0
+
+        return wall
+
+    def events(run: Callable[[], None]) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    return events
+
+
+def bench_shape(shape, device: str, rounds: int, dtype: torch.dtype = torch.float32) -> list[dict]:
+    """Every layer at one input ``shape``; ``dtype``: the input's (parameters stay float32; a
+    half type runs under autocast)."""
+    x = torch.randn(shape, device=device).to(dtype).requires_grad_(True)
+    gy = torch.randn(shape, device=device).to(dtype)
     made = {name: make().to(device) for name, make in layers(shape[1], len(shape)).items()}
-    iters = 5 if x.numel() > 1e6 else 300
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    cuda = device == "cuda"
+    iters = (20 if cuda else 5) if x.numel() > 1e6 else (100 if cuda else 300)
+    half = dtype != torch.float32
+    autocast = (lambda: torch.autocast(device, dtype)) if half else contextlib.nullcontext
+    timer = step_timer(device)
     times: dict[str, list[float]] = {name: [] for name in made}
+
+    def run(layer: nn.Module) -> Callable[[], None]:
+        def steps() -> None:
+            with autocast():
+                for _ in range(iters):
+                    step(layer, x, gy)
+
+        return steps
+
     for layer in made.values():
-        for _ in range(3):
-            step(layer, x, gy)
+        run(layer)()  # warm-up: allocator, cuDNN's choice of kernel, the compiled kernel's build
     for _ in range(rounds):
         for name, layer in made.items():
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                step(layer, x, gy)
-            sync()
-            times[name].append((time.perf_counter() - t0) / iters)
-    mem = {
-        name: cuda_peak(layer, x, gy) if device == "cuda" else saved_bytes(layer, x)
-        for name, layer in made.items()
-    }
-    t_ref, m_ref = min(times["torch"]), mem["torch"]
+            times[name].append(timer(run(layer)) / iters)
+    with autocast():
+        mem = {
+            name: cuda_peak(layer, x, gy) if cuda else saved_bytes(layer, x)
+            for name, layer in made.items()
+        }
+    pick = statistics.median if cuda else min
+    t_ref, m_ref = pick(times["torch"]), mem["torch"]
     rows = []
     for name in made:
-        t = min(times[name])
+        t = pick(times[name])
         rows.append(
             {
                 "device": device,
                 "shape": "x".join(map(str, shape)),
+                "dtype": str(dtype).removeprefix("torch."),
                 "layer": name,
                 "ms": round(t * 1e3, 4),
                 "time_ratio": round(t / t_ref, 3),
@@ -119,18 +158,26 @@ def bench_shape(shape, device: str, rounds: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     args = ap.parse_args()
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    rows = [r for d in devices for s in SHAPES for r in bench_shape(s, d, args.rounds)]
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("bench_layers: --device cuda, but torch sees no CUDA GPU")
+        runs = [(s, d) for s in CUDA_SHAPES for d in (torch.float32, torch.bfloat16)]
+        where = f"{torch.cuda.get_device_name()}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
+    else:
+        runs = [(s, torch.float32) for s in SHAPES]
+        where = (
+            f"{torch.get_num_threads()} CPU threads, {platform.processor() or platform.machine()}"
+        )
+    rows = [r for s, d in runs for r in bench_shape(s, args.device, args.rounds, d)]
 
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {platform.processor() or platform.machine()}"
-    )
+    print(f"torch {torch.__version__}, {where}")
     print(compiled.status())
     print("forward+backward; ratios against torch.nn.BatchNorm in the same run")
-    header = f"{'device':6} {'shape':>14} {'layer':18} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
+    header = f"{'device':6} {'shape':>16} {'dtype':8} {'layer':18} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
     print(header)
     failed = []
     for r in rows:
@@ -139,14 +186,14 @@ def main() -> None:
             ok = r["time_ratio"] <= r["target"]
             verdict = f"<= {r['target']}x {'ok' if ok else 'MISSED'}"
             if not ok:
-                failed.append(f"{r['device']} {r['shape']} {r['layer']}: {r['time_ratio']}x")
+                failed.append(
+                    f"{r['device']} {r['shape']} {r['dtype']} {r['layer']}: {r['time_ratio']}x"
+                )
         print(
-            f"{r['device']:6} {r['shape']:>14} {r['layer']:18} {r['ms']:9.3f} {r['time_ratio']:7.2f} "
-            f"{r['mem_MiB']:8.2f} {r['mem_ratio']:6.2f}  {verdict}"
+            f"{r['device']:6} {r['shape']:>16} {r['dtype']:8} {r['layer']:18} {r['ms']:9.3f} "
+            f"{r['time_ratio']:7.2f} {r['mem_MiB']:8.2f} {r['mem_ratio']:6.2f}  {verdict}"
         )
-    write_report(
-        args.out / ("layers_cuda.csv" if "cuda" in devices else "layers_cpu.csv"), rows, failed
-    )
+    write_report(args.out / f"layers_{args.device}.csv", rows, failed)
 
 
 def write_report(path: Path, rows: list[dict], failed: list[str] | None) -> None:

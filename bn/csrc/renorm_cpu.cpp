@@ -188,7 +188,8 @@ std::vector<at::Tensor> differentiable_backward(const at::Tensor& dy, const at::
   const auto dx_hat = (w.defined() ? dyv * w : dyv) * r;
   const auto dx = invstd * (dx_hat - dx_hat.mean({1}, true) -
                             x_hat * (dx_hat * x_hat).mean({1}, true));
-  return {dx.view_as(x), (dyv * (x_hat * r + d)).sum({0, 1}), dyv.sum({0, 1})};
+  const std::vector<int64_t> rows{0, 1};  // a named list: torch 2.11's overloads find `{0, 1}` ambiguous
+  return {dx.view_as(x), (dyv * (x_hat * r + d)).sum(rows), dyv.sum(rows)};
 }
 
 struct RenormTrain : public torch::autograd::Function<RenormTrain> {

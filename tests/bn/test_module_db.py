@@ -181,7 +181,7 @@ def _run(case: Case, x: torch.Tensor, layer=None):
     layer = case.ours if layer is None else layer
     x = x.clone().requires_grad_(True)
     y = layer(x) if layer is not case.torch else case.expected(x)
-    dy = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view(y.shape)
+    dy = torch.linspace(-1, 1, y.numel(), dtype=y.dtype, device=y.device).view(y.shape)
     params = [p for p in (layer.weight, layer.bias) if p is not None]
     grads = torch.autograd.grad(y, [x, *params], dy, allow_unused=True) if y.requires_grad else ()
     return y, [torch.zeros_like(t) if g is None else g for g, t in zip(grads, [x, *params])]

@@ -1,0 +1,48 @@
+"""scripts.gpu_check's plumbing, without a GPU: stage choice, time limits, and the kill that stands
+in for a machine's loss in the kill-and-resume check."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scripts import gpu_check
+
+
+def test_an_unknown_stage_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["gpu_check", str(tmp_path / "out"), "--stages", "tests,typo"])
+    with pytest.raises(SystemExit, match=r"unknown stage\(s\) \['typo'\]"):
+        gpu_check.main()
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_kills_the_whole_process_group_at_its_limit(tmp_path):
+    child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    with (tmp_path / "log").open("w") as log:
+        t0 = time.monotonic()
+        rc = gpu_check.run([sys.executable, "-c", child], log, limit=1)
+    assert rc == 124 and time.monotonic() - t0 < 30
+    assert "[killed after 1 s]" in (tmp_path / "log").read_text()
+
+
+def test_kill_run_kills_every_process_with_the_token_and_no_other(tmp_path):
+    token = f"hydra.run.dir={tmp_path}"
+    sleep = "import time; time.sleep(60)"
+    mine = subprocess.Popen([sys.executable, "-c", sleep, token])
+    other = subprocess.Popen([sys.executable, "-c", sleep, token + "x"])
+    try:
+        gpu_check.kill_run(token)
+        assert mine.wait(timeout=10) == -9
+        time.sleep(0.2)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_stage_shares_cover_the_budget():
+    assert set(gpu_check.STAGES) == set(gpu_check.STAGE_FUNCTIONS)
+    assert sum(gpu_check.STAGES.values()) == pytest.approx(1.0)
