@@ -13,7 +13,7 @@ help: ## list the targets, then the reproductions (JOBS=2 at a time, ARGS="Hydra
 $(CURDIR)/.tools/bin/uv:
 	python3 -m pip install --quiet --disable-pip-version-check --target $(CURDIR)/.tools uv
 
-$(ENV): pyproject.toml uv.lock | $(UV)
+$(ENV): pyproject.toml research/pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --compile-bytecode
 	-$(PY) -m scripts.build_kernel  # the compiled CPU kernels; without them, the PyTorch path
 	@touch $@

@@ -159,11 +159,16 @@ def _first(run: Run, metric: str) -> float | None:
     return curve[0][1] if curve else None
 
 
-@hydra.main(version_base="1.3", config_path="../configs/depth", config_name="depth")
+@hydra.main(version_base="1.3", config_path=str(config.CONFIGS / STUDY), config_name=STUDY)
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console command ``bn-depth``: ``python -m experiments.depth``."""
     config.preflight(STUDY, objective=False)
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -225,11 +225,16 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     return classify.finish(loop, loop.run())
 
 
-@hydra.main(version_base="1.3", config_path="../configs/inception", config_name="inception")
+@hydra.main(version_base="1.3", config_path=str(config.CONFIGS / STUDY), config_name=STUDY)
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console command ``bn-inception``: ``python -m experiments.inception``."""
     config.preflight(STUDY)
     main()
+
+
+if __name__ == "__main__":
+    cli()

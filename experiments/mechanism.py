@@ -407,11 +407,16 @@ class Probes:
         )  # fmt: skip
 
 
-@hydra.main(version_base="1.3", config_path="../configs/mechanism", config_name="mechanism")
+@hydra.main(version_base="1.3", config_path=str(config.CONFIGS / STUDY), config_name=STUDY)
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console command ``bn-mechanism``: ``python -m experiments.mechanism``."""
     config.preflight(STUDY, objective=False)
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -338,11 +338,16 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     return loop.finish(result, finals)
 
 
-@hydra.main(version_base="1.3", config_path="../configs/mnist", config_name="mnist")
+@hydra.main(version_base="1.3", config_path=str(config.CONFIGS / STUDY), config_name=STUDY)
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console command ``bn-mnist``: ``python -m experiments.mnist``."""
     config.preflight(STUDY)
     main()
+
+
+if __name__ == "__main__":
+    cli()

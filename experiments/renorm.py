@@ -282,11 +282,16 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     return classify.finish(loop, loop.run())
 
 
-@hydra.main(version_base="1.3", config_path="../configs/renorm", config_name="renorm")
+@hydra.main(version_base="1.3", config_path=str(config.CONFIGS / STUDY), config_name=STUDY)
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console command ``bn-renorm``: ``python -m experiments.renorm``."""
     config.preflight(STUDY)
     main()
+
+
+if __name__ == "__main__":
+    cli()

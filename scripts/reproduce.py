@@ -452,5 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console command ``bn-reproduce``: ``python -m scripts.reproduce``."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    cli()

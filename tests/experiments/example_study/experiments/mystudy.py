@@ -49,7 +49,7 @@ def train(cfg: DictConfig, out_dir) -> dict:
     return classify.finish(loop, loop.run())
 
 
-@hydra.main(version_base="1.3", config_path="../configs/mystudy", config_name="mystudy")
+@hydra.main(version_base="1.3", config_path=str(config.CONFIGS / "mystudy"), config_name="mystudy")
 def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 
