@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,14 +46,16 @@ def expand(names: list[str]) -> list[Reproduction]:
     return out
 
 
-def group_plots(names: list[str]) -> list[tuple[str, ...]]:
-    """The figures of the groups among ``names`` (and groups inside them), inner groups first."""
+def group_plots(names: list[str], failed: Collection[str] = ()) -> list[tuple[str, ...]]:
+    """The figures of the groups among ``names`` (and groups inside them), inner groups first;
+    not those of a group one of whose reproductions is in ``failed``."""
     out: list[tuple[str, ...]] = []
     for name in names:
         r = REPRODUCTIONS[name]
         if r.members:
-            out += [p for p in group_plots(list(r.members)) if p not in out]
-            out += [p for p in r.plots if p not in out]
+            out += [p for p in group_plots(list(r.members), failed) if p not in out]
+            if not any(leaf.name in failed for leaf in expand([name])):
+                out += [p for p in r.plots if p not in out]
     return out
 
 
@@ -158,6 +161,13 @@ def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
         return subprocess.run(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
 
 
+def _timed(cmd: list[str], log: Path) -> tuple[int, float]:
+    """A job's exit status and the moment it ended, taken in its own thread: a collection that
+    holds the scheduler meanwhile does not count in the job's time."""
+    rc = _run(cmd, log)
+    return rc, time.monotonic()
+
+
 def _minutes(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -244,13 +254,13 @@ class Runner:
                 self._finish(task, 0)
                 continue
             task.started = time.monotonic()
-            self.running[pool.submit(_run, task.args, task.log)] = task
+            self.running[pool.submit(_timed, task.args, task.log)] = task
 
-    def _finish(self, task: Task, rc: int) -> None:
+    def _finish(self, task: Task, rc: int, ended: float | None = None) -> None:
         r = task.r
         self.count += 1
         if not self.dry_run:
-            task.seconds = time.monotonic() - task.started
+            task.seconds = (ended or time.monotonic()) - task.started
             if rc == 0:  # a failed job says nothing about how long the others take
                 self.spent += task.seconds
                 self.spent_estimate += task.job.estimate_s
@@ -292,6 +302,8 @@ class Runner:
 
     def collect(self, r: Reproduction) -> None:
         runs = self.folder(r)
+        if not self.dry_run:  # every run reused: no job made it
+            runs.mkdir(parents=True, exist_ok=True)
         wall = time.monotonic() - self.begun.get(r.name, self.start)
         steps = []
         if r.collect is not None:
@@ -327,7 +339,7 @@ class Runner:
             while self.running:
                 done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
                 for future in done:
-                    self._finish(self.running.pop(future), future.result())
+                    self._finish(self.running.pop(future), *future.result())
                 self._launch(pool)
                 self._collect_ready()
         self._collect_ready()
@@ -340,10 +352,16 @@ class Runner:
         return 0
 
 
+def _is_false_override(item: str, key: str) -> bool:
+    """Whether ``item`` sets ``key`` to a false boolean, in any spelling OmegaConf reads as one."""
+    name, _, value = item.partition("=")
+    return name.lstrip("+") == key and value.strip().lower() in ("false", "no", "off", "n", "0")
+
+
 def prepare_data(rs: list[Reproduction], extra: list[str], dry_run: bool) -> None:
     """Fetch and verify each dataset once, before any job (two jobs must not copy the same files
     at once); with ``data.download=false`` the jobs read ``data.root`` as it is."""
-    if "data.download=false" in extra:
+    if any(_is_false_override(e, "data.download") for e in extra):
         return
     root = next((e.split("=", 1)[1] for e in extra if e.startswith("data.root=")), "data")
     for name in dict.fromkeys(d for r in rs for d in r.data):
@@ -441,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         home.mkdir(parents=True, exist_ok=True)
     runner = Runner(rs, root, extra, args.jobs, args.nproc, args.no_reuse, args.dry_run, home)
     code = runner.run()
-    for plot in group_plots(names) if code == 0 else ():
+    for plot in group_plots(names, runner.failed):
         cmd = plot_command(plot)
         if args.dry_run:
             print(" ".join(cmd))

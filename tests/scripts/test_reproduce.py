@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,49 @@ def test_a_data_override_is_refused(capsys):
     with pytest.raises(SystemExit):
         reproduce.main(["reproduce-mnist", "data=fashion_mnist", "--dry-run"])
     assert "a reproduction's data are part of it" in capsys.readouterr().err
+
+
+def test_a_group_s_figures_wait_for_its_own_members_only():
+    everything = reproduce.group_plots(["reproduce-all"])
+    assert ("plot_questions",) in everything and ("claims",) in everything
+    drawn = reproduce.group_plots(["reproduce-all"], failed={"question-mlp"})
+    # the questions' group and reproduce-all hold question-mlp: not drawn; no other group is lost
+    assert ("plot_questions",) not in drawn and ("claims",) not in drawn
+    assert reproduce.group_plots(["reproduce-questions"], failed={"reproduce-mnist"}) == [
+        ("plot_questions",)
+    ]
+
+
+@pytest.mark.parametrize("spelling", ["false", "False", "no", "off", "0", "+data.download=false"])
+def test_data_download_false_in_any_spelling_prepares_no_data(monkeypatch, spelling):
+    ran = []
+    monkeypatch.setattr(reproduce, "_run", lambda cmd, log=None, cwd=REPO: ran.append(cmd) or 0)
+    item = spelling if "=" in spelling else f"data.download={spelling}"
+    reproduce.prepare_data([REPRODUCTIONS["reproduce-mnist"]], [item], dry_run=False)
+    assert ran == []
+    reproduce.prepare_data(
+        [REPRODUCTIONS["reproduce-mnist"]], ["data.download=true"], dry_run=False
+    )
+    assert [c[2:4] for c in ran] == [["experiments.kit.data", "mnist"]]
+
+
+def test_a_job_s_time_is_taken_where_it_ran(tmp_path):
+    before = time.monotonic()
+    rc, ended = reproduce._timed([sys.executable, "-c", "pass"], tmp_path / "log")
+    assert rc == 0 and before < ended <= time.monotonic()
+
+
+def test_collection_gets_a_run_folder_when_every_run_was_reused(monkeypatch, tmp_path):
+    seen = []
+    folder = tmp_path / "runs" / "reproduce-mnist"
+
+    def run(cmd, log=None, cwd=REPO):
+        seen.append(folder.is_dir())
+        return 0
+
+    monkeypatch.setattr(reproduce, "_run", run)
+    runner = reproduce.Runner(
+        [REPRODUCTIONS["reproduce-mnist"]], tmp_path / "runs", [], 1, 1, False, False, tmp_path
+    )
+    runner.collect(REPRODUCTIONS["reproduce-mnist"])
+    assert seen and all(seen)
