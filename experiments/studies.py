@@ -84,6 +84,16 @@ class Reproduction:
 
 
 @dataclass(frozen=True)
+class Style:
+    """How a setup is drawn in its study's figures: colour, matplotlib line style, and its name in
+    a legend (shorter than its table label where the panel's title says the rest)."""
+
+    color: str
+    line: str
+    legend: str
+
+
+@dataclass(frozen=True)
 class Study:
     name: str  # its module, python -m experiments.<name>, where it has one of its own
     title: str
@@ -92,6 +102,7 @@ class Study:
     trains: bool = True  # it has a training module, experiments/<name>.py, and configs/<name>/
     reproductions: tuple[Reproduction, ...] = ()
     claims: tuple[str, ...] = ()  # the modules of scripts/claims/ with claims on its results
+    styles: dict[str, Style] = field(default_factory=dict)  # setup → how its figures draw it
 
 
 def _seeds(seeds: tuple[int, ...]) -> str:
@@ -266,6 +277,7 @@ STUDIES: tuple[Study, ...] = (
         ),
         FIG1,
         claims=("bn_paper",),
+        styles={"baseline": Style("#4c72b0", "-", "Without BN"), "bn": Style("#dd8452", "-", "With BN")},
         reproductions=(
             _mnist_fig1("reproduce-mnist", "mnist", "mnist/mnist"),
             _mnist_fig1("reproduce-fashion-mnist", "fashion_mnist", "mnist/fashion_mnist"),
@@ -308,6 +320,20 @@ STUDIES: tuple[Study, ...] = (
             "noniid8_bn": "BN, non-i.i.d. (4 labels × 8)", "noniid8_brn": "Batch Renorm, non-i.i.d. (4 labels × 8)",
         },
         claims=("brn_paper",),
+        styles={
+            "bn32": Style("#4c72b0", "-", "BN, minibatch 32"),
+            "brn32": Style("#dd8452", "-", "Batch Renorm, minibatch 32"),
+            "bn_micro4": Style("#4c72b0", "--", "BN, microbatch 4"),
+            "brn_micro4": Style("#dd8452", "--", "Batch Renorm, microbatch 4"),
+            "brn_micro4_jump": Style("#c44e52", ":", "Batch Renorm, microbatch 4, no ramp"),
+            "groupnorm": Style("#55a868", "-.", "GroupNorm (per example)"),
+            "layernorm": Style("#8172b3", "-.", "LayerNorm (per example)"),
+            "noniid_bn": Style("#4c72b0", "-", "BN"),
+            "noniid_bn_halves": Style("#55a868", "-", "BN on two halves"),
+            "noniid_brn": Style("#dd8452", "-", "Batch Renorm"),
+            "noniid8_bn": Style("#4c72b0", "-", "BN"),
+            "noniid8_brn": Style("#dd8452", "-", "Batch Renorm"),
+        },
         reproductions=(
             # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every
             # setup is within a point of the others, keeps 2. A job per setup and dataset, its
@@ -342,6 +368,14 @@ STUDIES: tuple[Study, ...] = (
             "bn_x5_sigmoid": "BN-x5-Sigmoid", "inception_sigmoid": "Inception with sigmoid (no BN)",
         },
         claims=("bn_paper",),
+        styles={
+            "inception": Style("#4c4c4c", "-", "Inception"),
+            "bn_baseline": Style("#4c72b0", "-", "BN-Baseline"),
+            "bn_x5": Style("#dd8452", "-", "BN-x5"),
+            "bn_x30": Style("#c44e52", "-", "BN-x30"),
+            "bn_x5_sigmoid": Style("#55a868", "--", "BN-x5-Sigmoid"),
+            "inception_sigmoid": Style("#8172b3", ":", "Inception-Sigmoid (no BN)"),
+        },
         reproductions=(
             Reproduction(
                 "reproduce-inception-cpu", "BN paper Figs. 2-3, CPU scale: 6 variants on Fashion-MNIST 32 px, 3,000 steps; results/inception/fashion_mnist_cpu/",

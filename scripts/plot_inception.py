@@ -19,6 +19,7 @@ import numpy as np
 from experiments.inception import SPEC
 from experiments.inception_fig3 import BASELINE, parameter_range
 from experiments.papers import BN_FIG3
+from experiments.studies import study
 from scripts.analysis import results
 from scripts.analysis import steps_to_target as fig3
 from scripts.plotting import TITLES, has, plt, read_curves, save, series
@@ -26,14 +27,7 @@ from scripts.plotting import TITLES, has, plt, read_curves, save, series
 SUBSET = "test/acc_subset"
 
 RESULTS = Path("results/inception")
-STYLE = {
-    "inception": ("#4c4c4c", "-", "Inception"),
-    "bn_baseline": ("#4c72b0", "-", "BN-Baseline"),
-    "bn_x5": ("#dd8452", "-", "BN-x5"),
-    "bn_x30": ("#c44e52", "-", "BN-x30"),
-    "bn_x5_sigmoid": ("#55a868", "--", "BN-x5-Sigmoid"),
-    "inception_sigmoid": ("#8172b3", ":", "Inception-Sigmoid (no BN)"),
-}
+STYLE = study("inception").styles
 
 
 def figure2(setting: Path) -> Path:
@@ -60,7 +54,7 @@ def figure2(setting: Path) -> Path:
 
 def _accuracy_panel(ax, data: dict, summary: dict, variants: list[str]) -> None:
     for v in variants:
-        color, style, label = STYLE[v]
+        color, style, label = STYLE[v].color, STYLE[v].line, STYLE[v].legend
         steps, acc = series(data, v, "test/acc")
         ax.plot(steps, acc.mean(0), color=color, ls=style, label=label)
         reached = summary["setups"][v].get("steps_to_baseline_max")
@@ -87,7 +81,7 @@ def _accuracy_panel(ax, data: dict, summary: dict, variants: list[str]) -> None:
 
 def _loss_panel(ax, data: dict, variants: list[str], per_seed: bool = False) -> None:
     for v in variants:
-        color, style, label = STYLE[v]
+        color, style, label = STYLE[v].color, STYLE[v].line, STYLE[v].legend
         if per_seed:
             for i, (steps, loss) in enumerate(_seed_curves(data, v, "train/loss")):
                 ax.plot(steps, loss, color=color, ls=style, lw=1, label=label if i == 0 else None)
@@ -116,7 +110,7 @@ def _steps_panel(ax, summary: dict, variants: list[str]) -> None:
             ax.text(0.01, i + 0.2, "never", va="center", fontsize=7)
         if p == 0:
             ax.text(0.01, i - 0.2, "never", va="center", fontsize=7)
-    ax.set_yticks(list(y), [STYLE[v][2] for v in rows])
+    ax.set_yticks(list(y), [STYLE[v].legend for v in rows])
     ax.invert_yaxis()
     ax.set(
         xlabel="steps to Inception's max / Inception's steps",
@@ -133,7 +127,7 @@ def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]
 def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], folder: Path) -> None:
     level = fig3.target(folder=folder)
     for v in variants:
-        color, style, label = STYLE[v]
+        color, style, label = STYLE[v].color, STYLE[v].line, STYLE[v].legend
         for i, (steps, acc) in enumerate(_seed_curves(data, v, SUBSET)):
             ax.plot(steps, acc, color=color, ls=style, lw=1, label=label if i == 0 else None)
         for step in fig3.steps(v, level, folder).values():
@@ -178,7 +172,7 @@ def _converged_steps_panel(ax, c: dict, variants: list[str], folder: Path) -> No
             ax.text(0.01, i + 0.2, text, va="center", fontsize=7)
         if paper == 0:
             ax.text(0.01, i - 0.2, "never", va="center", fontsize=7)
-    ax.set_yticks(range(len(rows)), [STYLE[v][2] for v in rows])
+    ax.set_yticks(range(len(rows)), [STYLE[v].legend for v in rows])
     ax.invert_yaxis()
     ax.set(
         xlabel="steps to Inception's max / Inception's mean steps (dots: seeds)",

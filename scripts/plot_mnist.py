@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.studies import study
 from scripts.plotting import (
     TITLES,
     draw,
@@ -26,8 +27,9 @@ from scripts.plotting import (
 )
 
 RESULTS = Path("results/mnist")
-COLORS = {"baseline": "#4c72b0", "bn": "#dd8452"}
-LABELS = {"baseline": "Without BN", "bn": "With BN"}
+STYLE = study("mnist").styles
+COLORS = {setup: s.color for setup, s in STYLE.items()}
+LABELS = {setup: s.legend for setup, s in STYLE.items()}
 
 
 def figure1(dataset: str) -> Path | None:

@@ -21,30 +21,17 @@ LABELS = study("renorm").labels
 
 RESULTS = Path("results/renorm")
 DATASETS = ("fashion_mnist", "mnist")
-STYLE = {
-    "bn32": ("#4c72b0", "-", "BN, minibatch 32"),
-    "brn32": ("#dd8452", "-", "Batch Renorm, minibatch 32"),
-    "bn_micro4": ("#4c72b0", "--", "BN, microbatch 4"),
-    "brn_micro4": ("#dd8452", "--", "Batch Renorm, microbatch 4"),
-    "brn_micro4_jump": ("#c44e52", ":", "Batch Renorm, microbatch 4, no ramp"),
-    "groupnorm": ("#55a868", "-.", "GroupNorm (per example)"),
-    "layernorm": ("#8172b3", "-.", "LayerNorm (per example)"),
-    "noniid_bn": ("#4c72b0", "-", "BN"),
-    "noniid_bn_halves": ("#55a868", "-", "BN on two halves"),
-    "noniid_brn": ("#dd8452", "-", "Batch Renorm"),
-    "noniid8_bn": ("#4c72b0", "-", "BN"),
-    "noniid8_brn": ("#dd8452", "-", "Batch Renorm"),
-}
+STYLE = study("renorm").styles
 
 
 def _curve(ax, data, setup, metric="test/acc", label=None, **kw) -> None:
     if not has(data, setup):
         return
-    color, style, name = STYLE[setup]
+    style = STYLE[setup]
     steps, v = series(data, setup, metric)
-    kw = {"color": color, "ls": style, **kw}
+    kw = {"color": style.color, "ls": style.line, **kw}
     mean = spread_band(ax, steps, v, kw["color"])
-    ax.plot(steps, mean, label=label or name, **kw)
+    ax.plot(steps, mean, label=label or style.legend, **kw)
 
 
 def _ylim(ax, data, setups, metric="test/acc") -> None:
@@ -96,7 +83,7 @@ def non_iid(dataset: str, data: dict) -> Path:
             label="BN, test in training mode on non-i.i.d. minibatches",
         )
         for s in others:
-            _curve(ax, data, s, label=f"{STYLE[s][2]}, test")
+            _curve(ax, data, s, label=f"{STYLE[s].legend}, test")
         ax.set(xlabel="training step", title=title)
         ax.legend(loc="lower right", fontsize=7)
     axes[0].set_ylabel("accuracy")
@@ -127,10 +114,10 @@ def clipping(dataset: str, data: dict) -> Path:
                 ax.plot(
                     steps,
                     v,
-                    color=STYLE[s][0],
-                    ls=STYLE[s][1],
+                    color=STYLE[s].color,
+                    ls=STYLE[s].line,
                     alpha=0.4 + 0.6 * (i + 1) / len(layers),
-                    label=f"{STYLE[s][2]}: layer {i + 1}",
+                    label=f"{STYLE[s].legend}: layer {i + 1}",
                 )
         ax.set(
             xlabel="training step",

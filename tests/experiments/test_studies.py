@@ -39,6 +39,20 @@ def test_sections_are_unique_and_their_figures_are_drawn():
         assert (REPO / "results" / s.path).exists(), s.path
 
 
+def test_every_style_and_label_names_a_setup_of_its_study():
+    """A setup renamed in configs/<study>/setup/ must be renamed in the registry too: a style or
+    label for a setup that no longer exists would leave the new one unstyled."""
+    from experiments.kit.config import setups
+
+    for st in STUDIES:
+        if st.trains and (st.styles or st.labels):
+            own = set(setups(st.name))
+            assert set(st.styles) <= own, (st.name, set(st.styles) - own)
+            assert set(st.labels) <= own, (st.name, set(st.labels) - own)
+        for style in st.styles.values():
+            assert style.color.startswith("#") and style.legend, (st.name, style)
+
+
 def test_no_study_imports_another():
     """A study depends on the kit, the nets and bn, never on another study's module."""
     import ast
