@@ -23,14 +23,13 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch import nn
 
-import bn
 from experiments.kit import config
 from experiments.kit.config import require
 from experiments.kit.data import load_splits
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import first_last_gradient_ratio
-from experiments.kit.norm import norm_kwargs
+from experiments.kit.norm import norm_factory
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.deep_mlp import ACTIVATIONS, DeepMLP
@@ -74,12 +73,7 @@ def check(cfg: DictConfig) -> None:
 
 
 def build_networks(cfg: DictConfig, in_features: int) -> nn.ModuleList:
-    m, kind = cfg.model, str(cfg.norm.kind)
-    norm = (
-        None
-        if kind == "none"
-        else bn.get_norm_layer(kind, dims=1, **norm_kwargs(cfg.norm, cfg.train.steps))
-    )
+    m, norm = cfg.model, norm_factory(cfg.norm, 1, cfg.train.steps)
     return nn.ModuleList(
         DeepMLP(d, m.width, m.activation, norm, in_features=in_features) for d in m.depths
     )

@@ -23,11 +23,10 @@ import torch
 from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
-from experiments import inception_fig3
 from experiments.kit import classify, config
 from experiments.kit.config import require
 from experiments.kit.data import load_splits
-from experiments.kit.norm import apply_norm_options, norm_kwargs
+from experiments.kit.norm import apply_norm_options, norm_factory
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import ShardBatches
 from experiments.nets.bn_inception import BNInception, count_parameters
@@ -93,7 +92,7 @@ SPEC = StudySpec(
     stat_keys=("max_test_acc", "test_acc", "examples_per_s"),
     summary_keys=("data", "width", "steps", "global_batch", "git_commit"),
     paper=BN_FIG3,
-    extend=inception_fig3.extend,
+    extend="experiments.inception_fig3:extend",
 )
 
 
@@ -135,7 +134,7 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> BNIncept
     m = cfg.model
     model = BNInception(
         num_classes,
-        norm=str(cfg.norm.kind),
+        norm_layer=norm_factory(cfg.norm, 2, cfg.train.steps),
         activation=m.activation,
         width=m.width,
         separable_stem=m.separable_stem,
@@ -143,7 +142,6 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> BNIncept
         dropout=m.dropout,
         in_channels=in_channels,
         stem_stride=m.stem_stride,
-        **norm_kwargs(cfg.norm, cfg.train.steps),
     )
     return apply_norm_options(model, cfg.norm)
 

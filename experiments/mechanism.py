@@ -39,7 +39,6 @@ from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
 import bn
-from experiments import mechanism_results
 from experiments.kit import config
 from experiments.kit.config import require
 from experiments.kit.evaluation import best_accuracies
@@ -52,7 +51,7 @@ from experiments.kit.measures import (
     spectrum_summary,
 )
 from experiments.kit.mlp_harness import Data, accuracies, load_data, stacked_batches
-from experiments.kit.norm import norm_kwargs
+from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
@@ -102,7 +101,7 @@ SPEC = StudySpec(
     setup_keys=("activation", "norm", "noise", "weight_decay"),
     stat_keys=("test_acc", "max_test_acc", "final_train_loss"),
     summary_keys=("data", "steps", "lr", "git_commit"),
-    extend=mechanism_results.extend_results,
+    extend="experiments.mechanism_results:extend_results",
 )
 
 
@@ -123,10 +122,9 @@ def check(cfg: DictConfig) -> None:
 
 def build_model(cfg: DictConfig, data: Data) -> SigmoidMLP:
     model = SigmoidMLP(
-        str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std,
+        norm_factory(cfg.norm, 1, cfg.train.steps), cfg.model.hidden, cfg.model.init_std,
         in_features=data.train_pixels.shape[1], copies=1, seeds=[cfg.seed],
         binary_input=data.binarize, activation=cfg.model.activation,
-        **norm_kwargs(cfg.norm, cfg.train.steps),
     )  # fmt: skip
     if cfg.model.noise:
         model.norms = nn.ModuleList(nn.Sequential(n, CovariateShiftNoise()) for n in model.norms)

@@ -32,7 +32,7 @@ from experiments.kit.evaluation import best_accuracies
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.mlp_harness import Data, accuracies, load_data, stacked_batches
-from experiments.kit.norm import norm_kwargs
+from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
@@ -309,10 +309,9 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         )
     seeds, batch_size = seed_list(cfg.seed), cfg.train.batch_size
     model = SigmoidMLP(
-        str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std,
+        norm_factory(cfg.norm, 1, cfg.train.steps), cfg.model.hidden, cfg.model.init_std,
         in_features=data.train_pixels.shape[1], copies=len(seeds), seeds=seeds,
         binary_input=data.binarize, norm_position=str(cfg.model.norm_position),
-        **norm_kwargs(cfg.norm, cfg.train.steps),
     )  # fmt: skip
     runs = make_runs(cfg, out_dir, seeds)
     probe = Figure1Probe(model, data, cfg.probe, runs, small_data=cfg.train.subset is not None)

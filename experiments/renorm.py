@@ -28,7 +28,7 @@ from experiments.kit.config import require, seed_list
 from experiments.kit.data import load_splits
 from experiments.kit.errors import ConfigError
 from experiments.kit.evaluation import copy_accuracies
-from experiments.kit.norm import apply_norm_options, norm_kwargs
+from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.nets.convnet import SmallConvNet
@@ -128,12 +128,11 @@ def check(cfg: DictConfig) -> None:
 
 
 def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Module:
-    kind, kw = str(cfg.norm.kind), norm_kwargs(cfg.norm, cfg.train.steps)
     if cfg.model.name == "small_convnet":
-        m = cfg.model
+        m, steps = cfg.model, cfg.train.steps
         model = SmallConvNet(
-            kind, in_channels, num_classes, m.widths, m.first_stride, m.hidden,
-            norm_position=str(m.norm_position), **kw,
+            norm_factory(cfg.norm, 2, steps), norm_factory(cfg.norm, 1, steps), in_channels,
+            num_classes, m.widths, m.first_stride, m.hidden, norm_position=str(m.norm_position),
         )  # fmt: skip
     elif cfg.model.name == "inception_v3":
         if cfg.model.norm_position != "before":
@@ -143,6 +142,7 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Modul
         model = inception_v3(
             weights=None, aux_logits=False, init_weights=True, num_classes=num_classes
         )
+        kind, kw = str(cfg.norm.kind), norm_kwargs(cfg.norm, cfg.train.steps)
         model = bn.convert_norm(model, kind, **kw)
     else:
         raise ConfigError(f"model.name={cfg.model.name!r} must be small_convnet or inception_v3")

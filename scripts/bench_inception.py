@@ -103,7 +103,7 @@ def cpu_rows(rounds: int) -> list[dict]:
     models = {
         "googlenet": ref,
         "bn_inception matched": BNInception(10, width=width),
-        "bn_inception matched, torch BN": BNInception(10, norm="torch_batchnorm", width=width),
+        "bn_inception matched, torch BN": BNInception(10, norm_layer=nn.BatchNorm2d, width=width),
         "bn_inception cpu config": BNInception(10, width=0.125, stem_stride=2),
     }
     models = {n: m.to(memory_format=fmt) for n, m in models.items()}

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+import bn
 from experiments.kit.data import compact_inputs, ensure_dataset, load_split
 from experiments.kit.errors import DataUnavailable
 from experiments.nets import binary_linear
@@ -51,10 +52,14 @@ def mnist_or_digits(root: Path) -> tuple[torch.Tensor, str]:
     return compact_inputs(images, binarize=True), f"MNIST ({root})"
 
 
+def _norm(name: str) -> Callable[[int], torch.nn.Module] | None:
+    """The network's norm layer for ``name`` (``none``: no norm), at torch's defaults."""
+    return None if name == "none" else bn.get_norm_layer(name, dims=1, momentum=0.1, eps=1e-5)
+
+
 def training_step(norm: str, binary: bool, pixels: torch.Tensor) -> Callable[[], None]:
     """One SGD step of ``COPIES`` networks on random mini-batches, as the study's loop does it."""
-    kwargs = {"momentum": 0.1, "eps": 1e-5} if norm != "none" else {}
-    model = SigmoidMLP(norm, copies=COPIES, seeds=range(COPIES), binary_input=binary, **kwargs)
+    model = SigmoidMLP(_norm(norm), copies=COPIES, seeds=range(COPIES), binary_input=binary)
     params = list(model.parameters())
     labels = torch.randint(0, 10, (len(pixels),))
     g = torch.Generator().manual_seed(0)
@@ -76,8 +81,7 @@ def training_step(norm: str, binary: bool, pixels: torch.Tensor) -> Callable[[],
 def compiled_step(norm: str, pixels: torch.Tensor) -> Callable[[], None]:
     """The same step as the study takes it: :class:`~experiments.nets.mlp_step.SGDStep`, one
     compiled call (binary first layer)."""
-    kwargs = {"momentum": 0.1, "eps": 1e-5} if norm != "none" else {}
-    model = SigmoidMLP(norm, copies=COPIES, seeds=range(COPIES), binary_input=True, **kwargs)
+    model = SigmoidMLP(_norm(norm), copies=COPIES, seeds=range(COPIES), binary_input=True)
     sgd = SGDStep(model, 0.1)
     labels = torch.randint(0, 10, (len(pixels),))
     g = torch.Generator().manual_seed(0)
@@ -92,7 +96,7 @@ def compiled_step(norm: str, pixels: torch.Tensor) -> Callable[[], None]:
 
 def first_layer(binary: bool, backward: bool, pixels: torch.Tensor) -> Callable[[], None]:
     """The first layer alone: forward, or forward and weight gradient."""
-    model = SigmoidMLP("batchnorm", copies=COPIES, seeds=range(COPIES), binary_input=binary)
+    model = SigmoidMLP(_norm("batchnorm"), copies=COPIES, seeds=range(COPIES), binary_input=binary)
     layer = model.hidden[0]
     x = pixels[: COPIES * BATCH].view(COPIES, BATCH, PIXELS)
     x = x if binary else x.float().transpose(1, 2)  # StackedLinear reads feature-major

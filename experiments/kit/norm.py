@@ -1,8 +1,9 @@
 """The ``norm`` config group, consumed the same way by every study.
 
 ``configs/norm/<kind>.yaml`` (schema :class:`~experiments.kit.config.NormConf`) becomes a
-factory ``num_features -> layer`` through :func:`bn.get_norm_layer`, so ``norm.momentum=0.05``
-(or any other norm key) reaches the layer by one path in every study.
+factory ``num_features -> layer`` through :func:`bn.get_norm_layer` (:func:`norm_factory`), the
+``norm_layer`` every network takes, so ``norm.momentum=0.05`` (or any other norm key) reaches the
+layer by one path in every study.
 """
 
 from __future__ import annotations
@@ -40,8 +41,14 @@ def norm_kwargs(norm: DictConfig, total_steps: int) -> dict:
     return kw
 
 
-def norm_factory(norm: DictConfig, dims: int, total_steps: int) -> Callable[[int], nn.Module]:
-    """``num_features -> layer`` for ``cfg.norm`` and ``dims`` (1: ``(N, C[, L])``, 2: images)."""
+def norm_factory(
+    norm: DictConfig, dims: int, total_steps: int
+) -> Callable[[int], nn.Module] | None:
+    """``num_features -> layer`` for ``cfg.norm`` and ``dims`` (1: ``(N, C[, L])``, 2: images),
+    the ``norm_layer`` every network takes; ``None`` for ``norm.kind=none`` (no norm layer, and
+    the layers before it keep their bias)."""
+    if str(norm.kind) == "none":
+        return None
     return bn.get_norm_layer(str(norm.kind), dims=dims, **norm_kwargs(norm, total_steps))
 
 

@@ -9,6 +9,7 @@ and ``summary.json``. ``python -m scripts.collect <study> SWEEP_DIR --out DIR`` 
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import statistics
 from collections.abc import Callable
@@ -31,7 +32,9 @@ class StudySpec:
         stat_keys: summary keys averaged over seeds (mean, spread, per seed).
         summary_keys: summary keys of the whole sweep (copied from the first run).
         paper: the paper's numbers, stored beside ours.
-        extend: ``extend(summary, runs, out)`` adds a study's own numbers and files.
+        extend: the study's results hook, ``"module:function"``, called as
+            ``function(summary, runs, out)`` to add the study's own numbers and files; named, not
+            imported, so the analysis stays out of the training module (the collector imports it).
     """
 
     name: str
@@ -41,7 +44,13 @@ class StudySpec:
     stat_keys: tuple[str, ...] = ("test_acc", "max_test_acc", "train_acc")
     summary_keys: tuple[str, ...] = ("data", "steps", "git_commit")
     paper: dict[str, Any] = field(default_factory=dict)
-    extend: Callable[[dict, list[tuple[Path, dict]], Path], None] | None = None
+    extend: str | None = None
+
+    def extend_hook(self) -> Callable[[dict, list[tuple[Path, dict]], Path], None] | None:
+        if self.extend is None:
+            return None
+        module, _, function = self.extend.partition(":")
+        return getattr(importlib.import_module(module), function)
 
     def rank(self, setup: str) -> tuple[int, str]:
         return (self.order.index(setup) if setup in self.order else len(self.order), setup)
@@ -294,8 +303,8 @@ def collect(
         folder.mkdir(parents=True, exist_ok=True)
         write_runs_csv(folder / "runs.csv", runs, rows, spec.rank)
         summary.update(command=command, wall_time_s=wall_time, setups=setups)
-        if spec.extend is not None:
-            spec.extend(summary, runs, folder)
+        if (extend := spec.extend_hook()) is not None:
+            extend(summary, runs, folder)
         summary["paper"] = spec.paper
         (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         print_table(spec, summary, folder)

@@ -11,6 +11,7 @@ tensorpack and Chainer do. TF-slim instead narrows 4c/4d's pool projections to 9
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -102,8 +103,10 @@ class BNInception(nn.Module):
 
     Args:
         num_classes: outputs of the final linear layer.
-        norm: a :func:`bn.get_norm_layer` name: ``none`` (the paper's "Inception"),
-            ``batchnorm`` (ours), ``batchrenorm``, ``torch_batchnorm``, ...
+        norm_layer: ``num_features -> layer`` for every convolution's output
+            (:class:`bn.BatchNorm2d`, ``bn.get_norm_layer("batchrenorm", r_max=3.0)``,
+            ``torch.nn.BatchNorm2d``, ...), or ``None``: no norm (the paper's "Inception"), the
+            convolutions with a bias.
         activation: ``relu`` or ``sigmoid``.
         width: multiplies every layer's width (``0.25`` for a small CPU model).
         separable_stem: the paper's first layer, a 7x7 depthwise convolution with depth
@@ -115,7 +118,6 @@ class BNInception(nn.Module):
         stem_stride: the stem's total stride: ``8`` is the paper's (a stride-2 first conv and
             two stride-2 max pools: 224 px in, 28x28 at module 3a); ``4`` drops the second
             pool, ``2`` both pools, ``1`` every stride (for small inputs such as 32x32).
-        **norm_kwargs: passed to every norm layer (``momentum``, ``eps``, ``microbatch``, ...).
 
     The head is global average pooling, so any input size at least as large as the total
     stride (``stem_stride`` x 4) works. Weights are initialized for the nonlinearity
@@ -125,7 +127,7 @@ class BNInception(nn.Module):
     def __init__(
         self,
         num_classes: int = 1000,
-        norm: str = "batchnorm",
+        norm_layer: Callable[[int], nn.Module] | None = bn.BatchNorm2d,
         activation: str = "relu",
         width: float = 1.0,
         separable_stem: bool = False,
@@ -133,7 +135,6 @@ class BNInception(nn.Module):
         dropout: float = 0.0,
         in_channels: int = 3,
         stem_stride: int = 8,
-        **norm_kwargs,
     ) -> None:
         super().__init__()
         if activation not in ("relu", "sigmoid"):
@@ -142,7 +143,7 @@ class BNInception(nn.Module):
             raise ValueError(f"width={width} must be positive")
         if stem_stride not in (1, 2, 4, 8):
             raise ValueError(f"stem_stride={stem_stride} must be 1, 2, 4 or 8")
-        make_norm = bn.get_norm_layer(norm, dims=2, **norm_kwargs)
+        make_norm = norm_layer if norm_layer is not None else bn.get_norm_layer("none")
         act = nn.ReLU if activation == "relu" else nn.Sigmoid
 
         def w(c: int) -> int:

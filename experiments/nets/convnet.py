@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from torch import nn
 
@@ -22,8 +22,10 @@ class SmallConvNet(nn.Sequential):
     so it is where small or non-i.i.d. minibatches hurt BN most.
 
     Args:
-        norm: a :func:`bn.get_norm_layer` name (``batchnorm``, ``batchrenorm``, ``groupnorm``,
-            ``layernorm``, ``none``, ...).
+        norm_layer: ``num_features -> layer`` after each convolution (:class:`bn.BatchNorm2d`,
+            ``bn.get_norm_layer("groupnorm", groups=8)``, ...), or ``None``: no norm there.
+        linear_norm_layer: the same for the hidden linear layer, on ``(N, C)`` values
+            (:class:`bn.BatchNorm1d`, ...), or ``None``.
         in_channels, num_classes: input channels and classes.
         widths: channels of the convolutions; every one after the first halves the resolution.
         first_stride: stride of the first convolution (2 makes the net ~3x cheaper on 28x28).
@@ -33,12 +35,12 @@ class SmallConvNet(nn.Sequential):
         norm_position: ``"before"`` the ReLU (the BN paper's ``g(BN(Wu))``) or ``"after"`` it
             (``BN(g(Wu + b))``, the BN authors' released Inception); with ``"after"`` the
             convolutions and the hidden linear layer keep their bias.
-        **norm_kwargs: passed to every norm layer (``momentum``, ``microbatch``, ``r_max``, ...).
     """
 
     def __init__(
         self,
-        norm: str = "batchnorm",
+        norm_layer: Callable[[int], nn.Module] | None = bn.BatchNorm2d,
+        linear_norm_layer: Callable[[int], nn.Module] | None = bn.BatchNorm1d,
         in_channels: int = 1,
         num_classes: int = 10,
         widths: Sequence[int] = (16, 32, 64),
@@ -46,31 +48,31 @@ class SmallConvNet(nn.Sequential):
         hidden: int = 128,
         fix_gamma: bool = False,
         norm_position: str = "before",
-        **norm_kwargs,
     ) -> None:
         if norm_position not in NORM_POSITIONS:
             raise ValueError(f"norm_position={norm_position!r} must be one of {NORM_POSITIONS}")
-        has_norm = norm not in (None, "none")
-        bias = not has_norm or norm_position == "after"
+        after = norm_position == "after"
 
-        def block(linear: nn.Module, norm_layer: nn.Module) -> list[nn.Module]:
+        def block(linear: nn.Module, norm: nn.Module) -> list[nn.Module]:
             relu = nn.ReLU(inplace=True)
-            return (
-                [linear, norm_layer, relu]
-                if norm_position == "before"
-                else [linear, relu, norm_layer]
-            )
+            return [linear, norm, relu] if not after else [linear, relu, norm]
 
-        norm2d = bn.get_norm_layer(norm, dims=2, **norm_kwargs)
-        norm1d = bn.get_norm_layer(norm, dims=1, **norm_kwargs)
+        def norm_of(factory: Callable[[int], nn.Module] | None, c: int) -> nn.Module:
+            return nn.Identity() if factory is None else factory(c)
+
+        def bias(norm: nn.Module) -> bool:  # before the norm, its β replaces the bias
+            return after or isinstance(norm, nn.Identity)
+
         layers: list[nn.Module] = []
         c_in = in_channels
         for i, c in enumerate(widths):
+            norm = norm_of(norm_layer, c)  # built first: a norm draws nothing at random
             stride = first_stride if i == 0 else 2
-            layers += block(nn.Conv2d(c_in, c, 3, stride=stride, padding=1, bias=bias), norm2d(c))
+            layers += block(nn.Conv2d(c_in, c, 3, stride, padding=1, bias=bias(norm)), norm)
             c_in = c
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
-        layers += block(nn.Linear(c_in, hidden, bias=bias), norm1d(hidden))
+        norm = norm_of(linear_norm_layer, hidden)
+        layers += block(nn.Linear(c_in, hidden, bias=bias(norm)), norm)
         layers.append(nn.Linear(hidden, num_classes))
         super().__init__(*layers)
         if fix_gamma:

@@ -23,7 +23,7 @@ class DeepMLP(nn.Sequential):
         depth: number of hidden layers (``>= 1``).
         width: units per hidden layer.
         activation: ``relu``, ``sigmoid`` or ``linear``.
-        norm: ``num_features -> layer`` (e.g. ``bn.get_norm_layer("batchnorm", dims=1)``), or
+        norm_layer: ``num_features -> layer`` (e.g. ``bn.get_norm_layer("batchnorm", dims=1)``), or
             ``None`` for no normalization.
         in_features, num_classes: input and output sizes.
     """
@@ -33,7 +33,7 @@ class DeepMLP(nn.Sequential):
         depth: int,
         width: int = 100,
         activation: str = "relu",
-        norm: Callable[[int], nn.Module] | None = None,
+        norm_layer: Callable[[int], nn.Module] | None = None,
         in_features: int = 784,
         num_classes: int = 10,
     ) -> None:
@@ -43,9 +43,11 @@ class DeepMLP(nn.Sequential):
             raise ValueError(f"activation={activation!r} must be one of {tuple(ACTIVATIONS)}")
         layers: list[nn.Module] = []
         for i in range(depth):
-            layers.append(nn.Linear(in_features if i == 0 else width, width, bias=norm is None))
-            if norm is not None:
-                layers.append(norm(width))
+            layers.append(
+                nn.Linear(in_features if i == 0 else width, width, bias=norm_layer is None)
+            )
+            if norm_layer is not None:
+                layers.append(norm_layer(width))
             layers.append(ACTIVATIONS[activation]())
         layers.append(nn.Linear(width, num_classes))
         super().__init__(*layers)

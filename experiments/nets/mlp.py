@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
-import bn
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.convnet import NORM_POSITIONS
 
@@ -55,8 +54,9 @@ class SigmoidMLP(nn.Module):
     :class:`~experiments.nets.mlp_step.SGDStep` trains it (one compiled call a step).
 
     Args:
-        norm: ``"none"`` (the baseline) or a per-unit batch norm of :func:`bn.get_norm_layer`:
-            ``"batchnorm"``, ``"batchrenorm"`` or ``"torch_batchnorm"``.
+        norm_layer: ``num_features -> layer``, a per-unit batch norm over ``(1, C, batch)``
+            (e.g. ``bn.get_norm_layer("batchrenorm", dims=1, r_max=3.0)``), or ``None`` (or a
+            factory of ``nn.Identity``): no norm, the baseline.
         hidden: widths of the hidden layers.
         init_std: standard deviation of the Gaussian weight initialisation.
         in_features, num_classes: input and output sizes.
@@ -69,7 +69,6 @@ class SigmoidMLP(nn.Module):
         norm_position: ``"before"`` the sigmoid (the paper) or ``"after"`` it.
         activation: ``"sigmoid"`` (the paper) or ``"relu"`` for the hidden units; the modules
             are kept in :attr:`sigmoids` either way (the probes hook their inputs).
-        **norm_kwargs: passed to the norm layer (``momentum``, ``eps``, ``impl``, ...).
 
     Shape:
         - Input: ``(batch, in_features)``, the same examples for every copy, or
@@ -80,7 +79,7 @@ class SigmoidMLP(nn.Module):
 
     def __init__(
         self,
-        norm: str = "none",
+        norm_layer: Callable[[int], nn.Module] | None = None,
         hidden: Sequence[int] = (100, 100, 100),
         init_std: float = 0.1,
         in_features: int = 784,
@@ -90,16 +89,16 @@ class SigmoidMLP(nn.Module):
         binary_input: bool = False,
         norm_position: str = "before",
         activation: str = "sigmoid",
-        **norm_kwargs,
     ) -> None:
         super().__init__()
         if norm_position not in NORM_POSITIONS:
             raise ValueError(f"norm_position={norm_position!r} must be one of {NORM_POSITIONS}")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation={activation!r} must be one of {tuple(ACTIVATIONS)}")
-        has_norm = norm not in (None, "none")
+        # Built first (they draw nothing at random): a factory of nn.Identity is no norm.
+        norms = [norm_layer(copies * h) for h in hidden] if norm_layer is not None else []
+        has_norm = any(not isinstance(n, nn.Identity) for n in norms)
         self.norm_after = norm_position == "after"
-        make_norm = bn.get_norm_layer(norm, dims=1, **norm_kwargs)
         widths = [in_features, *hidden]
         first = BinaryInputLinear if binary_input else StackedLinear
         self.hidden = nn.ModuleList(
@@ -108,7 +107,7 @@ class SigmoidMLP(nn.Module):
             )
             for i, (w_in, w_out) in enumerate(itertools.pairwise(widths))
         )
-        self.norms = nn.ModuleList(make_norm(copies * h) for h in hidden) if has_norm else None
+        self.norms = nn.ModuleList(norms) if has_norm else None
         self.sigmoids = nn.ModuleList(ACTIVATIONS[activation]() for _ in hidden)
         self.output = StackedLinear(copies, widths[-1], num_classes)
         self.copies, self.init_std = copies, init_std

@@ -30,7 +30,9 @@ def _small(root: Path, *extra):
 
 def test_deep_mlp_layers_and_initialisation():
     torch.manual_seed(0)
-    net = DeepMLP(3, width=400, activation="relu", norm=bn.get_norm_layer("batchnorm", dims=1))
+    net = DeepMLP(
+        3, width=400, activation="relu", norm_layer=bn.get_norm_layer("batchnorm", dims=1)
+    )
     assert [type(m).__name__ for m in net][:3] == ["Linear", "BatchNorm1d", "ReLU"]
     assert len(net.linears) == 4 and all(m.bias is None for m in net.linears[:3])
     for m in net.linears:  # He initialisation: std sqrt(2 / fan_in)

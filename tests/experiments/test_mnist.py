@@ -12,9 +12,10 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 
+import bn
 from experiments import mnist
 from experiments.kit.errors import ConfigError
-from experiments.kit.norm import norm_kwargs
+from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs, order_statistics, percentiles
 from experiments.nets.mlp import SigmoidMLP
 from tests.configs import CONFIGS, compose_config
@@ -49,11 +50,9 @@ def _small(root: Path, *extra):
 def test_every_config_composes(setup, dataset):
     cfg = _cfg([f"setup={setup}", f"data={dataset}"])
     mnist.check(cfg)
-    kw = norm_kwargs(cfg.norm, cfg.train.steps)
+    layer = norm_factory(cfg.norm, 1, cfg.train.steps)
     position = str(cfg.model.norm_position)
-    net = SigmoidMLP(
-        str(cfg.norm.kind), cfg.model.hidden, cfg.model.init_std, norm_position=position, **kw
-    )
+    net = SigmoidMLP(layer, cfg.model.hidden, cfg.model.init_std, norm_position=position)
     assert net(torch.randn(4, 784)).shape == (1, 4, 10)
     assert (cfg.train.steps, cfg.train.batch_size, cfg.logger.mode) == (50000, 60, "offline")
 
@@ -316,7 +315,7 @@ def test_order_statistics_match_sorting(ranks):
 
 
 def test_percentile_probe_records_every_sigmoid_input():
-    net = SigmoidMLP("none", copies=2, seeds=[0, 1]).eval()
+    net = SigmoidMLP(copies=2, seeds=[0, 1]).eval()
     x = torch.rand(500, 784)
     with torch.no_grad(), SigmoidInputs(net.sigmoids) as rec:
         net(x)
@@ -336,7 +335,7 @@ def test_one_recorder_serves_many_chunked_recordings():
     """Each recording replaces the last; a forward pass in chunks is recorded as one batch; the
     percentiles (computed in place in a kept buffer) leave the recorded values as they were; a
     recording no longer than the last is written into the same memory."""
-    net = SigmoidMLP("none", copies=2, seeds=[0, 1]).eval()
+    net = SigmoidMLP(copies=2, seeds=[0, 1]).eval()
     rec = SigmoidInputs(net.sigmoids)
     where = []
     with torch.no_grad():
@@ -359,8 +358,8 @@ def test_one_recorder_serves_many_chunked_recordings():
 def test_each_copy_is_the_network_of_its_seed(norm):
     """A stacked copy computes, trains and infers exactly as a network built alone."""
     torch.manual_seed(0)
-    both = SigmoidMLP(norm, copies=2, seeds=[5, 6])
-    alone = SigmoidMLP(norm, copies=1, seeds=[6])
+    both = SigmoidMLP(bn.get_norm_layer(norm, dims=1), copies=2, seeds=[5, 6])
+    alone = SigmoidMLP(bn.get_norm_layer(norm, dims=1), copies=1, seeds=[6])
     x = torch.rand(2, 32, 784)
     y = torch.randint(0, 10, (2, 32))
     for net, xs, ys in ((both, x, y), (alone, x[1:], y[1:])):

@@ -53,15 +53,38 @@ def test_every_style_and_label_names_a_setup_of_its_study():
             assert style.color.startswith("#") and style.legend, (st.name, style)
 
 
-def test_no_study_imports_another():
-    """A study depends on the kit, the nets and bn, never on another study's module."""
+def _imports(study: str) -> set[str]:
+    """The modules ``experiments/<study>.py`` imports (``from a import b`` gives ``a`` and ``a.b``)."""
     import ast
 
+    tree = ast.parse((REPO / "experiments" / f"{study}.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module:
+            imported |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
+    return imported
+
+
+def test_no_study_imports_another():
+    """A study depends on the kit, the nets and bn, never on another study's module."""
     for name in TRAINING:
-        tree = ast.parse((REPO / "experiments" / f"{name}.py").read_text())
-        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        for n in ast.walk(tree):
-            if isinstance(n, ast.ImportFrom) and n.module:
-                imported |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
+        imported = _imports(name)
         others = {f"experiments.{s}" for s in TRAINING if s != name}
         assert not imported & others, (name, imported & others)
+
+
+def test_a_study_names_its_results_hook_and_does_not_import_it():
+    """The analysis a study's collection adds (its ``SPEC.extend``) is imported by the
+    collector alone: training a study loads none of it."""
+    import importlib
+
+    hooked = 0
+    for name in TRAINING:
+        spec = importlib.import_module(f"experiments.{name}").SPEC
+        if spec.extend is None:
+            continue
+        hooked += 1
+        module = spec.extend.partition(":")[0]
+        assert callable(spec.extend_hook()), spec.extend
+        assert module not in _imports(name), (name, module)
+    assert hooked >= 2  # inception's Figure 3 and mechanism's results

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import bn
 from experiments.nets.bn_inception import BNInception, count_parameters
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.deep_mlp import DeepMLP
@@ -33,13 +34,13 @@ def test_the_peers_import_nothing_from_this_repository_but_their_loop():
 @pytest.mark.parametrize(
     "peer,study",
     [
-        (mlp.network(True), SigmoidMLP("batchnorm")),
-        (mlp.network(False), SigmoidMLP("none")),
-        (convnet.network(True), SmallConvNet("batchnorm", widths=(16, 32, 64), hidden=128)),
-        (deep_mlp.network(8, True), DeepMLP(8, norm=lambda c: torch.nn.BatchNorm1d(c))),
+        (mlp.network(True), SigmoidMLP(bn.get_norm_layer("batchnorm", dims=1))),
+        (mlp.network(False), SigmoidMLP()),
+        (convnet.network(True), SmallConvNet(widths=(16, 32, 64), hidden=128)),
+        (deep_mlp.network(8, True), DeepMLP(8, norm_layer=lambda c: torch.nn.BatchNorm1d(c))),
         (
             inception.network(),
-            BNInception(10, "batchnorm", width=0.125, stem_stride=2, in_channels=3),
+            BNInception(10, width=0.125, stem_stride=2, in_channels=3),
         ),
     ],
 )

@@ -104,17 +104,21 @@ def test_split_by_writes_one_folder_per_value(tmp_path):
     assert {r[0] for r in mnist_rows} == {"alpha"}
 
 
+SEEN: dict[str, list[int]] = {}
+
+
+def _extend(summary, runs, out):
+    """A study's results hook, named by its module path as a study names its own."""
+    SEEN["runs"] = [s["seed"] for _, s in runs]
+    summary["extra"] = len(runs)
+    (out / "extra.md").write_text("hello\n")
+
+
 def test_a_studys_extend_hook_adds_its_own_numbers(sweep, tmp_path):
-    seen = {}
-
-    def extend(summary, runs, out):
-        seen["runs"] = [s["seed"] for _, s in runs]
-        summary["extra"] = len(runs)
-        (out / "extra.md").write_text("hello\n")
-
-    spec = StudySpec(name="fake", order=SPEC.order, extend=extend)
+    SEEN.clear()
+    spec = StudySpec(name="fake", order=SPEC.order, extend=f"{__name__}:_extend")
     [summary] = collect(spec, sweep, tmp_path / "out")
-    assert seen["runs"] == [0, 1, 2, 1, 2] and summary["extra"] == 5
+    assert SEEN["runs"] == [0, 1, 2, 1, 2] and summary["extra"] == 5
     assert (tmp_path / "out" / "extra.md").exists()
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["extra"] == 5
 
@@ -261,7 +265,7 @@ def test_a_refusal_in_one_group_writes_no_group(tmp_path):
 
 def test_reuse_refuses_a_study_whose_results_need_every_run(tmp_path):
     _, alpha, zeta = _split(tmp_path)
-    spec = StudySpec(name="fake", order=SPEC.order, extend=lambda summary, runs, out: None)
+    spec = StudySpec(name="fake", order=SPEC.order, extend=f"{__name__}:_extend")
     collect(spec, zeta, tmp_path / "earlier")
     with pytest.raises(SystemExit, match="extend hook"):
         collect(spec, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))

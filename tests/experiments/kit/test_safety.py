@@ -13,6 +13,7 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 
+import bn
 from experiments import mnist
 from experiments.kit import fetch
 from experiments.kit.data import ensure_dataset, read_idx
@@ -243,7 +244,7 @@ def test_the_typical_sigmoid_is_in_the_last_hidden_layer(tiny_data):
 def test_population_statistics_come_from_training_images(tiny_data, monkeypatch):
     cfg = _mnist_cfg(tiny_data, "setup=bn")
     data = mnist.load_data(cfg.data)
-    model = mnist.SigmoidMLP("batchnorm", cfg.model.hidden, 0.1, copies=1, seeds=[0])
+    model = mnist.SigmoidMLP(bn.BatchNorm1d, cfg.model.hidden, 0.1, copies=1, seeds=[0])
     seen = []
 
     def record(m, batches, num_batches, bessel=True, **kw):

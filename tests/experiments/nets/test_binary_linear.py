@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import bn
 from bn import compiled
 from experiments.nets import binary_linear
 from experiments.nets.binary_linear import BinaryInputLinear
@@ -125,8 +126,9 @@ def test_layer_compiled_equals_its_dense_fallback(op):
 def test_network_with_binary_input_layer_equals_the_dense_network(op, norm):
     """Same initial weights (drawn in (out, in) order either way), outputs and gradients."""
     kw = dict(hidden=[16, 16], in_features=40, copies=2, seeds=[3, 4])
-    dense = SigmoidMLP(norm, **kw).double()
-    sparse = SigmoidMLP(norm, binary_input=True, **kw).double()
+    layer = bn.get_norm_layer(norm, dims=1)
+    dense = SigmoidMLP(layer, **kw).double()
+    sparse = SigmoidMLP(layer, binary_input=True, **kw).double()
     torch.testing.assert_close(sparse.hidden[0].weight, dense.hidden[0].weight.transpose(1, 2))
     x = _binary(2, 12, 40, density=0.3)
     y_dense, y_sparse = dense(x.double()), sparse(x)

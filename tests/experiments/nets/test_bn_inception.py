@@ -39,7 +39,9 @@ def test_parameter_count_matches_the_tables_widths():
 @pytest.mark.parametrize("norm", ["none", "batchnorm", "batchrenorm", "torch_batchnorm"])
 @pytest.mark.parametrize("activation", ["relu", "sigmoid"])
 def test_every_variant_is_the_same_class(norm, activation):
-    model = BNInception(10, norm=norm, activation=activation, width=0.125, stem_stride=1)
+    model = BNInception(
+        10, bn.get_norm_layer(norm), activation=activation, width=0.125, stem_stride=1
+    )
     out = model(torch.randn(4, 3, 32, 32))
     assert out.shape == (4, 10) and torch.isfinite(out).all()
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
@@ -47,8 +49,8 @@ def test_every_variant_is_the_same_class(norm, activation):
 
 
 def test_our_bn_equals_torch_bn_inside_the_network():
-    ours = BNInception(10, norm="batchnorm", width=0.125, stem_stride=1)
-    ref = BNInception(10, norm="torch_batchnorm", width=0.125, stem_stride=1)
+    ours = BNInception(10, bn.BatchNorm2d, width=0.125, stem_stride=1)
+    ref = BNInception(10, torch.nn.BatchNorm2d, width=0.125, stem_stride=1)
     ref.load_state_dict(ours.state_dict(), strict=True)
     x = torch.randn(4, 3, 32, 32)
     torch.testing.assert_close(ours(x), ref(x))
@@ -71,7 +73,7 @@ def test_our_norms_train_under_bfloat16_autocast(norm):
     """The GPU recipe's mixed precision, checked with CPU autocast: bfloat16 activations, float32
     statistics and gradients, outputs close to the float32 network's."""
     torch.manual_seed(0)
-    model = BNInception(10, norm=norm, width=0.125, stem_stride=2).to(
+    model = BNInception(10, bn.get_norm_layer(norm), width=0.125, stem_stride=2).to(
         memory_format=torch.channels_last
     )
     x = torch.randn(8, 3, 32, 32).to(memory_format=torch.channels_last)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+import bn
 from bn import compiled
 from experiments.nets import kernels
 from experiments.nets.mlp import SigmoidMLP
@@ -21,10 +22,11 @@ def op():
     return built_or_skip(kernels.mlp_step_op(), str(kernels.mlp_step_op.error))
 
 
-def _model(norm="batchnorm", copies=2, noise=False, dtype=torch.float64, **kwargs):
+def _model(norm="batchnorm", copies=2, noise=False, dtype=torch.float64, norm_kw=None, **kwargs):
     model = SigmoidMLP(
-        norm, hidden=(12, 9, 7), in_features=40, copies=copies, seeds=range(copies), **kwargs
-    ).to(dtype)
+        bn.get_norm_layer(norm, dims=1, **(norm_kw or {})), hidden=(12, 9, 7), in_features=40,
+        copies=copies, seeds=range(copies), **kwargs,
+    ).to(dtype)  # fmt: skip
     if noise:
         model.norms = nn.ModuleList(nn.Sequential(n, CovariateShiftNoise()) for n in model.norms)
     return model
@@ -81,10 +83,10 @@ VARIANTS = [
 def test_compiled_step_equals_the_pytorch_step_in_float64(
     op, norm, position, activation, noise, decay, binary, copies
 ):
-    kwargs = {"momentum": 0.3, "eps": 1e-3} if norm != "none" else {}
+    norm_kw = {"momentum": 0.3, "eps": 1e-3} if norm != "none" else {}
     model = _model(
-        norm, copies, noise, binary_input=binary, norm_position=position,
-        activation=activation, **kwargs,
+        norm, copies, noise, norm_kw=norm_kw, binary_input=binary, norm_position=position,
+        activation=activation,
     )  # fmt: skip
     a, b, losses = _train_both(model, 0.7, decay, _batches(copies, binary, torch.float64))
     for fused, plain in losses:
@@ -162,9 +164,9 @@ def test_the_operator_checks_every_shape_before_reading(op):
     "make,reason",
     [
         (lambda: _model("batchrenorm"), "BatchRenorm1d"),
-        (lambda: _model(microbatch=5), "microbatch"),
-        (lambda: _model(momentum=None), "momentum=None"),
-        (lambda: _model(affine=False), "affine=False"),
+        (lambda: _model(norm_kw={"microbatch": 5}), "microbatch"),
+        (lambda: _model(norm_kw={"momentum": None}), "momentum=None"),
+        (lambda: _model(norm_kw={"affine": False}), "affine=False"),
         (lambda: _model(dtype=torch.float16), "float16"),
     ],
 )
@@ -183,7 +185,7 @@ def test_a_frozen_parameter_and_a_subclass_take_the_pytorch_step():
     class Custom(SigmoidMLP):
         pass
 
-    assert "not a SigmoidMLP" in fused_reason(Custom("batchnorm", copies=1))
+    assert "not a SigmoidMLP" in fused_reason(Custom(bn.BatchNorm1d, copies=1))
 
 
 @pytest.mark.parametrize("disable", ["BN_COMPILED", "no compiler"])

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import bn
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.mlp import SigmoidMLP
 
@@ -23,8 +24,8 @@ def _kinds(net: nn.Module) -> list[str]:
 
 
 def test_convnet_before_and_after():
-    before = _kinds(SmallConvNet("batchnorm", widths=(4, 8)))
-    after = _kinds(SmallConvNet("batchnorm", widths=(4, 8), norm_position="after"))
+    before = _kinds(SmallConvNet(widths=(4, 8)))
+    after = _kinds(SmallConvNet(widths=(4, 8), norm_position="after"))
     assert before == [
         "conv",
         "norm",
@@ -55,18 +56,18 @@ def test_convnet_keeps_its_biases_only_without_a_norm_before_the_relu():
     def biased(net):
         return [m.bias is not None for m in net if isinstance(m, (nn.Conv2d, nn.Linear))]
 
-    assert biased(SmallConvNet("batchnorm", widths=(4,))) == [False, False, True]
-    assert biased(SmallConvNet("batchnorm", widths=(4,), norm_position="after")) == [
+    assert biased(SmallConvNet(widths=(4,))) == [False, False, True]
+    assert biased(SmallConvNet(widths=(4,), norm_position="after")) == [
         True,
         True,
         True,
     ]
-    assert biased(SmallConvNet("none", widths=(4,))) == [True, True, True]
+    assert biased(SmallConvNet(None, None, widths=(4,))) == [True, True, True]
 
 
 def test_convnet_after_computes_bn_of_the_relu():
     torch.manual_seed(0)
-    net = SmallConvNet("batchnorm", widths=(4,), hidden=6, norm_position="after").double()
+    net = SmallConvNet(widths=(4,), hidden=6, norm_position="after").double()
     x = torch.randn(5, 1, 8, 8, dtype=torch.float64)
     conv, _, _, _, _, lin, _, _, out = net
     h = F.batch_norm(F.relu(conv(x)), None, None, training=True, eps=net[2].eps)
@@ -76,7 +77,7 @@ def test_convnet_after_computes_bn_of_the_relu():
 
 
 def test_mlp_after_computes_bn_of_the_sigmoid():
-    net = SigmoidMLP("batchnorm", hidden=(7, 5), in_features=6, norm_position="after", seeds=[0])
+    net = SigmoidMLP(bn.BatchNorm1d, hidden=(7, 5), in_features=6, norm_position="after", seeds=[0])
     net = net.double()
     with torch.no_grad():
         for layer in net.hidden:
@@ -91,8 +92,8 @@ def test_mlp_after_computes_bn_of_the_sigmoid():
 
 
 def test_mlp_before_is_unchanged_by_the_option():
-    a = SigmoidMLP("batchnorm", hidden=(7,), in_features=6, seeds=[1])
-    b = SigmoidMLP("batchnorm", hidden=(7,), in_features=6, seeds=[1], norm_position="before")
+    a = SigmoidMLP(bn.BatchNorm1d, hidden=(7,), in_features=6, seeds=[1])
+    b = SigmoidMLP(bn.BatchNorm1d, hidden=(7,), in_features=6, seeds=[1], norm_position="before")
     x = torch.randn(4, 6)
     assert torch.equal(a(x), b(x)) and a.hidden[0].bias is None
 

@@ -51,7 +51,8 @@ def _nets(norm: str, kwargs: dict, **options) -> list[SmallConvNet]:
     nets = []
     for seed in range(K):
         torch.manual_seed(seed)
-        net = SmallConvNet(norm, 1, 10, (4, 8), 2, 16, **options, **kwargs).double()
+        layers = bn.get_norm_layer(norm, 2, **kwargs), bn.get_norm_layer(norm, 1, **kwargs)
+        net = SmallConvNet(*layers, 1, 10, (4, 8), 2, 16, **options).double()
         nets.append(net)
     return nets
 

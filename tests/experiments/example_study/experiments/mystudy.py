@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from experiments.kit import classify, config
 from experiments.kit.data import load_splits
-from experiments.kit.norm import apply_norm_options, norm_kwargs
+from experiments.kit.norm import apply_norm_options, norm_factory
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.convnet import SmallConvNet
@@ -36,8 +36,8 @@ def train(cfg: DictConfig, out_dir) -> dict:
     proc = classify.start_process(cfg, out_dir)
     train_split, test_split, channels, classes = load_splits(cfg.data)
     torch.manual_seed(cfg.seed)
-    kind, kw = str(cfg.norm.kind), norm_kwargs(cfg.norm, cfg.train.steps)
-    model = apply_norm_options(SmallConvNet(kind, channels, classes, **kw), cfg.norm)
+    layers = norm_factory(cfg.norm, 2, cfg.train.steps), norm_factory(cfg.norm, 1, cfg.train.steps)
+    model = apply_norm_options(SmallConvNet(*layers, channels, classes), cfg.norm)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.train.lr, momentum=cfg.train.momentum)
     scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)  # a constant lr
     sampler = IIDBatches(len(train_split), cfg.train.batch_size, cfg.seed)
