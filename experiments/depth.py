@@ -94,31 +94,8 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     sampler = IIDBatches(len(y_all), cfg.train.batch_size, seed=cfg.seed)
     optimizer = torch.optim.SGD(nets.parameters(), lr=cfg.train.lr)
 
-    def batches(start: int):
-        for step in itertools.count(start):
-            idx = sampler.indices(step)
-            yield x_all[idx], y_all[idx]
-
-    def step_fn(step: int, batch) -> dict[str, list[float]]:
-        x, y = batch
-        losses = [F.cross_entropy(net(x), y) for net in nets]
-        optimizer.zero_grad(set_to_none=True)
-        torch.stack(losses).sum().backward()  # each network its own gradient
-        optimizer.step()
-        return {"loss": [loss.item() for loss in losses]}
-
-    def evaluate(step: int) -> list[dict[str, float]]:
-        out = []
-        for net in nets:
-            loss = F.cross_entropy(net(x_fixed), y_fixed)
-            ratio = first_last_gradient_ratio(
-                [lin.weight for lin in (net.linears[0], net.linears[-1])], loss
-            )
-            out.append({"grad_ratio": ratio, "fixed_batch_loss": loss.item()})
-        return out
-
     loop = TrainLoop(
-        model=nets, runs=runs, batches=batches, step_fn=step_fn, evaluate=evaluate,
+        model=nets, runs=runs, training=DepthTraining(nets, optimizer, sampler, x_all, y_all, x_fixed, y_fixed),
         steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
         batch_size=cfg.train.batch_size, optimizer=optimizer,
         job_name=f"{runs[0].summary['setup_base']}-s{cfg.seed}",
@@ -127,6 +104,38 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     result = loop.run()
     finals = [{"grad_ratio_init": _first(run, "grad_ratio")} for run in runs]
     return loop.finish(result, finals)
+
+
+class DepthTraining:
+    """One network per depth, trained in lockstep on the same minibatches; every evaluation
+    measures each one's gradient ratio (first layer over last) and loss on a fixed batch."""
+
+    def __init__(self, nets, optimizer, sampler, x_all, y_all, x_fixed, y_fixed) -> None:
+        self.nets, self.optimizer, self.sampler = nets, optimizer, sampler
+        self.x_all, self.y_all, self.x_fixed, self.y_fixed = x_all, y_all, x_fixed, y_fixed
+
+    def batches(self, start: int):
+        for step in itertools.count(start):
+            idx = self.sampler.indices(step)
+            yield self.x_all[idx], self.y_all[idx]
+
+    def step(self, step: int, batch) -> dict[str, list[float]]:
+        x, y = batch
+        losses = [F.cross_entropy(net(x), y) for net in self.nets]
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.stack(losses).sum().backward()  # each network its own gradient
+        self.optimizer.step()
+        return {"loss": [loss.item() for loss in losses]}
+
+    def evaluate(self, step: int) -> list[dict[str, float]]:
+        out = []
+        for net in self.nets:
+            loss = F.cross_entropy(net(self.x_fixed), self.y_fixed)
+            ratio = first_last_gradient_ratio(
+                [lin.weight for lin in (net.linears[0], net.linears[-1])], loss
+            )
+            out.append({"grad_ratio": ratio, "fixed_batch_loss": loss.item()})
+        return out
 
 
 def make_runs(cfg: DictConfig, out_dir: Path) -> list[Run]:

@@ -41,7 +41,6 @@ from torch import Tensor, nn
 import bn
 from experiments.kit import config
 from experiments.kit.config import require
-from experiments.kit.evaluation import best_accuracies
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import (
@@ -50,7 +49,7 @@ from experiments.kit.measures import (
     landscape_along_gradient,
     spectrum_summary,
 )
-from experiments.kit.mlp_harness import Data, accuracies, load_data, stacked_batches
+from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs
 from experiments.kit.results import StudySpec
@@ -316,11 +315,10 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     )  # fmt: skip
     sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=cfg.seed)
     probe = Probes(cfg, model, data)
+    step = sgd_step(model, cfg.train.lr, cfg.train.weight_decay, cfg.eval.every)
     loop = TrainLoop(
-        model=model, runs=[run], batches=stacked_batches(data, [sampler], cfg.train.batch_size),
-        step_fn=sgd_step(model, cfg.train.lr, cfg.train.weight_decay, cfg.eval.every),
-        evaluate=probe.evaluate, steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
-        batch_size=cfg.train.batch_size, state=probe, summarize=best_accuracies,
+        model=model, runs=[run], training=MLPTraining(data, [sampler], cfg.train.batch_size, step, probe),
+        steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir, batch_size=cfg.train.batch_size,
     )  # fmt: skip
     loop.start(cfg)
     result = loop.run()

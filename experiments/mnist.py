@@ -28,10 +28,9 @@ from omegaconf import DictConfig
 import bn
 from experiments.kit import config
 from experiments.kit.config import require, seed_dirs, seed_list, setup_name
-from experiments.kit.evaluation import best_accuracies
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
-from experiments.kit.mlp_harness import Data, accuracies, load_data, stacked_batches
+from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
 from experiments.kit.results import StudySpec
@@ -319,16 +318,12 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     loop = TrainLoop(
         model=model,
         runs=runs,
-        batches=stacked_batches(data, samplers, batch_size),
-        step_fn=sgd_step(model, cfg.train.lr),
-        evaluate=probe.evaluate,
+        training=MLPTraining(data, samplers, batch_size, sgd_step(model, cfg.train.lr), probe),
         steps=cfg.train.steps,
         eval_every=cfg.eval.every,
         ckpt_dir=out_dir,
         batch_size=batch_size,
-        state=probe,
         job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
-        summarize=best_accuracies,
     )
     loop.start(cfg)
     result = loop.run()

@@ -109,42 +109,19 @@ def stage_tests(out: Path, work: Path, limit: float) -> int:
         return rc or rest
 
 
-def stage_layers(out: Path, work: Path, limit: float) -> int:
+def _bench(script: str, rounds: int, out: Path, limit: float) -> int:
+    """``scripts.<script> --device cuda``, its printout appended to ``bench.log``."""
+    cmd = [PY, "-m", f"scripts.{script}", "--device", "cuda", "--rounds", str(rounds), "--out", str(out)]  # fmt: skip
     with (out / "bench.log").open("a", buffering=1) as log:
-        return run(
-            [
-                PY,
-                "-m",
-                "scripts.bench_layers",
-                "--device",
-                "cuda",
-                "--rounds",
-                "15",
-                "--out",
-                str(out),
-            ],
-            log,
-            limit,
-        )
+        return run(cmd, log, limit)
+
+
+def stage_layers(out: Path, work: Path, limit: float) -> int:
+    return _bench("bench_layers", 15, out, limit)
 
 
 def stage_inception(out: Path, work: Path, limit: float) -> int:
-    with (out / "bench.log").open("a", buffering=1) as log:
-        return run(
-            [
-                PY,
-                "-m",
-                "scripts.bench_inception",
-                "--device",
-                "cuda",
-                "--rounds",
-                "5",
-                "--out",
-                str(out),
-            ],
-            log,
-            limit,
-        )
+    return _bench("bench_inception", 5, out, limit)
 
 
 def _torchrun(study: str) -> list[str]:

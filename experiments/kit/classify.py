@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,68 +83,19 @@ def classifier_loop(
     ``<setup>-s<seed>`` and writes to ``out_dir`` (one seed) or ``out_dir/seed<k>/`` (a list);
     its summary starts as ``summary`` plus the keys every study records. ``train.stop`` may end
     a one-seed run before ``train.steps``."""
-    train_split = splits[0]
-    net = distributed.wrap(model, proc.device)
-    params = [p for p in model.parameters() if p.requires_grad]
     stacked = not isinstance(cfg.seed, int)
-    seeds, samplers = seed_list(cfg.seed), sampler if stacked else [sampler]
-    if stacked and (transform is not None or len(samplers) != len(seeds)):
-        raise ValueError("a stack of seeds takes one sampler per seed and no transform")
+    seeds = seed_list(cfg.seed)
     runs = _runs(
         cfg, proc, out_dir, study, {**summary, "copies": len(seeds)} if stacked else summary
     )
-
-    def batches(start: int):
-        if not stacked:
-            steps = (sampler.indices(s) for s in itertools.count(start))
-            return train_split.batches(steps, seed=cfg.seed * 64 + proc.rank, first_step=start)
-        steps = (torch.cat([s.indices(step) for s in samplers]) for step in itertools.count(start))
-        return (stack_batch(x, y, len(seeds)) for x, y in train_split.batches(steps))
-
-    def step_fn(step: int, batch) -> dict[str, Any]:
-        x, y = to_device(batch, proc.device, proc.memory_format)
-        if transform is not None:
-            x = transform(step, x)
-        with proc.autocast():
-            logits = net(x)
-        losses = copy_losses(logits.float(), y) if stacked else F.cross_entropy(logits.float(), y)
-        optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()  # a stack: each copy the gradient of its own loss
-        if cfg.train.grad_clip:
-            nn.utils.clip_grad_norm_(params, cfg.train.grad_clip)
-        optimizer.step()
-        if stacked:
-            hits = (split_copies(logits, len(seeds)).argmax(-1) == y).float().mean(0)
-            out = {"loss": losses.tolist(), "acc_minibatch": hits.tolist()}
-        else:
-            out = {"loss": losses.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}  # fmt: skip
-        return out if step_extra is None else {**out, **step_extra(step)}
-
-    if stacked and (copies is None or len(copies) != len(seeds)):
-        raise ValueError("a stack of seeds is evaluated through its copies: pass one per seed")
-    models = list(copies) if stacked else [model]
-    evaluate, final_evaluate = accuracy_evaluation(cfg, proc, models, optimizer, splits, eval_extra)
-    s = cfg.train.stop
-    rule = StopRule(
-        "test/acc_subset" if cfg.eval.test_subset else "test/acc", s.target, s.plateau, s.min_steps
-    )
-
-    def stop(step: int, evals: list[dict[str, float]]) -> str | None:
-        if rule.curve is None and proc.rank == 0:  # resumed from a checkpoint without its curve
-            rule.curve = [
-                (s, v) for s, v in read_curve(out_dir / "metrics.csv", rule.metric) if s < step
-            ]
-        return distributed.from_rank0(rule.update(step, evals[0]) if proc.rank == 0 else None)
-
+    training = ClassifierTraining(
+        cfg, proc, out_dir, model=model, optimizer=optimizer, sampler=sampler, splits=splits,
+        transform=transform, step_extra=step_extra, eval_extra=eval_extra, copies=copies,
+    )  # fmt: skip
     return TrainLoop(
         model=model,
         runs=runs,
-        batches=batches,
-        step_fn=step_fn,
-        evaluate=evaluate,
-        final_evaluate=final_evaluate,
-        stop=stop if rule.active else None,
-        state=rule if rule.active else None,
+        training=training,
         steps=cfg.train.steps,
         eval_every=cfg.eval.every,
         ckpt_dir=out_dir,
@@ -152,8 +103,108 @@ def classifier_loop(
         optimizer=optimizer,
         scheduler=scheduler,
         job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
-        summarize=best_accuracies,
     )
+
+
+class ClassifierTraining:
+    """One classifier run for :class:`TrainLoop` (see :func:`classifier_loop`): the batches of
+    its sampler(s), a cross-entropy step, the accuracy evaluations, and ``train.stop``'s rule
+    (its curve checkpointed)."""
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        proc: Process,
+        out_dir: Path,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        sampler,
+        splits: tuple,
+        transform: Callable[[int, Tensor], Tensor] | None,
+        step_extra: Callable[[int], dict[str, Any]] | None,
+        eval_extra: Callable[[], dict[str, Any]] | None,
+        copies: Sequence[nn.Module] | None,
+    ) -> None:
+        self.cfg, self.proc, self.out_dir, self.optimizer = cfg, proc, out_dir, optimizer
+        self.train_split = splits[0]
+        self.net = distributed.wrap(model, proc.device)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.stacked = not isinstance(cfg.seed, int)
+        self.seeds = seed_list(cfg.seed)
+        self.samplers = sampler if self.stacked else [sampler]
+        if self.stacked and (transform is not None or len(self.samplers) != len(self.seeds)):
+            raise ValueError("a stack of seeds takes one sampler per seed and no transform")
+        if self.stacked and (copies is None or len(copies) != len(self.seeds)):
+            raise ValueError("a stack of seeds is evaluated through its copies: pass one per seed")
+        self.transform, self.step_extra = transform, step_extra
+        models = list(copies) if self.stacked else [model]
+        self._evaluate, self._final = accuracy_evaluation(
+            cfg, proc, models, optimizer, splits, eval_extra
+        )
+        s = cfg.train.stop
+        metric = "test/acc_subset" if cfg.eval.test_subset else "test/acc"
+        self.rule = StopRule(metric, s.target, s.plateau, s.min_steps)
+
+    def batches(self, start: int) -> Iterator:
+        steps = itertools.count(start)
+        if not self.stacked:
+            indices = (self.samplers[0].indices(s) for s in steps)
+            seed = self.cfg.seed * 64 + self.proc.rank
+            return self.train_split.batches(indices, seed=seed, first_step=start)
+        indices = (torch.cat([s.indices(step) for s in self.samplers]) for step in steps)
+        return (stack_batch(x, y, len(self.seeds)) for x, y in self.train_split.batches(indices))
+
+    def step(self, step: int, batch) -> dict[str, Any]:
+        x, y = to_device(batch, self.proc.device, self.proc.memory_format)
+        if self.transform is not None:
+            x = self.transform(step, x)
+        with self.proc.autocast():
+            logits = self.net(x)
+        if self.stacked:
+            losses = copy_losses(logits.float(), y)
+        else:
+            losses = F.cross_entropy(logits.float(), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()  # a stack: each copy the gradient of its own loss
+        if self.cfg.train.grad_clip:
+            nn.utils.clip_grad_norm_(self.params, self.cfg.train.grad_clip)
+        self.optimizer.step()
+        if self.stacked:
+            hits = (split_copies(logits, len(self.seeds)).argmax(-1) == y).float().mean(0)
+            out = {"loss": losses.tolist(), "acc_minibatch": hits.tolist()}
+        else:
+            out = {"loss": losses.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}  # fmt: skip
+        return out if self.step_extra is None else {**out, **self.step_extra(step)}
+
+    def evaluate(self, step: int) -> list[dict[str, float]]:
+        return self._evaluate(step)
+
+    def final_evaluate(self) -> list[dict[str, float]] | None:
+        """The whole test set at the end, when the evaluations measured a subset."""
+        return None if self._final is None else self._final()
+
+    def stop(self, step: int, evals: list[dict[str, float]]) -> str | None:
+        rule = self.rule
+        if not rule.active:
+            return None
+        if (
+            rule.curve is None and self.proc.rank == 0
+        ):  # resumed from a checkpoint without its curve
+            rule.curve = [
+                (s, v) for s, v in read_curve(self.out_dir / "metrics.csv", rule.metric) if s < step
+            ]
+        return distributed.from_rank0(rule.update(step, evals[0]) if self.proc.rank == 0 else None)
+
+    def summarize(self, logged: dict[str, list[float]]) -> dict[str, float | None]:
+        return best_accuracies(logged)
+
+    def state_dict(self) -> dict | None:
+        return self.rule.state_dict() if self.rule.active else None
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.rule.active:
+            self.rule.load_state_dict(state)
 
 
 def check_seeds(cfg: DictConfig) -> None:

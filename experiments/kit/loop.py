@@ -13,7 +13,7 @@ import gc
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,12 +41,36 @@ from experiments.kit.runlog import (
 Scalars = dict[str, "float | list[float] | None"]
 
 
-class Stateful(Protocol):
-    """What a checkpoint saves and restores of a helper: torch's module protocol."""
+class Training(Protocol):
+    """What a study hands :class:`TrainLoop`: its run as an object whose methods read top to
+    bottom, one per thing the loop asks of it.
 
-    def state_dict(self) -> Any: ...
+    Required:
+        batches(start): the batches of steps ``start, start + 1, ...`` (step-addressed, so a
+            resumed run needs no sampler state).
+        step(step, batch): one optimization step; returns scalars, each a number (one network)
+            or a list with one number per run; ``"loss"`` is required. Each is averaged over the
+            steps since the last evaluation and logged as ``train/<name>`` (or ``<name>`` if it
+            has a ``/``); ``None`` is skipped.
+        evaluate(step): a dict of metrics per run (a list), or one dict.
 
-    def load_state_dict(self, state: Any) -> Any: ...
+    Optional, found by name:
+        final_evaluate(): the end-of-run numbers (e.g. the full test set; None: none) that
+            :meth:`TrainLoop.finish` adds when it is given none.
+        stop(step, evals): after every evaluation (``evals``: one dict per run), a reason to end
+            the run before ``steps``, or ``None``; the reason is kept in each summary.
+        summarize(logged): the study's own summary keys from a run's logged metrics
+            (``{metric: [values]}``), e.g. a classifier's best test accuracy.
+        state_dict(), load_state_dict(state): the study's own state, checkpointed with the
+            model (e.g. a probe's history); ``load_state_dict`` gets what ``state_dict``
+            returned, ``None`` included.
+    """
+
+    def batches(self, start: int) -> Iterator[Any]: ...
+
+    def step(self, step: int, batch: Any) -> Scalars: ...
+
+    def evaluate(self, step: int) -> list[dict[str, float]] | dict[str, float]: ...
 
 
 @dataclass
@@ -101,31 +125,18 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 class TrainLoop:
-    """Runs ``step_fn`` for steps ``start..steps-1`` and ``evaluate`` every ``eval_every`` steps.
+    """Runs ``training.step`` for steps ``start..steps-1`` and ``training.evaluate`` every
+    ``eval_every`` steps.
 
     Args:
         model: the network (checkpointed; pass the unwrapped module).
         runs: one :class:`Run` per network trained in lockstep.
-        batches: ``batches(start)`` yields the batches of steps ``start, start + 1, ...``.
-        step_fn: ``step_fn(step, batch) -> dict`` does one optimization step and returns
-            scalars, each a number (one network) or a list with one number per run; ``"loss"`` is
-            required. Each is averaged over the steps since the last evaluation and logged as
-            ``train/<name>`` (or ``<name>`` if it has a ``/``); ``None`` is skipped.
-        evaluate: ``evaluate(step)`` returns a dict of metrics per run (a list), or one dict.
+        training: the study's run, a :class:`Training`.
         steps, eval_every: the run's length and evaluation interval.
         ckpt_dir: holds ``checkpoint.pt`` (written after each evaluation by the logging process).
         batch_size: examples per step per run (for examples/s).
         optimizer, scheduler: checkpointed with the model when given.
-        state: the study's own state to checkpoint (e.g. a probe's history): an object with
-            torch's ``state_dict()`` and ``load_state_dict(state)``, as every stateful helper.
-        stop: ``stop(step, evals) -> reason | None`` after every evaluation (``evals``: one
-            dict per run); a reason ends the loop before ``steps`` and is kept in each summary
-            as ``stopped``. Its own state goes in ``state``.
-        final_evaluate: ``final_evaluate()`` at the end of the run: the end-of-run numbers
-            (e.g. the full test set) that :meth:`finish` adds when it is given none.
         job_name: the progress bar's label.
-        summarize: ``summarize(logged)``: a study's own summary keys from a run's logged
-            metrics (``{metric: [values]}``), e.g. a classifier's best test accuracy.
     """
 
     def __init__(
@@ -133,27 +144,19 @@ class TrainLoop:
         *,
         model: nn.Module,
         runs: list[Run],
-        batches: Callable[[int], Iterator[Any]],
-        step_fn: Callable[[int, Any], Scalars],
-        evaluate: Callable[[int], list[dict[str, float]] | dict[str, float]],
+        training: Training,
         steps: int,
         eval_every: int,
         ckpt_dir: Path,
         batch_size: int,
         optimizer: torch.optim.Optimizer | None = None,
         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-        state: Stateful | None = None,
-        stop: Callable[[int, list[dict[str, float]]], str | None] | None = None,
-        final_evaluate: Callable[[], list[dict[str, float]] | dict[str, float]] | None = None,
         job_name: str | None = None,
-        summarize: Callable[[dict[str, list[float]]], dict[str, Any]] | None = None,
     ) -> None:
         self.model, self.runs, self.optimizer, self.scheduler = model, runs, optimizer, scheduler
-        self.batches, self.step_fn, self.evaluate = batches, step_fn, evaluate
+        self.training = training
         self.steps, self.eval_every, self.batch_size = steps, eval_every, batch_size
         self.ckpt_path = ckpt_dir / "checkpoint.pt"
-        self.state, self.stop, self.final_evaluate = state, stop, final_evaluate
-        self.summarize = summarize
         self.stopped: str | None = None
         self.job_name = job_name or runs[0].name
         self.writes_log = False
@@ -248,8 +251,8 @@ class TrainLoop:
         set_rng_state(ckpt["rng"])
         for run, diverged_at in zip(self.runs, ckpt["diverged_at_step"]):
             run.diverged_at_step = diverged_at
-        if self.state is not None:
-            self.state.load_state_dict(ckpt["study"])
+        if hasattr(self.training, "load_state_dict"):
+            self.training.load_state_dict(ckpt["study"])
         self.step = ckpt["step"]
         if not any(key.startswith("train.stop.") for key in changed):  # a new rule may go on
             self.stopped = ckpt.get("stopped")
@@ -279,7 +282,9 @@ class TrainLoop:
                 "rng": rng_state(),
                 "step": self.step,
                 "diverged_at_step": [run.diverged_at_step for run in self.runs],
-                "study": None if self.state is None else self.state.state_dict(),
+                "study": self.training.state_dict()
+                if hasattr(self.training, "state_dict")
+                else None,
                 "stopped": self.stopped,
                 "last_eval": [run.last_eval for run in self.runs],
                 "commit": self.commit,
@@ -303,7 +308,8 @@ class TrainLoop:
             dynamic_ncols=True,
             disable=None if self.writes_log else True,
         )
-        batches = self.batches(self.step)
+        batches = self.training.batches(self.step)
+        stop = getattr(self.training, "stop", None)
         # Everything built so far (modules, data, the imported libraries) lives for the whole
         # run: frozen, the collector stops re-scanning it. Between evaluations the automatic
         # collections are off (a step's objects die by reference count) and one collection at
@@ -317,7 +323,7 @@ class TrainLoop:
             while (
                 self.step < self.steps and any(run.alive for run in self.runs) and not self.stopped
             ):
-                scalars = self.step_fn(self.step, next(batches))
+                scalars = self.training.step(self.step, next(batches))
                 if self.scheduler is not None:
                     self.scheduler.step()
                 self.step += 1
@@ -326,7 +332,7 @@ class TrainLoop:
                 if self.step % self.eval_every == 0 or self.step == self.steps:
                     evals = self._evaluate_and_log(with_train=True)
                     bar.set_postfix(self._postfix(t0, step0))
-                    self.stopped = self.stop(self.step, evals) if self.stop else None
+                    self.stopped = stop(self.step, evals) if stop else None
                     self.checkpoint()
                     gc.collect()
                     if self.stopped:
@@ -364,7 +370,7 @@ class TrainLoop:
                     run.add(name, values[k])
 
     def _evaluate_and_log(self, with_train: bool) -> list[dict[str, float]]:
-        evals = self.evaluate(self.step)
+        evals = self.training.evaluate(self.step)
         evals = evals if isinstance(evals, list) else [evals] * len(self.runs)
         for run, metrics in zip(self.runs, evals):
             if not run.alive:
@@ -397,9 +403,11 @@ class TrainLoop:
         ``test_acc``, ..., and ``finals``: the study's end-of-run numbers per run, also logged at
         the last step), close the logs and write each ``summary.json``. Returns the summaries."""
         commit = self.commit or git_commit()
-        if finals is None and self.final_evaluate is not None:
-            finals = self.final_evaluate()
-            finals = finals if isinstance(finals, list) else [finals] * len(self.runs)
+        final_evaluate = getattr(self.training, "final_evaluate", None)
+        if finals is None and final_evaluate is not None:
+            finals = final_evaluate()  # None: nothing beyond the last evaluation
+            if finals is not None and not isinstance(finals, list):
+                finals = [finals] * len(self.runs)
         for k, run in enumerate(self.runs):
             s = run.summary
             s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
@@ -420,8 +428,8 @@ class TrainLoop:
                 run.log.log(result.step, finals[k])
             logged = read_metrics(run.log.path)
             s["final_train_loss"] = (logged["train/loss"] or [None])[-1]
-            if self.summarize is not None:
-                s.update(self.summarize(logged))
+            if (summarize := getattr(self.training, "summarize", None)) is not None:
+                s.update(summarize(logged))
             run.log.close()
             write_json(run.out_dir / "summary.json", s)
         self._release()

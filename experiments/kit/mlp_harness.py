@@ -11,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 
 from experiments.kit.data import compact_inputs, ensure_dataset, load_split, to_inputs
+from experiments.kit.evaluation import best_accuracies
 from experiments.kit.sampling import IIDBatches
 from experiments.nets.mlp import SigmoidMLP
 
@@ -81,3 +82,31 @@ def stacked_batches(data: Data, samplers: list[IIDBatches], batch_size: int):
             yield x.view(len(samplers), batch_size, -1), y.view(len(samplers), batch_size)
 
     return batches
+
+
+class MLPTraining:
+    """A Figure 1 MLP run for :class:`~experiments.kit.loop.TrainLoop`: its seeds' i.i.d.
+    minibatches side by side (:func:`stacked_batches`), an SGD step, and a probe that evaluates
+    and keeps its history (checkpointed): the MNIST and mechanism studies."""
+
+    def __init__(self, data: Data, samplers: list[IIDBatches], batch_size: int, step, probe):
+        self._batches = stacked_batches(data, samplers, batch_size)
+        self._step, self.probe = step, probe
+
+    def batches(self, start: int):
+        return self._batches(start)
+
+    def step(self, step: int, batch) -> dict:
+        return self._step(step, batch)
+
+    def evaluate(self, step: int) -> list[dict[str, float]]:
+        return self.probe.evaluate(step)
+
+    def summarize(self, logged: dict[str, list[float]]) -> dict[str, float | None]:
+        return best_accuracies(logged)
+
+    def state_dict(self):
+        return self.probe.state_dict()
+
+    def load_state_dict(self, state) -> None:
+        self.probe.load_state_dict(state)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from experiments import mechanism, mechanism_results, mnist
+from experiments.kit import mlp_harness
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
 from tests.configs import compose_config
@@ -123,9 +124,9 @@ def test_weight_decay_shrinks_the_weights(root, tmp_path):
 @pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
     mechanism.train(_small(root, "setup=mech_noisy_bn"), tmp_path / "full")
-    original = mechanism.stacked_batches
+    original = mlp_harness.stacked_batches
     with monkeypatch.context() as m:
-        m.setattr(mechanism, "stacked_batches", lambda *a: dies_at_step(original(*a), 15))
+        m.setattr(mlp_harness, "stacked_batches", lambda *a: dies_at_step(original(*a), 15))
         with pytest.raises(KeyboardInterrupt):
             mechanism.train(_small(root, "setup=mech_noisy_bn"), tmp_path / "killed")
     mechanism.train(_small(root, "setup=mech_noisy_bn", "resume=true"), tmp_path / "killed")

@@ -14,6 +14,7 @@ from hydra.errors import ConfigCompositionException
 
 import bn
 from experiments import mnist
+from experiments.kit import mlp_harness
 from experiments.kit.errors import ConfigError
 from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs, order_statistics, percentiles
@@ -104,9 +105,9 @@ def test_short_run_writes_metrics_and_summary(root, tmp_path, setup):
 def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, probe):
     [full] = mnist.train(_small(root, "setup=bn", "seed=3", probe), tmp_path / "full")
 
-    original = mnist.stacked_batches
+    original = mlp_harness.stacked_batches
     with monkeypatch.context() as m:  # killed before step 25, after the checkpoint of step 20
-        m.setattr(mnist, "stacked_batches", lambda *a: dies_at_step(original(*a), 25))
+        m.setattr(mlp_harness, "stacked_batches", lambda *a: dies_at_step(original(*a), 25))
         with pytest.raises(KeyboardInterrupt):
             mnist.train(_small(root, "setup=bn", "seed=3", probe), tmp_path / "killed")
     [resumed] = mnist.train(

@@ -8,6 +8,8 @@ import itertools
 import math
 import re
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +68,24 @@ class History(list):
 
     def load_state_dict(self, history: list) -> None:
         self[:] = history
+
+
+@dataclass
+class Regression:
+    """The test's run for TrainLoop (a :class:`~experiments.kit.loop.Training`), its history
+    checkpointed; ``stop`` is set by the tests of stopping rules."""
+
+    batches: Callable
+    step: Callable
+    evaluate: Callable
+    history: History
+    stop: Callable | None = None
+
+    def state_dict(self) -> list:
+        return self.history.state_dict()
+
+    def load_state_dict(self, history: list) -> None:
+        self.history.load_state_dict(history)
 
 
 def _train(cfg: DictConfig, out: Path, *, die_at=None, nan_at=None, noise=True, spy=None):
@@ -127,19 +147,19 @@ def _train(cfg: DictConfig, out: Path, *, die_at=None, nan_at=None, noise=True, 
         history.append(losses.tolist())
         return [{"test/loss": v} for v in losses.tolist()]
 
+    training = Regression(
+        dies_at_step(batches, die_at) if die_at is not None else batches, step_fn, evaluate, history
+    )
     loop = TrainLoop(
         model=model,
         runs=runs,
-        batches=dies_at_step(batches, die_at) if die_at is not None else batches,
-        step_fn=step_fn,
-        evaluate=evaluate,
+        training=training,
         steps=cfg.train.steps,
         eval_every=cfg.eval.every,
         ckpt_dir=out,
         batch_size=b,
         optimizer=optimizer,
         scheduler=scheduler,
-        state=history,
     )
     loop.start(cfg)
     summaries = loop.finish(loop.run())
@@ -378,7 +398,8 @@ def _stop_after(monkeypatch, step: int) -> None:
     original = TrainLoop.__init__
 
     def init(self, **kwargs):
-        original(self, **kwargs, stop=_enough_at(step))
+        kwargs["training"].stop = _enough_at(step)
+        original(self, **kwargs)
 
     monkeypatch.setattr(TrainLoop, "__init__", init)
 
