@@ -75,10 +75,19 @@ def run(cmd: list[str], log, limit: float) -> int:
     try:
         return p.wait(timeout=max(limit, 1))
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+        _kill(p, cmd)
         log.write(f"[killed after {limit:.0f} s]\n")
         return 124
+
+
+def _kill(p: subprocess.Popen, cmd: list[str]) -> None:
+    """SIGKILL ``p``'s process group and, for a training run, every process of its run folder
+    (torchrun starts its workers in sessions of their own, out of the group's reach)."""
+    os.killpg(p.pid, signal.SIGKILL)
+    for arg in cmd:
+        if arg.startswith("hydra.run.dir="):
+            kill_run(arg)
+    p.wait()
 
 
 def kill_run(token: str) -> None:
@@ -100,7 +109,7 @@ def stage_tests(out: Path, work: Path, limit: float) -> int:
     pytest = [PY, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider", "-rs"]
     pytest += ["-n", str(min(os.cpu_count() or 1, 16))] if xdist else []
     with (out / "tests.log").open("a", buffering=1) as log:
-        rc = run([*pytest, "tests/bn/test_cuda.py"], log, limit)
+        rc = run([*pytest, "tests/bn/test_cuda.py"], log, limit / 2)  # the rest gets what is left
         rest = run(
             [*pytest, "tests/bn", "--ignore=tests/bn/test_cuda.py"],
             log,
@@ -149,7 +158,7 @@ def stage_e2e(out: Path, work: Path, limit: float) -> int:
     images, runs = work / "images", work / "runs"
     with (out / "e2e.log").open("a", buffering=1) as log:
         rc = run([PY, "-m", "scripts.make_synthetic_images", str(images), "--classes", "100",
-                  "--train", "24", "--val", "6", "--size", "128"], log, 60)  # fmt: skip
+                  "--train", "24", "--val", "6", "--size", "128"], log, min(60, limit / 4))  # fmt: skip
         if rc:
             return rc
         left = lambda: deadline - time.monotonic()  # noqa: E731
@@ -202,7 +211,7 @@ def stage_e2e(out: Path, work: Path, limit: float) -> int:
             try:
                 codes[name] = q.wait(timeout=max(left(), 1))
             except subprocess.TimeoutExpired:
-                os.killpg(q.pid, signal.SIGKILL)
+                _kill(q, others[name])
                 codes[name] = 124
         for name, cmd in others.items():
             logs[name].close()
@@ -246,8 +255,7 @@ def stage_study(out: Path, work: Path, limit: float) -> int:
                 if p.poll() is None and not over:
                     continue
                 if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
+                    _kill(p, p.args)
                 f.close()
                 del active[setup]
                 rc = rc or p.returncode

@@ -154,6 +154,11 @@ class TrainLoop:
         job_name: str | None = None,
     ) -> None:
         self.model, self.runs, self.optimizer, self.scheduler = model, runs, optimizer, scheduler
+        if hasattr(training, "state_dict") != hasattr(training, "load_state_dict"):
+            raise TypeError(
+                f"{type(training).__name__}: define state_dict and load_state_dict together (a "
+                "state saved but never restored would make a resumed run inexact)"
+            )
         self.training = training
         self.steps, self.eval_every, self.batch_size = steps, eval_every, batch_size
         self.ckpt_path = ckpt_dir / "checkpoint.pt"

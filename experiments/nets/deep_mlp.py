@@ -24,7 +24,7 @@ class DeepMLP(nn.Sequential):
         width: units per hidden layer.
         activation: ``relu``, ``sigmoid`` or ``linear``.
         norm_layer: ``num_features -> layer`` (e.g. ``bn.get_norm_layer("batchnorm", dims=1)``), or
-            ``None`` for no normalization.
+            ``None`` (or a factory of ``nn.Identity``) for no normalization.
         in_features, num_classes: input and output sizes.
     """
 
@@ -43,11 +43,11 @@ class DeepMLP(nn.Sequential):
             raise ValueError(f"activation={activation!r} must be one of {tuple(ACTIVATIONS)}")
         layers: list[nn.Module] = []
         for i in range(depth):
-            layers.append(
-                nn.Linear(in_features if i == 0 else width, width, bias=norm_layer is None)
-            )
-            if norm_layer is not None:
-                layers.append(norm_layer(width))
+            norm = None if norm_layer is None else norm_layer(width)  # draws nothing at random
+            no_norm = norm is None or isinstance(norm, nn.Identity)
+            layers.append(nn.Linear(in_features if i == 0 else width, width, bias=no_norm))
+            if norm is not None:
+                layers.append(norm)
             layers.append(ACTIVATIONS[activation]())
         layers.append(nn.Linear(width, num_classes))
         super().__init__(*layers)

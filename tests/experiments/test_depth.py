@@ -119,3 +119,10 @@ def test_collector_and_figure(root, tmp_path, monkeypatch):
 
     monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
     assert plot_depth.figure(out).with_suffix(".svg").exists()
+
+
+def test_an_identity_factory_is_no_norm():
+    plain = DeepMLP(2, width=8)
+    identity = DeepMLP(2, width=8, norm_layer=bn.get_norm_layer("none"))
+    assert [m.bias is not None for m in identity.linears] == [True] * 3
+    assert len(identity) == len(plain) + 2  # the Identity modules, in place of the norms

@@ -241,6 +241,7 @@ def test_data_download_false_in_any_spelling_prepares_no_data(monkeypatch, spell
     assert [c[2:4] for c in ran] == [["experiments.kit.data", "mnist"]]
 
 
+@pytest.mark.slow
 def test_a_job_s_time_is_taken_where_it_ran(tmp_path):
     before = time.monotonic()
     rc, ended = reproduce._timed([sys.executable, "-c", "pass"], tmp_path / "log")

@@ -624,3 +624,24 @@ def test_a_run_refused_by_the_lock_changes_nothing_in_the_live_runs_directory(tm
     finally:
         live.release()
     assert files_in(tmp_path) == before and not (tmp_path / ".replaced").exists()
+
+
+def test_a_training_with_a_state_it_cannot_restore_is_refused(tmp_path):
+    class SavesOnly:
+        def batches(self, start):
+            return iter(())
+
+        def step(self, step, batch):
+            return {"loss": 0.0}
+
+        def evaluate(self, step):
+            return {}
+
+        def state_dict(self):
+            return {}
+
+    with pytest.raises(TypeError, match="state_dict and load_state_dict together"):
+        TrainLoop(
+            model=nn.Linear(1, 1), runs=[Run("r", tmp_path)], training=SavesOnly(), steps=1,
+            eval_every=1, ckpt_dir=tmp_path, batch_size=1,
+        )  # fmt: skip
