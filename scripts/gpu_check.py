@@ -29,19 +29,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from experiments.studies import INCEPTION_VARIANTS, RENORM_SETUPS, SEEDS5
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 # Shares of the budget, from the first run on an H200 (tests/bn needed over 150 s on 16 workers,
 # compiling three networks over 120 s; the layers took 15 s, the study's Fashion-MNIST half 102 s).
 STAGES = {"tests": 0.3, "layers": 0.05, "inception": 0.3, "e2e": 0.15, "study": 0.2}
-INCEPTION_VARIANTS = (
-    "bn_baseline",
-    "bn_x5",
-    "bn_x30",
-    "bn_x5_sigmoid",
-    "inception",
-    "inception_sigmoid",
-)
+FIRST = "bn_baseline"  # the variant killed and resumed; the others run side by side
 STUDY_DATA = "fashion_mnist"
 QUIET = ["logger.mode=disabled"]
 # The runs' lengths; --quick: a few tiny steps of everything, to try this script without a GPU.
@@ -64,14 +59,19 @@ def _env() -> dict[str, str]:
     }
 
 
+def _start(cmd: list[str], log) -> subprocess.Popen:
+    """``cmd`` in a session of its own (so it can be killed whole), its output to ``log``."""
+    return subprocess.Popen(
+        cmd, cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
 def run(cmd: list[str], log, limit: float) -> int:
     """Run ``cmd`` (its output appended to the open file ``log``); kill its whole process group
     after ``limit`` seconds (exit status 124, as timeout(1))."""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    p = subprocess.Popen(
-        cmd, cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    p = _start(cmd, log)
     try:
         return p.wait(timeout=max(limit, 1))
     except subprocess.TimeoutExpired:
@@ -98,7 +98,7 @@ def kill_run(token: str) -> None:
                 b"\0"
             ):
                 os.kill(int(proc.name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
+        except OSError:  # gone meanwhile, or not ours to read
             pass
 
 
@@ -163,15 +163,13 @@ def stage_e2e(out: Path, work: Path, limit: float) -> int:
             return rc
         left = lambda: deadline - time.monotonic()  # noqa: E731
         common = [f"data.root={images}", "eval.batch_size=250", "eval.train_subset=256", *QUIET]
-        first = runs / "bn_baseline"
-        cmd = [*_torchrun("inception"), "scale=gpu", "setup=bn_baseline", *common, *SIZE["first"],
+        first = runs / FIRST
+        cmd = [*_torchrun("inception"), "scale=gpu", f"setup={FIRST}", *common, *SIZE["first"],
                "data.num_workers=12", f"hydra.run.dir={first}"]  # fmt: skip
         log.write(f"$ {' '.join(cmd)}   [killed at its first checkpoint]\n")
         log.flush()
         t0 = time.monotonic()
-        p = subprocess.Popen(
-            cmd, cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        p = _start(cmd, log)
         while p.poll() is None and not (first / "checkpoint.pt").exists() and left() > 0:
             time.sleep(0.5)
         killed_after = time.monotonic() - t0
@@ -185,14 +183,15 @@ def stage_e2e(out: Path, work: Path, limit: float) -> int:
         resumed = sorted(p.name for p in (first / ".hydra").glob("resumed_at_step_*"))
         s = _summary(first)
         log.write(
-            f"\nRESULT bn_baseline kill+resume: exit {rc}, {resumed}, {time.monotonic() - t0:.0f} s for the "
+            f"\nRESULT {FIRST} kill+resume: exit {rc}, {resumed}, {time.monotonic() - t0:.0f} s for the "
             f"resumed part, steps/s {s.get('steps_per_s')}, images/s {s.get('examples_per_s')}, "
             f"final test/acc {s.get('test_acc', s.get('final_test_acc'))}\n"
         )
         others = {
             v: [*_torchrun("inception"), "scale=gpu", f"setup={v}", *common, *SIZE["others"],
                 "data.num_workers=2", f"hydra.run.dir={runs / v}"]
-            for v in INCEPTION_VARIANTS[1:]
+            for v in INCEPTION_VARIANTS
+            if v != FIRST
         }  # fmt: skip
         others["renorm paper brn_micro4"] = [
             *_torchrun("renorm"), "scale=paper", "setup=brn_micro4", f"data.root={images}",
@@ -201,11 +200,7 @@ def stage_e2e(out: Path, work: Path, limit: float) -> int:
         ]  # fmt: skip
         logs = {name: (runs / f"{name.replace(' ', '_')}.log").open("w") for name in others}
         t0 = time.monotonic()
-        procs = {
-            name: subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=logs[name], stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-            for name, cmd in others.items()
-        }  # fmt: skip
+        procs = {name: _start(cmd, logs[name]) for name, cmd in others.items()}
         codes = {}
         for name, q in procs.items():
             try:
@@ -228,8 +223,6 @@ def stage_e2e(out: Path, work: Path, limit: float) -> int:
 def stage_study(out: Path, work: Path, limit: float) -> int:
     """The CPU-scale Batch Renorm study (Fashion-MNIST, 12 setups x 5 seeds side by side) on the
     GPU, six jobs at a time, against the committed CPU run's steps/s and accuracy."""
-    from experiments.studies import RENORM_SETUPS
-
     deadline = time.monotonic() + limit
     committed = json.loads((REPO / "results/renorm" / STUDY_DATA / "summary.json").read_text())
     folders = {s: work / "study" / s for s in RENORM_SETUPS}
@@ -242,13 +235,12 @@ def stage_study(out: Path, work: Path, limit: float) -> int:
         while pending or active:
             while pending and len(active) < 6:
                 setup = pending.pop(0)
-                cmd = [PY, "-m", "experiments.renorm", f"setup={setup}", "seed=[0,1,2,3,4]",
+                cmd = [PY, "-m", "experiments.renorm", f"setup={setup}", f"seed=[{','.join(map(str, SEEDS5))}]",
                        f"data={STUDY_DATA}", f"device={SIZE['device']}", "threads=1", *QUIET, *SIZE["study"],
                        f"hydra.run.dir={folders[setup]}"]  # fmt: skip
                 log.write(f"$ {' '.join(cmd)}\n")
                 f = (work / f"study_{setup}.log").open("w")
-                active[setup] = (subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=f, stderr=subprocess.STDOUT,
-                                                  start_new_session=True), f, time.monotonic())  # fmt: skip
+                active[setup] = (_start(cmd, f), f, time.monotonic())
             time.sleep(0.5)
             for setup, (p, f, started) in list(active.items()):
                 over = time.monotonic() > deadline
@@ -259,9 +251,10 @@ def stage_study(out: Path, work: Path, limit: float) -> int:
                 f.close()
                 del active[setup]
                 rc = rc or p.returncode
+                wall = time.monotonic() - started
                 text = (work / f"study_{setup}.log").read_text().splitlines()
                 log.write(
-                    f"{setup}: exit {p.returncode} after {time.monotonic() - started:.0f} s: {text[-1] if text else ''}\n"
+                    f"{setup}: exit {p.returncode} after {wall:.0f} s: {text[-1] if text else ''}\n"
                 )
                 seeds = [
                     json.loads(s.read_text())
@@ -270,7 +263,7 @@ def stage_study(out: Path, work: Path, limit: float) -> int:
                 cpu = committed["setups"][setup]
                 rows.append({
                     "setup": setup,
-                    "gpu_wall_s": round(time.monotonic() - started, 1),
+                    "gpu_wall_s": round(wall, 1),
                     "gpu_steps_per_s": seeds[0].get("steps_per_s") if seeds else "",
                     "cpu_steps_per_s": cpu["steps_per_s"]["mean"],
                     "gpu_test_acc": round(sum(s["test_acc"] for s in seeds) / len(seeds), 4) if seeds else "",
