@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from experiments.nets.bn_inception import BNInception, count_parameters
-from scripts.bench_layers import step_timer, write_report
+from scripts.bench_layers import cuda_peak, step_timer, write_report
 
 TARGET = 0.9
 
@@ -84,16 +84,16 @@ def images_per_s(models: dict[str, nn.Module], x, y, rounds: int, amp: bool) -> 
 
 
 def peak_MiB(model: nn.Module, x, y, amp: bool) -> float:
-    """The peak CUDA memory one training step allocates above what is allocated before it."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    with torch.autocast("cuda", torch.bfloat16, enabled=amp):
-        loss = F.cross_entropy(model(x).float(), y)
-    loss.backward()
+    """The peak CUDA memory a forward and backward pass allocates above what is allocated before."""
+
+    def forward_backward() -> None:
+        with torch.autocast("cuda", torch.bfloat16, enabled=amp):
+            loss = F.cross_entropy(model(x).float(), y)
+        loss.backward()
+
+    peak = cuda_peak(forward_backward)
     model.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
-    return round((torch.cuda.max_memory_allocated() - base) / 2**20, 1)
+    return round(peak / 2**20, 1)
 
 
 def cpu_rows(rounds: int) -> list[dict]:

@@ -73,11 +73,12 @@ def saved_bytes(layer: nn.Module, x: torch.Tensor) -> int:
     return sum(storages.values()) + y.untyped_storage().nbytes()
 
 
-def cuda_peak(layer: nn.Module, x: torch.Tensor, gy: torch.Tensor) -> int:
+def cuda_peak(run: Callable[[], None]) -> int:
+    """The bytes of CUDA memory ``run()`` allocates at its peak, above what was allocated before."""
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    step(layer, x, gy)
+    run()
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - base
 
@@ -132,7 +133,9 @@ def bench_shape(shape, device: str, rounds: int, dtype: torch.dtype = torch.floa
             times[name].append(timer(run(layer)) / iters)
     with autocast():
         mem = {
-            name: cuda_peak(layer, x, gy) if cuda else saved_bytes(layer, x)
+            name: cuda_peak(lambda layer=layer: step(layer, x, gy))
+            if cuda
+            else saved_bytes(layer, x)
             for name, layer in made.items()
         }
     pick = statistics.median if cuda else min

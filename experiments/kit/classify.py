@@ -83,15 +83,18 @@ def classifier_loop(
     ``<setup>-s<seed>`` and writes to ``out_dir`` (one seed) or ``out_dir/seed<k>/`` (a list);
     its summary starts as ``summary`` plus the keys every study records. ``train.stop`` may end
     a one-seed run before ``train.steps``."""
-    stacked = not isinstance(cfg.seed, int)
-    seeds = seed_list(cfg.seed)
-    runs = _runs(
-        cfg, proc, out_dir, study, {**summary, "copies": len(seeds)} if stacked else summary
-    )
     training = ClassifierTraining(
         cfg, proc, out_dir, model=model, optimizer=optimizer, sampler=sampler, splits=splits,
         transform=transform, step_extra=step_extra, eval_extra=eval_extra, copies=copies,
     )  # fmt: skip
+    seeds = training.seeds
+    runs = _runs(
+        cfg,
+        proc,
+        out_dir,
+        study,
+        {**summary, "copies": len(seeds)} if training.stacked else summary,
+    )
     return TrainLoop(
         model=model,
         runs=runs,
