@@ -83,10 +83,19 @@ def _number(key: str, v: float) -> str:
     return f"{v:.2%}" if "acc" in key else f"{v:.4g}"
 
 
+# Speeds are measurements of a process, not draws over seeds: seeds trained side by side share
+# one, so they get their range (or their one value), never a t-interval.
+THROUGHPUT = ("steps_per_s", "examples_per_s", "images_per_s")
+
+
 def spread(key: str, stat: dict) -> str:
-    """A seed statistic as ``mean [95% t-interval]``, or the one value of a single seed."""
+    """A seed statistic as ``mean [95% t-interval]``, or the one value of a single seed; a
+    speed (:data:`THROUGHPUT`) as its value, or ``mean (range low–high)`` when runs differ."""
     values = [v for v in stat.get("per_seed", []) if v is not None and math.isfinite(v)]
-    if len(values) < 2:
+    if key in THROUGHPUT and len(set(values)) > 1:
+        low, high = min(values), max(values)
+        return f"{_number(key, stat['mean'])} (range {_number(key, low)}–{_number(key, high)})"
+    if len(values) < 2 or key in THROUGHPUT:
         return _number(key, stat["mean"]) if values else "–"
     e = Estimate.of(values)
     low, high = e.interval()
@@ -127,7 +136,11 @@ def setups_table(summary: dict, labels: dict[str, str]) -> dict:
         }
         for name, e in setups.items()
     ]
-    return {"columns": [COLUMNS[k] for k in keys], "rows": rows, "paper": bool(paper)}
+    columns = [
+        (COLUMNS[k], "value or mean (range)" if k in THROUGHPUT else "mean [95% t-interval]")
+        for k in keys
+    ]
+    return {"columns": columns, "rows": rows, "paper": bool(paper)}
 
 
 def figure(file: str, caption: str) -> dict:

@@ -72,6 +72,17 @@ def test_spread_is_the_t_interval_over_seeds():
     assert report.spread("test_acc", {"mean": 0.9, "per_seed": [0.9]}) == "90.00%"
 
 
+def test_a_speed_gets_its_range_or_its_value_not_an_interval():
+    side_by_side = {"mean": 30.4, "per_seed": [30.4] * 5}  # one process, one measurement
+    assert report.spread("steps_per_s", side_by_side) == report._number("steps_per_s", 30.4)
+    apart = report.spread("steps_per_s", {"mean": 30.0, "per_seed": [29.0, 30.0, 31.0]})
+    assert "range" in apart and "[" not in apart
+    assert (
+        report._number("steps_per_s", 29.0) in apart
+        and report._number("steps_per_s", 31.0) in apart
+    )
+
+
 def test_the_papers_numbers_read_as_text():
     assert (
         report.paper_text({"test_acc": 0.783, "at_step": 130_000})
