@@ -50,7 +50,6 @@ COLUMNS = {
     "final_train_loss": "final training loss",
     "steps_per_s": "steps / s",
     "examples_per_s": "examples / s",
-    "images_per_s": "images / s",
     "grad_ratio_init": "gradient ratio at initialization",
     "grad_ratio": "gradient ratio at the end",
     "fixed_batch_loss": "loss on a fixed batch",
@@ -85,7 +84,7 @@ def _number(key: str, v: float) -> str:
 
 # Speeds are measurements of a process, not draws over seeds: seeds trained side by side share
 # one, so they get their range (or their one value), never a t-interval.
-THROUGHPUT = ("steps_per_s", "examples_per_s", "images_per_s")
+THROUGHPUT = ("steps_per_s", "examples_per_s")
 
 
 def spread(key: str, stat: dict) -> str:
