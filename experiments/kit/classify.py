@@ -140,14 +140,17 @@ class ClassifierTraining:
             raise ValueError("a stack of seeds takes one sampler per seed and no transform")
         if self.stacked and (copies is None or len(copies) != len(self.seeds)):
             raise ValueError("a stack of seeds is evaluated through its copies: pass one per seed")
-        self.transform, self.step_extra = transform, step_extra
-        models = list(copies) if self.stacked else [model]
-        self._evaluate, self._final = accuracy_evaluation(
-            cfg, proc, models, optimizer, splits, eval_extra
+        self.transform, self.step_extra, self.eval_extra = transform, step_extra, eval_extra
+        self.models = list(copies) if self.stacked else [model]  # what the evaluations run
+        e = cfg.eval
+        self.test_split = splits[1]
+        self.test_key = "test/acc_subset" if e.test_subset else "test/acc"
+        self.test_batches = fixed_batches(self.test_split, e.batch_size, e.test_subset or None)
+        self.train_batches = (
+            fixed_batches(self.train_split, e.batch_size, e.train_subset) if e.train_subset else []
         )
         s = cfg.train.stop
-        metric = "test/acc_subset" if cfg.eval.test_subset else "test/acc"
-        self.rule = StopRule(metric, s.target, s.plateau, s.min_steps)
+        self.rule = StopRule(self.test_key, s.target, s.plateau, s.min_steps)
 
     def batches(self, start: int) -> Iterator:
         steps = itertools.count(start)
@@ -180,20 +183,51 @@ class ClassifierTraining:
             out = {"loss": losses.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}  # fmt: skip
         return out if self.step_extra is None else {**out, **self.step_extra(step)}
 
-    def evaluate(self, step: int) -> list[dict[str, float]]:
-        return self._evaluate(step)
+    def evaluate(self, step: int) -> list[dict[str, float]] | dict[str, float]:
+        """``test/acc`` on the test split (or, with ``eval.test_subset``, ``test/acc_subset`` on
+        that many fixed test examples), ``train/acc`` on the first ``eval.train_subset`` training
+        examples (inference mode), the study's ``eval_extra`` metrics and the learning rate.
+        Only rank 0 evaluates."""
+        if self.proc.rank != 0:
+            return {}
+        args = (self.proc.device, self.proc.memory_format)
+        with self.proc.autocast():
+            test = self.test_split.batches(self.test_batches)
+            metrics = {self.test_key: copy_accuracies(self.models, test, *args)}
+            if self.train_batches:
+                train = self.train_split.batches(self.train_batches)
+                metrics["train/acc"] = copy_accuracies(self.models, train, *args)
+        if self.eval_extra is not None:
+            metrics.update(self.eval_extra())
+        metrics["lr"] = self.optimizer.param_groups[0]["lr"]
+        return self._per_run(metrics)
 
-    def final_evaluate(self) -> list[dict[str, float]] | None:
-        """The whole test set at the end, when the evaluations measured a subset."""
-        return None if self._final is None else self._final()
+    def final_evaluate(self) -> list[dict[str, float]] | dict[str, float] | None:
+        """``test/acc`` on the whole test split at the end, when the evaluations measured a
+        subset (``None`` otherwise). Only rank 0 evaluates."""
+        if not self.cfg.eval.test_subset:
+            return None
+        if self.proc.rank != 0:
+            return {}
+        batches = self.test_split.batches(fixed_batches(self.test_split, self.cfg.eval.batch_size))
+        args = (self.proc.device, self.proc.memory_format)
+        with self.proc.autocast():
+            return self._per_run({"test/acc": copy_accuracies(self.models, batches, *args)})
+
+    def _per_run(self, metrics: dict[str, Any]) -> list[dict[str, float]] | dict[str, float]:
+        """``{key: one value per copy}`` as one dict per run (one seed: the dict itself)."""
+        if not self.stacked:
+            return {k: v[0] if isinstance(v, list) else v for k, v in metrics.items()}
+        return [
+            {k: v[i] if isinstance(v, list) else v for k, v in metrics.items()}
+            for i in range(len(self.models))
+        ]
 
     def stop(self, step: int, evals: list[dict[str, float]]) -> str | None:
         rule = self.rule
         if not rule.active:
             return None
-        if (
-            rule.curve is None and self.proc.rank == 0
-        ):  # resumed from a checkpoint without its curve
+        if rule.curve is None and self.proc.rank == 0:  # resumed without its curve
             rule.curve = [
                 (s, v) for s, v in read_curve(self.out_dir / "metrics.csv", rule.metric) if s < step
             ]
@@ -260,55 +294,6 @@ def stack_batch(x: Tensor, y: Tensor, copies: int) -> tuple[Tensor, Tensor]:
     n = x.shape[0] // copies
     stacked = x.view(copies, n, *x.shape[1:]).transpose(0, 1).reshape(n, -1, *x.shape[2:])
     return stacked, y.view(copies, n).t()
-
-
-def accuracy_evaluation(cfg, proc: Process, models, optimizer, splits, extra=None):
-    """``(evaluate, final_evaluate)``. ``evaluate(step)``: ``test/acc`` on the test split (or,
-    with ``eval.test_subset``, ``test/acc_subset`` on that many fixed test examples),
-    ``train/acc`` on the first ``eval.train_subset`` training examples (inference mode), the
-    study's ``extra`` metrics and the learning rate. ``final_evaluate()``: ``test/acc`` on the
-    whole test split when the evaluations measured a subset, else ``None``. Only rank 0
-    evaluates."""
-    train_split, test_split = splits
-    e = cfg.eval
-    copies = len(models)
-    args = (proc.device, proc.memory_format)
-    test_key = "test/acc_subset" if e.test_subset else "test/acc"
-    test_batches = fixed_batches(test_split, e.batch_size, e.test_subset or None)
-    train_batches = (
-        fixed_batches(train_split, e.batch_size, e.train_subset) if e.train_subset else []
-    )
-
-    def per_run(metrics: dict[str, Any]) -> list[dict[str, float]] | dict[str, float]:
-        """``{key: one value per copy}`` as one dict per run (one seed: the dict itself)."""
-        if isinstance(cfg.seed, int):
-            return {k: v[0] if isinstance(v, list) else v for k, v in metrics.items()}
-        return [
-            {k: v[i] if isinstance(v, list) else v for k, v in metrics.items()}
-            for i in range(copies)
-        ]
-
-    def evaluate(step: int) -> list[dict[str, float]] | dict[str, float]:
-        if proc.rank != 0:
-            return {}
-        with proc.autocast():
-            metrics = {test_key: copy_accuracies(models, test_split.batches(test_batches), *args)}
-            if train_batches:
-                train = train_split.batches(train_batches)
-                metrics["train/acc"] = copy_accuracies(models, train, *args)
-        if extra is not None:
-            metrics.update(extra())
-        metrics["lr"] = optimizer.param_groups[0]["lr"]
-        return per_run(metrics)
-
-    def final_evaluate() -> list[dict[str, float]] | dict[str, float]:
-        if proc.rank != 0:
-            return {}
-        batches = test_split.batches(fixed_batches(test_split, e.batch_size))
-        with proc.autocast():
-            return per_run({"test/acc": copy_accuracies(models, batches, *args)})
-
-    return evaluate, (final_evaluate if e.test_subset else None)
 
 
 def finish(loop: TrainLoop, result) -> dict:
