@@ -32,6 +32,7 @@ from experiments.kit.measures import first_last_gradient_ratio
 from experiments.kit.norm import norm_factory
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
+from experiments.kit.seeds import derive_seed
 from experiments.nets.deep_mlp import ACTIVATIONS, DeepMLP
 
 STUDY = "depth"
@@ -88,10 +89,11 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     x_all, y_all = train_split.x.flatten(1), train_split.labels
     torch.manual_seed(cfg.seed)
     nets = build_networks(cfg, x_all.shape[1])
-    fixed = torch.randperm(len(y_all), generator=torch.Generator().manual_seed(10_000 + cfg.seed))
+    g = torch.Generator().manual_seed(derive_seed(cfg.seed, "fixed-batch"))
+    fixed = torch.randperm(len(y_all), generator=g)
     x_fixed, y_fixed = x_all[fixed[: cfg.train.batch_size]], y_all[fixed[: cfg.train.batch_size]]
     runs = make_runs(cfg, out_dir)
-    sampler = IIDBatches(len(y_all), cfg.train.batch_size, seed=cfg.seed)
+    sampler = IIDBatches(len(y_all), cfg.train.batch_size, derive_seed(cfg.seed, "train"))
     optimizer = torch.optim.SGD(nets.parameters(), lr=cfg.train.lr)
 
     loop = TrainLoop(

@@ -54,6 +54,7 @@ from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
+from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
 from experiments.nets.mlp_step import SGDStep, split_noise
@@ -202,7 +203,7 @@ def sigmoid_input_percentiles(
     (a) ``moving``: test set, inference mode; (b) ``population``: the same after Algorithm 2 on
     the ``fixed`` training batches (on a copy; without BN equal to (a)); (c) ``train_mode``: the
     fixed batches in training mode (on a copy, so the moving averages do not move; noisy BN's
-    noise drawn from a generator seeded with ``step``, not from the run's)."""
+    noise drawn from ``fixed_seed("train-mode noise", step)``, not from the run's stream)."""
     out = {}
     with recorder, torch.no_grad():
         model.eval()(x_test)
@@ -219,7 +220,7 @@ def sigmoid_input_percentiles(
     m = copy.deepcopy(model).train()
     rec = SigmoidInputs(m.sigmoids)
     with rec, torch.no_grad(), torch.random.fork_rng(devices=[]):  # noisy BN: not the run's draws
-        torch.manual_seed(step)
+        torch.manual_seed(fixed_seed("train-mode noise", step))
         for x in fixed:
             m(x)
     out["train_mode"] = rec.percentiles(qs)[0]
@@ -313,7 +314,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "weight_decay": cfg.train.weight_decay, "lr": cfg.train.lr, "steps": cfg.train.steps, "command": job_command(f"experiments.{STUDY}"),
         },
     )  # fmt: skip
-    sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=cfg.seed)
+    sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, derive_seed(cfg.seed, "train"))
     probe = Probes(cfg, model, data)
     step = sgd_step(model, cfg.train.lr, cfg.train.weight_decay, cfg.eval.every)
     loop = TrainLoop(
@@ -334,7 +335,9 @@ class Probes:
         self.model, self.data, self.lr = model, data, cfg.train.lr
         self.weight_decay = cfg.train.weight_decay
         self.qs, p = list(cfg.probe.percentiles), cfg.probe
-        fixed_sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, seed=100_000 + cfg.seed)
+        fixed_sampler = IIDBatches(
+            len(data.y_train), cfg.train.batch_size, derive_seed(cfg.seed, "fixed-batch")
+        )
         batches = stacked_batches(data, [fixed_sampler], cfg.train.batch_size)(0)
         fixed = [next(batches) for _ in range(p.batches)]
         self.fixed_x = [x for x, _ in fixed]

@@ -35,7 +35,7 @@ from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
-from experiments.kit.seeds import derive_seed
+from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep
 from experiments.studies import study
@@ -170,7 +170,7 @@ class Figure1Probe:
         """Per layer, the quartiles over units of the excess kurtosis and the negentropy, and
         the same numbers of a standard-normal sample the size of the test set (the control)."""
         if self._control is None:
-            g = torch.Generator().manual_seed(0)
+            g = torch.Generator().manual_seed(fixed_seed("normal control"))
             normal = torch.randn(both.shape[-1], len(self.data.y_test), generator=g)
             control = torch.stack([excess_kurtosis(normal), negentropy(normal)]).float()
             self._control = self._quartiles(control[:, None], "nongauss/control")
@@ -314,7 +314,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     )  # fmt: skip
     runs = make_runs(cfg, out_dir, seeds)
     probe = Figure1Probe(model, data, cfg.probe, runs, small_data=cfg.train.subset is not None)
-    samplers = [IIDBatches(len(data.y_train), batch_size, seed=s) for s in seeds]
+    samplers = [IIDBatches(len(data.y_train), batch_size, derive_seed(s, "train")) for s in seeds]
     loop = TrainLoop(
         model=model,
         runs=runs,

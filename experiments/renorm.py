@@ -31,6 +31,7 @@ from experiments.kit.evaluation import copy_accuracies
 from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches, PairBatches
+from experiments.kit.seeds import derive_seed
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.stacked import copy_views, stack_copies
 from experiments.papers import BRN_RESULTS
@@ -225,7 +226,8 @@ def train_mode_accuracy(
         return None
     e, seeds = cfg.eval, seed_list(cfg.seed)
     samplers = [
-        make_sampler(cfg.sampler, test_split, e.pair_batch_size, seed=10_000 + s) for s in seeds
+        make_sampler(cfg.sampler, test_split, e.pair_batch_size, derive_seed(s, "test-pairs"))
+        for s in seeds
     ]
     steps = range(len(test_split) // e.pair_batch_size)
     batches = [torch.cat([sampler.indices(s) for sampler in samplers]) for s in steps]
@@ -256,7 +258,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     optimizer = build_optimizer(t, [p for p in model.parameters() if p.requires_grad])
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, t.lr_decay_every, t.lr_decay_factor)
     samplers = [
-        make_sampler(cfg.sampler, train_split, t.batch_size, seed * 1000 + proc.rank)
+        make_sampler(cfg.sampler, train_split, t.batch_size, derive_seed(seed, "train", proc.rank))
         for seed in seeds
     ]
     loop = classify.classifier_loop(

@@ -24,6 +24,7 @@ from experiments.kit.evaluation import best_accuracies, copy_accuracies, to_devi
 from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.runlog import read_curve
+from experiments.kit.seeds import derive_seed
 from experiments.kit.stopping import StopRule
 from experiments.nets.stacked import copy_losses, split_copies
 
@@ -156,7 +157,7 @@ class ClassifierTraining:
         steps = itertools.count(start)
         if not self.stacked:
             indices = (self.samplers[0].indices(s) for s in steps)
-            seed = self.cfg.seed * 64 + self.proc.rank
+            seed = derive_seed(self.cfg.seed, "augment", self.proc.rank)
             return self.train_split.batches(indices, seed=seed, first_step=start)
         indices = (torch.cat([s.indices(step) for s in self.samplers]) for step in steps)
         return (stack_batch(x, y, len(self.seeds)) for x, y in self.train_split.batches(indices))

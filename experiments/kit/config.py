@@ -232,8 +232,8 @@ def check_common(cfg: DictConfig) -> None:
     require(
         [
             (
-                len(seeds) >= 1 and all(isinstance(s, int) for s in seeds),
-                f"seed={cfg.seed} must be an integer or a list of integers, e.g. seed=[0,1,2]",
+                len(seeds) >= 1 and all(isinstance(s, int) and s >= 0 for s in seeds),
+                f"seed={cfg.seed} must be an integer >= 0 or a list of them, e.g. seed=[0,1,2]",
             ),
             (len(set(seeds)) == len(seeds), f"seed={seeds} has repeated seeds"),
         ]

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from experiments.kit.errors import BadDataFile, ConfigError, DataUnavailable
 from experiments.kit.fetch import SPLITS, ensure_dataset, find, launch_path
+from experiments.kit.seeds import derive_seed, fixed_seed
 
 
 @dataclass
@@ -143,8 +144,9 @@ class _IndexLists(torch.utils.data.Sampler):
             if self.seed is None:
                 yield [(i, None) for i in idx.tolist()]
             else:
-                base = (self.seed * 1_000_003 + k) * 65_536
-                yield [(i, (base + j) % 2**63) for j, i in enumerate(idx.tolist())]
+                yield [
+                    (i, derive_seed(self.seed, "item", k, j)) for j, i in enumerate(idx.tolist())
+                ]
 
 
 class _SeededItems(torch.utils.data.Dataset):
@@ -181,7 +183,8 @@ def fixed_batches(split, batch_size: int, limit: int | None = None) -> list[Tens
     n = len(split)
     stop = n if limit is None else min(n, limit)
     if stop < n and isinstance(split, FolderSplit):
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:stop].sort().values
+        g = torch.Generator().manual_seed(fixed_seed("evaluation subset"))
+        order = torch.randperm(n, generator=g)[:stop].sort().values
     else:
         order = torch.arange(stop)
     return list(order.split(batch_size))

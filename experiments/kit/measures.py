@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
+from experiments.kit.seeds import fixed_seed
+
 LossFn = Callable[[], Tensor]  # the loss of a fixed batch at the model's current weights
 Step = Callable[[Tensor, Tensor], Tensor]  # (parameter, its gradient) -> the optimizer's step
-NOISE_SEED = 0  # the random draws every loss_fn call gets
+NOISE_SEED = fixed_seed("loss noise")  # the random draws every loss_fn call gets
 
 
 @contextlib.contextmanager

@@ -7,13 +7,15 @@ import torch
 from torch import Tensor
 
 from experiments.kit.errors import ConfigError
+from experiments.kit.seeds import derive_seed
 
 
 class IIDBatches:
     """Batch ``step`` of an i.i.d. stream: epochs of fresh random permutations (the last partial
     batch of an epoch is dropped).
 
-    ``seed`` should differ between processes of a distributed run.
+    ``seed`` is the stream's own (``derive_seed(run seed, stream, rank)``: it differs between
+    processes of a distributed run); epoch ``e`` is shuffled by ``derive_seed(seed, "epoch", e)``.
     """
 
     def __init__(self, n: int, batch_size: int, seed: int) -> None:
@@ -28,7 +30,7 @@ class IIDBatches:
     def indices(self, step: int) -> Tensor:
         epoch, k = divmod(step, self.per_epoch)
         if epoch != self._epoch:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            g = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", epoch))
             self._epoch, self._perm = epoch, torch.randperm(self.n, generator=g)
         return self._perm[k * self.batch_size : (k + 1) * self.batch_size]
 
@@ -46,7 +48,8 @@ class PairBatches:
     Args:
         labels: the label of every example, ``(n,)``.
         batch_size: a multiple of ``per_label``; the paper uses 32.
-        seed: differs between processes of a distributed run.
+        seed: the stream's own (``derive_seed(run seed, stream, rank)``: it differs between
+            processes of a distributed run); step ``k`` draws from ``derive_seed(seed, "step", k)``.
         per_label: examples of each drawn label (2 in the paper).
     """
 
@@ -68,7 +71,7 @@ class PairBatches:
         self.start = (torch.cumsum(counts, 0) - counts)[usable]
 
     def indices(self, step: int) -> Tensor:
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        g = torch.Generator().manual_seed(derive_seed(self.seed, "step", step))
         groups = self.batch_size // self.per_label
         k = torch.randint(len(self.classes), (groups,), generator=g)  # labels, with replacement
         n = self.counts[k]

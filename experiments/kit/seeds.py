@@ -1,6 +1,9 @@
-"""One seed per random stream. A study's streams (its training batches, population batches,
-fixed evaluation batches, augmentations, ...) each get ``derive_seed(seed, stream, *ids)``, so two
-streams never coincide by arithmetic (``seed + 1`` would be the next seed's training stream)."""
+"""One seed per random stream. A run's seed seeds its initialization; every other stream of the
+run (its training batches, population batches, fixed evaluation batches, augmentations, ...) gets
+``derive_seed(seed, stream, *ids)``, and a stream that is the same in every run (a control sample,
+a fixed subset of the data) gets ``fixed_seed(stream, *ids)``. So two streams never coincide by
+arithmetic (``seed + 1`` would be the next seed's training stream, ``seed * 1_000_003 + epoch``
+seed 0's initialization at epoch 0)."""
 
 from __future__ import annotations
 
@@ -21,3 +24,9 @@ def derive_seed(seed: int, stream: str, *ids: int) -> int:
     """
     key = "/".join(map(str, (seed, stream, *ids))).encode()
     return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
+
+
+def fixed_seed(stream: str, *ids: int) -> int:
+    """A 32-bit seed for the stream named ``stream`` (and ``ids``) that is the same in every run
+    whatever its seed: :func:`derive_seed` of seed -1, which no run has (seeds are >= 0)."""
+    return derive_seed(-1, stream, *ids)
