@@ -66,52 +66,38 @@ def _common(study: str, root: Path, *extra: str):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("setup", ["bn", "baseline"])
-def test_the_mnist_study(root, tmp_path, monkeypatch, setup):
-    cfg = _common(
-        "mnist", root, "data=fashion_mnist", f"setup={setup}", "seed=[0,1,2]", "train.steps=20",
-        "eval.every=10", "train.batch_size=20", "population.num_batches=3",
-        "probe.nongaussian=true",
-    )  # fmt: skip
+# (study, its train function, a list of seeds in one process?, overrides for a few-step run)
+STUDIES = [
+    pytest.param("mnist", mnist.train, True, ("setup=bn", "probe.nongaussian=true",
+                 "train.steps=20", "eval.every=10", "train.batch_size=20",
+                 "population.num_batches=3"), id="mnist-bn"),
+    pytest.param("mnist", mnist.train, True, ("setup=baseline", "train.steps=20", "eval.every=10",
+                 "train.batch_size=20"), id="mnist-baseline"),
+    pytest.param("renorm", renorm.train, True, ("setup=brn32", "train.steps=4", "eval.every=2",
+                 "eval.batch_size=25", "eval.train_subset=50"), id="renorm-brn32"),
+    pytest.param("renorm", renorm.train, True, ("setup=noniid_brn", "eval.train_mode=true",
+                 "train.steps=4", "eval.every=2", "eval.batch_size=25", "eval.train_subset=50"),
+                 id="renorm-noniid", marks=pytest.mark.slow),
+    pytest.param("mechanism", mechanism.train, False, ("setup=mech_noisy_bn", "train.steps=2",
+                 "eval.every=2", "train.batch_size=20", "probe.batches=2",
+                 "probe.jacobian_examples=2", "probe.etas=[1.0]"), id="mechanism",
+                 marks=pytest.mark.slow),
+    pytest.param("depth", depth.train, False, ("train.steps=3", "train.batch_size=20",
+                 "model.depths=[1,2]", "model.width=8"), id="depth", marks=pytest.mark.slow),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("study, train, side_by_side, overrides", STUDIES)
+def test_every_stream_of_a_study_has_its_own_seed(
+    root, tmp_path, monkeypatch, study, train, side_by_side, overrides
+):
+    data = () if study == "renorm" else ("data=fashion_mnist",)
     recorder = _Recorder(monkeypatch)
-    mnist.train(cfg, tmp_path)
-    recorder.check()
-
-
-@pytest.mark.slow
-def test_the_mechanism_study(root, tmp_path, monkeypatch):
-    recorder = _Recorder(monkeypatch)
-    for seed in SEEDS:
-        cfg = _common(
-            "mechanism", root, "data=fashion_mnist", "setup=mech_noisy_bn", f"seed={seed}",
-            "train.steps=2", "eval.every=2", "train.batch_size=20", "probe.batches=2",
-            "probe.jacobian_examples=2", "probe.etas=[1.0]",
-        )  # fmt: skip
-        mechanism.train(cfg, tmp_path / str(seed))
-    recorder.check()
-
-
-@pytest.mark.parametrize("setup", ["brn32", pytest.param("noniid_brn", marks=pytest.mark.slow)])
-def test_the_renorm_study(root, tmp_path, monkeypatch, setup):
-    cfg = _common(
-        "renorm", root, f"setup={setup}", "seed=[0,1,2]", "train.steps=4",
-        "train.lr_decay_every=2", "eval.every=2", "eval.batch_size=25", "eval.train_subset=50",
-        "eval.train_mode=true",
-    )  # fmt: skip
-    recorder = _Recorder(monkeypatch)
-    renorm.train(cfg, tmp_path)
-    recorder.check()
-
-
-@pytest.mark.slow
-def test_the_depth_study(root, tmp_path, monkeypatch):
-    recorder = _Recorder(monkeypatch)
-    for seed in SEEDS:
-        cfg = _common(
-            "depth", root, "data=fashion_mnist", f"seed={seed}", "train.steps=3",
-            "train.batch_size=20", "model.depths=[1,2]", "model.width=8",
-        )  # fmt: skip
-        depth.train(cfg, tmp_path / str(seed))
+    if side_by_side:  # the seeds as one list, trained in one process
+        train(_common(study, root, *data, *overrides, f"seed={list(SEEDS)}"), tmp_path)
+    else:
+        for seed in SEEDS:
+            train(_common(study, root, *data, *overrides, f"seed={seed}"), tmp_path / str(seed))
     recorder.check()
 
 
