@@ -220,7 +220,7 @@ def sigmoid_input_percentiles(
     m = copy.deepcopy(model).train()
     rec = SigmoidInputs(m.sigmoids)
     with rec, torch.no_grad(), torch.random.fork_rng(devices=[]):  # noisy BN: not the run's draws
-        torch.manual_seed(fixed_seed("train-mode noise", step))
+        torch.default_generator.manual_seed(fixed_seed("train-mode noise", step))
         for x in fixed:
             m(x)
     out["train_mode"] = rec.percentiles(qs)[0]

@@ -232,7 +232,8 @@ def check_common(cfg: DictConfig) -> None:
     require(
         [
             (
-                len(seeds) >= 1 and all(isinstance(s, int) and s >= 0 for s in seeds),
+                len(seeds) >= 1
+                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds),
                 f"seed={cfg.seed} must be an integer >= 0 or a list of them, e.g. seed=[0,1,2]",
             ),
             (len(set(seeds)) == len(seeds), f"seed={seeds} has repeated seeds"),

@@ -117,7 +117,8 @@ class FolderSplit:
         """The examples of each index tensor, read and transformed by the worker processes.
 
         With ``seed``, the random transform of the ``j``-th example of batch ``k`` is seeded by
-        ``(seed, first_step + k, j)``: a run resumed at step ``first_step`` gets exactly the
+        ``derive_seed(seed, "item", first_step + k, j, bits=63)`` (63 bits: a run draws hundreds
+        of thousands of them): a run resumed at step ``first_step`` gets exactly the
         augmented images of an uninterrupted one, whatever the number of workers."""
         loader = torch.utils.data.DataLoader(
             _SeededItems(self.dataset),
@@ -145,13 +146,15 @@ class _IndexLists(torch.utils.data.Sampler):
                 yield [(i, None) for i in idx.tolist()]
             else:
                 yield [
-                    (i, derive_seed(self.seed, "item", k, j)) for j, i in enumerate(idx.tolist())
+                    (i, derive_seed(self.seed, "item", k, j, bits=63))
+                    for j, i in enumerate(idx.tolist())
                 ]
 
 
 class _SeededItems(torch.utils.data.Dataset):
-    """``dataset[i]`` with torch's RNG seeded for the transform, restored afterwards (with no
-    workers the dataset runs in the training process, whose RNG drives dropout)."""
+    """``dataset[i]`` with torch's CPU generator seeded for the transform, restored afterwards
+    (with no workers the dataset runs in the training process, whose generators drive dropout;
+    a GPU's are left alone)."""
 
     def __init__(self, dataset) -> None:
         self.dataset = dataset
@@ -165,7 +168,7 @@ class _SeededItems(torch.utils.data.Dataset):
             if seed is None:
                 return self.dataset[i]
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
+                torch.default_generator.manual_seed(seed)
                 return self.dataset[i]
         except OSError as e:  # PIL's UnidentifiedImageError, a truncated or vanished file
             path = self.dataset.samples[i][0]

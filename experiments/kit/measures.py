@@ -22,7 +22,6 @@ from experiments.kit.seeds import fixed_seed
 
 LossFn = Callable[[], Tensor]  # the loss of a fixed batch at the model's current weights
 Step = Callable[[Tensor, Tensor], Tensor]  # (parameter, its gradient) -> the optimizer's step
-NOISE_SEED = fixed_seed("loss noise")  # the random draws every loss_fn call gets
 
 
 @contextlib.contextmanager
@@ -36,9 +35,10 @@ def weights_restored(model: nn.Module) -> Iterator[None]:
 
 
 def _loss(loss_fn: LossFn) -> Tensor:
-    """``loss_fn()`` with the same random draws at every call; the global state untouched."""
+    """``loss_fn()`` with the same random draws at every call (from torch's CPU generator); the
+    global state untouched."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(NOISE_SEED)
+        torch.default_generator.manual_seed(fixed_seed("loss noise"))
         return loss_fn()
 
 

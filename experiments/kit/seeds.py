@@ -1,19 +1,22 @@
-"""One seed per random stream. A run's seed seeds its initialization; every other stream of the
-run (its training batches, population batches, fixed evaluation batches, augmentations, ...) gets
-``derive_seed(seed, stream, *ids)``, and a stream that is the same in every run (a control sample,
-a fixed subset of the data) gets ``fixed_seed(stream, *ids)``. So two streams never coincide by
-arithmetic (``seed + 1`` would be the next seed's training stream, ``seed * 1_000_003 + epoch``
-seed 0's initialization at epoch 0)."""
+"""One seed per random stream. A run's seed seeds its initialization; every other seeded stream
+of the run (its training batches, population batches, fixed evaluation batches, augmentations,
+...) gets ``derive_seed(seed, stream, *ids)``, and a stream that is the same in every run (a
+control sample, a fixed subset of the data) gets ``fixed_seed(stream, *ids)``. So two streams do
+not coincide by arithmetic (``seed + 1`` would be the next seed's training stream,
+``seed * 1_000_003 + epoch`` seed 0's initialization at epoch 0); two 32-bit seeds coincide by
+chance once in about 4e9 pairs, so a stream of very many seeds (one per image) asks for 63 bits.
+Draws made from torch's global generator after the initialization (dropout, a noisy layer)
+continue the initialization's stream."""
 
 from __future__ import annotations
 
 import hashlib
 
 
-def derive_seed(seed: int, stream: str, *ids: int) -> int:
-    """A 32-bit seed for the random stream named ``stream`` of the run seeded ``seed`` (and of
-    ``ids``: a rank, an epoch, a step), from SHA-256: the same arguments give the same seed, other
-    arguments a seed that no arithmetic on small seeds reaches.
+def derive_seed(seed: int, stream: str, *ids: int, bits: int = 32) -> int:
+    """A ``bits``-bit seed (at most 64) for the random stream named ``stream`` of the run seeded
+    ``seed`` (and of ``ids``: a rank, an epoch, a step), from SHA-256: the same arguments give the
+    same seed, other arguments a seed that no arithmetic on small seeds reaches.
 
     Example::
 
@@ -22,8 +25,10 @@ def derive_seed(seed: int, stream: str, *ids: int) -> int:
         >>> derive_seed(0, "population") != derive_seed(1, "population") != derive_seed(0, "train")
         True
     """
+    if "/" in stream or not 1 <= bits <= 64:
+        raise ValueError(f"stream {stream!r} must not contain '/', bits={bits} must be 1..64")
     key = "/".join(map(str, (seed, stream, *ids))).encode()
-    return int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") & ((1 << bits) - 1)
 
 
 def fixed_seed(stream: str, *ids: int) -> int:

@@ -236,6 +236,8 @@ def test_a_diverging_seed_leaves_the_others_untouched(root, tmp_path, monkeypatc
         ("train.steps=0", "train.steps=0"),
         ("seed=[1,1]", "repeated seeds"),
         ("seed=abc", "seed=abc must be an integer"),
+        ("seed=-1", "seed=-1 must be an integer >= 0"),
+        ("seed=true", "seed=True must be an integer >= 0"),
         ("norm=layernorm", "norm=layernorm"),
         ("probe.percentiles=[50,50,50]", "probe.percentiles"),
         ("probe.percentiles=[50,60,85]", "probe.percentiles"),

@@ -2,10 +2,11 @@
 
 import itertools
 
+import pytest
 import torch
 
 from experiments.kit.sampling import IIDBatches
-from experiments.kit.seeds import derive_seed
+from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.mnist import population_sampler
 
 STREAMS = ("train", "population", "fixed-batch", "test-pairs", "augment")
@@ -30,3 +31,21 @@ def test_the_population_batches_are_no_seeds_training_batches():
         assert not any(
             torch.equal(population.indices(k), training.indices(k)) for k in range(steps)
         ), (s, t)
+
+
+def test_a_fixed_stream_is_no_runs_stream():
+    assert fixed_seed("control") == fixed_seed("control") != fixed_seed("control", 1)
+    assert fixed_seed("control") not in {derive_seed(s, "control") for s in range(1000)}
+
+
+def test_wider_seeds_for_streams_of_very_many_seeds():
+    """The 32-bit seed is the low half of the 64-bit one, so widening a stream keeps the others."""
+    wide = derive_seed(5, "item", 3, 9, bits=63)
+    assert wide >= 2**32 and wide < 2**63  # this one uses its upper bits
+    assert wide % 2**32 == derive_seed(5, "item", 3, 9)
+
+
+@pytest.mark.parametrize("stream, bits", [("a/b", 32), ("item", 0), ("item", 65)])
+def test_ambiguous_names_and_widths_are_refused(stream, bits):
+    with pytest.raises(ValueError, match="must not contain"):
+        derive_seed(0, stream, bits=bits)
