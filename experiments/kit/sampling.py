@@ -14,8 +14,9 @@ class IIDBatches:
     """Batch ``step`` of an i.i.d. stream: epochs of fresh random permutations (the last partial
     batch of an epoch is dropped).
 
-    ``seed`` is the stream's own (``derive_seed(run seed, stream, rank)``: it differs between
-    processes of a distributed run); epoch ``e`` is shuffled by ``derive_seed(seed, "epoch", e)``.
+    ``seed`` is the stream's own, ``derive_seed(run seed, stream)`` (with the process rank among
+    its ids in a distributed run, whose processes draw different examples); epoch ``e`` is
+    shuffled by ``derive_seed(seed, "epoch", e)``.
     """
 
     def __init__(self, n: int, batch_size: int, seed: int) -> None:
@@ -48,8 +49,8 @@ class PairBatches:
     Args:
         labels: the label of every example, ``(n,)``.
         batch_size: a multiple of ``per_label``; the paper uses 32.
-        seed: the stream's own (``derive_seed(run seed, stream, rank)``: it differs between
-            processes of a distributed run); step ``k`` draws from ``derive_seed(seed, "step", k)``.
+        seed: the stream's own, ``derive_seed(run seed, stream)`` (with the process rank among
+            its ids in a distributed run); step ``k`` draws from ``derive_seed(seed, "step", k)``.
         per_label: examples of each drawn label (2 in the paper).
     """
 
