@@ -191,13 +191,9 @@ class ClassifierTraining:
         Only rank 0 evaluates."""
         if self.proc.rank != 0:
             return {}
-        args = (self.proc.device, self.proc.memory_format)
-        with self.proc.autocast():
-            test = self.test_split.batches(self.test_batches)
-            metrics = {self.test_key: copy_accuracies(self.models, test, *args)}
-            if self.train_batches:
-                train = self.train_split.batches(self.train_batches)
-                metrics["train/acc"] = copy_accuracies(self.models, train, *args)
+        metrics = {self.test_key: self._accuracies(self.test_split, self.test_batches)}
+        if self.train_batches:
+            metrics["train/acc"] = self._accuracies(self.train_split, self.train_batches)
         if self.eval_extra is not None:
             metrics.update(self.eval_extra())
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
@@ -210,10 +206,14 @@ class ClassifierTraining:
             return None
         if self.proc.rank != 0:
             return {}
-        batches = self.test_split.batches(fixed_batches(self.test_split, self.cfg.eval.batch_size))
-        args = (self.proc.device, self.proc.memory_format)
+        everything = fixed_batches(self.test_split, self.cfg.eval.batch_size)
+        return self._per_run({"test/acc": self._accuracies(self.test_split, everything)})
+
+    def _accuracies(self, split, batches: list[Tensor]) -> list[float]:
+        """Each model's top-1 accuracy over ``batches`` of ``split`` (inference mode)."""
         with self.proc.autocast():
-            return self._per_run({"test/acc": copy_accuracies(self.models, batches, *args)})
+            loaded = split.batches(batches)
+            return copy_accuracies(self.models, loaded, self.proc.device, self.proc.memory_format)
 
     def _per_run(self, metrics: dict[str, Any]) -> list[dict[str, float]] | dict[str, float]:
         """``{key: one value per copy}`` as one dict per run (one seed: the dict itself)."""

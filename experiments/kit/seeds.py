@@ -25,8 +25,10 @@ def derive_seed(seed: int, stream: str, *ids: int, bits: int = 32) -> int:
         >>> derive_seed(0, "population") != derive_seed(1, "population") != derive_seed(0, "train")
         True
     """
-    if "/" in stream or not 1 <= bits <= 64:
-        raise ValueError(f"stream {stream!r} must not contain '/', bits={bits} must be 1..64")
+    if "/" in stream:
+        raise ValueError(f"stream {stream!r} must not contain '/' (it joins the key's parts)")
+    if not 1 <= bits <= 64:
+        raise ValueError(f"bits={bits} must be between 1 and 64")
     key = "/".join(map(str, (seed, stream, *ids))).encode()
     return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") & ((1 << bits) - 1)
 
