@@ -304,6 +304,8 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     data = load_data(cfg.data)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, data)
+    if cfg.model.noise:  # the noise's own stream, not the rest of the initialization's
+        torch.manual_seed(derive_seed(cfg.seed, "noise"))
     setup = config.setup_name()
     run = Run(
         name=f"{setup}-s{cfg.seed}",

@@ -5,8 +5,9 @@ control sample, a fixed subset of the data) gets ``fixed_seed(stream, *ids)``. S
 not coincide by arithmetic (``seed + 1`` would be the next seed's training stream,
 ``seed * 1_000_003 + epoch`` seed 0's initialization at epoch 0); two 32-bit seeds coincide by
 chance once in about 4e9 pairs, so a stream of very many seeds (one per image) asks for 63 bits.
-Draws made from torch's global generator after the initialization (dropout, a noisy layer)
-continue the initialization's stream."""
+A training that draws from torch's global generator (a noisy layer) reseeds it once the network
+is built, with ``derive_seed(seed, "noise")``, so those draws do not continue the
+initialization's stream; the BN-Inception study's dropout still does."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ class CovariateShiftNoise(nn.Module):
     ``σ_t ~ U(1, 1.25)``, then per element ``m ~ U(μ_t − 0.1, μ_t + 0.1)`` and
     ``s ~ N(σ_t, 0.1²)``: a shift of mean and scale that changes every step, so the next layer
     sees a distribution that moves however the weights move. Draws come from torch's global
-    generator (a study's checkpoint restores it, so a resumed run draws the same noise).
+    generator: the mechanism study seeds it with the noise's own stream once the network is built,
+    and its checkpoint restores it, so a resumed run draws the same noise.
 
     Args:
         mean_range: ``μ_t``'s interval. Default: ``(-0.5, 0.5)``.

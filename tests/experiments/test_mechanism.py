@@ -9,6 +9,8 @@ from experiments import mechanism, mechanism_results, mnist
 from experiments.kit import mlp_harness
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
+from experiments.kit.seeds import derive_seed
+from experiments.nets.noisy import CovariateShiftNoise
 from tests.configs import compose_config
 from tests.interrupt import dies_at_step
 from tests.runs import metric_rows
@@ -222,3 +224,19 @@ def test_the_step_is_sgd_with_l2_on_the_weight_matrices_only(root):
         decay = 0.1 * before[n] if id(p) in matrices else 0
         torch.testing.assert_close(p.detach(), before[n] - 0.5 * (grads[n] + decay))
     assert set(out) >= {"loss", "weights/layer1/norm", "weights/layer4/relative_update"}
+
+
+def test_the_noise_has_a_stream_of_its_own(root, tmp_path, monkeypatch):
+    """The first training step's noise starts from ``derive_seed(seed, "noise")``, not from
+    wherever the initialization left torch's generator."""
+    states, sample = [], CovariateShiftNoise.sample
+
+    def recording(self, shape, like):
+        states.append(torch.get_rng_state())
+        return sample(self, shape, like)
+
+    monkeypatch.setattr(CovariateShiftNoise, "sample", recording)
+    cfg = _small(root, "setup=mech_noisy_bn", "seed=3", "train.steps=2", "eval.every=2")
+    mechanism.train(cfg, tmp_path)
+    torch.manual_seed(derive_seed(3, "noise"))
+    assert any(torch.equal(state, torch.get_rng_state()) for state in states)
