@@ -49,6 +49,22 @@ def from_rank0(obj):
     return box[0]
 
 
+def every_rank(obj) -> list:
+    """``[rank 0's obj, rank 1's obj, ...]`` on every process (``[obj]`` when not distributed)."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the number of processes (``(0, 1)`` when not distributed)."""
+    if not dist.is_initialized():
+        return 0, 1
+    return dist.get_rank(), dist.get_world_size()
+
+
 def cleanup() -> None:
     if dist.is_initialized():
         dist.barrier()

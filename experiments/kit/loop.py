@@ -23,6 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from torch import nn
 from tqdm import tqdm
 
+from experiments.kit.distributed import every_rank, rank_and_world
 from experiments.kit.errors import ConfigError
 from experiments.kit.runlog import (
     RunDirLock,
@@ -122,6 +123,20 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def own_rng_state(saved: list[dict[str, Any]] | dict[str, Any], path: Path) -> dict[str, Any]:
+    """This process's generator states from a checkpoint's ``rng``: one entry per process, by
+    rank (a checkpoint written before the ranks were kept holds one state for all)."""
+    if isinstance(saved, dict):
+        return saved
+    rank, world = rank_and_world()
+    if len(saved) != world:
+        raise ConfigError(
+            f"{path} was written by {len(saved)} process(es) and this run has {world}: resume "
+            f"it with as many (torchrun --nproc_per_node={len(saved)})"
+        )
+    return saved[rank]
 
 
 class TrainLoop:
@@ -253,7 +268,7 @@ class TrainLoop:
             self.optimizer.load_state_dict(ckpt["optimizer"])
         if self.scheduler is not None:
             self.scheduler.load_state_dict(ckpt["scheduler"])
-        set_rng_state(ckpt["rng"])
+        set_rng_state(own_rng_state(ckpt["rng"], self.ckpt_path))
         for run, diverged_at in zip(self.runs, ckpt["diverged_at_step"]):
             run.diverged_at_step = diverged_at
         if hasattr(self.training, "load_state_dict"):
@@ -276,6 +291,7 @@ class TrainLoop:
         return True
 
     def checkpoint(self) -> None:
+        rng = every_rank(rng_state())  # each process's own: dropout masks differ by rank
         if not self.writes_log:  # one process writes
             return
         save_checkpoint(
@@ -284,7 +300,7 @@ class TrainLoop:
                 "model": self.model.state_dict(),
                 "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
                 "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
-                "rng": rng_state(),
+                "rng": rng,
                 "step": self.step,
                 "diverged_at_step": [run.diverged_at_step for run in self.runs],
                 "study": self.training.state_dict()

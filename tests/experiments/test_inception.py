@@ -15,6 +15,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from experiments import inception, inception_fig3
+from experiments.kit import loop
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
@@ -284,6 +285,44 @@ def test_two_process_torchrun_run(idx_root, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["global_batch"] == 16
     assert summary["initial_lr"] == pytest.approx(0.0075 * 16 / 32)  # the scaling rule
+
+
+def _two_process_worker(rank: int, cfg, out: str, port: int, die: bool) -> None:
+    """One of two processes, as torchrun starts them; ``die``: both stop right after the first
+    checkpoint, as a killed job would."""
+    env = dict(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    os.environ.update({k: str(v) for k, v in env.items()})
+    if die:
+        original = loop.TrainLoop.checkpoint
+
+        def checkpoint_then_die(self):
+            original(self)
+            raise KeyboardInterrupt
+
+        loop.TrainLoop.checkpoint = checkpoint_then_die
+    try:
+        inception.train(cfg, Path(out))
+    except KeyboardInterrupt:
+        if not die:
+            raise
+
+
+@pytest.mark.slow
+def test_a_two_process_run_with_dropout_resumes_as_uninterrupted(idx_root, tmp_path, monkeypatch):
+    """Each process draws its own dropout masks, so each must get its own generator back."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    overrides = (*_idx(idx_root), "setup=bn_x5_dropout", "threads=1")
+    spawn = torch.multiprocessing.spawn
+    spawn(_two_process_worker, (_small(*overrides), str(tmp_path / "full"), 29541, False), 2)
+    spawn(_two_process_worker, (_small(*overrides), str(tmp_path / "killed"), 29542, True), 2)
+    resume = _small(*overrides, "resume=true")
+    spawn(_two_process_worker, (resume, str(tmp_path / "killed"), 29543, False), 2)
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "full")
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)
+    assert a["step"] == b["step"] == 4 and len(b["rng"]) == 2
+    for k in a["model"]:
+        torch.testing.assert_close(a["model"][k], b["model"][k], rtol=0, atol=0)
 
 
 # --- Figure 3 from real runs ---------------------------------------------------------------------

@@ -215,10 +215,23 @@ def test_without_the_checkpoints_rng_state_a_resume_would_differ(tmp_path):
         _train(_cfg(), tmp_path / "killed", die_at=10)
     ckpt = tmp_path / "killed" / "checkpoint.pt"
     state = torch.load(ckpt, weights_only=True)
-    state["rng"]["torch"] = torch.Generator().manual_seed(99).get_state()
+    state["rng"][0]["torch"] = torch.Generator().manual_seed(99).get_state()
     torch.save(state, ckpt)
     _, model, _ = _train(_cfg("resume=true"), tmp_path / "killed")
     assert not torch.equal(model.weight, full_model.weight)
+
+
+def test_a_checkpoint_of_two_processes_is_not_resumed_by_one(tmp_path):
+    """Each process's generator state is kept by rank; a run of another size cannot take them."""
+    with pytest.raises(KeyboardInterrupt):
+        _train(_cfg(), tmp_path, die_at=10)
+    ckpt = tmp_path / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=True)
+    assert len(state["rng"]) == 1  # one process
+    state["rng"] *= 2
+    torch.save(state, ckpt)
+    with pytest.raises(ConfigError, match=r"written by 2 process\(es\) and this run has 1"):
+        _train(_cfg("resume=true"), tmp_path)
 
 
 # --- (b) K copies in lockstep equal K separate runs ------------------------------------------------
