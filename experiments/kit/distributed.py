@@ -58,6 +58,18 @@ def every_rank(obj) -> list:
     return out
 
 
+def any_rank(flags: list[bool]) -> list[bool]:
+    """``flags[i]`` true if it is true in any process (``flags`` itself when not distributed)."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return flags
+    device = (
+        torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+    )
+    t = torch.tensor(flags, dtype=torch.int32, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in t.tolist()]
+
+
 def rank_and_world() -> tuple[int, int]:
     """This process's rank and the number of processes (``(0, 1)`` when not distributed)."""
     if not dist.is_initialized():

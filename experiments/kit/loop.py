@@ -23,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from torch import nn
 from tqdm import tqdm
 
-from experiments.kit.distributed import every_rank, rank_and_world
+from experiments.kit.distributed import any_rank, every_rank, rank_and_world
 from experiments.kit.errors import ConfigError
 from experiments.kit.runlog import (
     RunDirLock,
@@ -134,7 +134,7 @@ def own_rng_state(saved: list[dict[str, Any]] | dict[str, Any], path: Path) -> d
     if len(saved) != world:
         raise ConfigError(
             f"{path} was written by {len(saved)} process(es) and this run has {world}: resume "
-            f"it with as many (torchrun --nproc_per_node={len(saved)})"
+            f"it with {len(saved)} processes in all"
         )
     return saved[rank]
 
@@ -148,7 +148,9 @@ class TrainLoop:
         runs: one :class:`Run` per network trained in lockstep.
         training: the study's run, a :class:`Training`.
         steps, eval_every: the run's length and evaluation interval.
-        ckpt_dir: holds ``checkpoint.pt`` (written after each evaluation by the logging process).
+        ckpt_dir: holds ``checkpoint.pt``, written after each evaluation by the logging process
+            with every process's generator state (so under ``torchrun`` each process checkpoints,
+            and decides divergence, in step with the others).
         batch_size: examples per step per run (for examples/s).
         optimizer, scheduler: checkpointed with the model when given.
         job_name: the progress bar's label.
@@ -369,20 +371,23 @@ class TrainLoop:
         return self._result(time.perf_counter() - t0, step0)
 
     def _record(self, scalars: Scalars) -> None:
-        """Each live run's scalars of this step; a non-finite loss marks its run diverged."""
+        """Each live run's scalars of this step; a non-finite loss marks its run diverged (in
+        every process when it is non-finite in any: they stop at the same step)."""
         per_run = {
             k: v if isinstance(v, list) else [v] * len(self.runs) for k, v in scalars.items()
         }
+        diverged = any_rank([not math.isfinite(loss) for loss in per_run["loss"]])
         for k, run in enumerate(self.runs):
             if not run.alive:
                 continue  # its network trains on, isolated from the others, and is ignored
             loss = per_run["loss"][k]
-            if not math.isfinite(loss):
+            if diverged[k]:
                 run.diverged_at_step = self.step
                 if run.log is not None:
                     run.log.log(self.step, {"train/loss": loss})
+                    seen = loss if not math.isfinite(loss) else "not finite in another process"
                     tqdm.write(
-                        f"{run.name}: loss is {loss} at step {self.step}: the run diverged (lower "
+                        f"{run.name}: loss is {seen} at step {self.step}: the run diverged (lower "
                         "the learning rate or the initial weights); stopping it, earlier results are kept"
                     )
                 continue

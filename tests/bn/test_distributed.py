@@ -1,15 +1,14 @@
 """Cross-process statistics: 2 CPU processes x 4 examples == 1 process x 8 examples."""
 
-import socket
 import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import bn
 from bn.functional import batch_renorm
+from tests.processes import free_port, spawn
 
 STEPS = 2
 
@@ -69,19 +68,13 @@ def _worker(rank: int, port: int, kind: str, out_dir: str, split: int = 4) -> No
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("split", [4, 8], ids=["halves", "empty-shard"])
 @pytest.mark.parametrize("kind", ["bn", "brn"])
 def test_two_processes_equal_one(kind, split, tmp_path):
     """With ``split=8`` rank 1's batch is empty (a last shard): it must still take part in the
     collectives (else rank 0 hangs) and every rank must end with the same statistics."""
-    mp.spawn(_worker, args=(_free_port(), kind, str(tmp_path), split), nprocs=2, join=True)
+    spawn(_worker, (free_port(), kind, str(tmp_path), split))
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     xs, gys = _data()
     single, single_state = _run(_layer(kind, sync=False), xs, gys)
@@ -164,7 +157,7 @@ def _variants_worker(rank: int, port: int, out_dir: str) -> None:
 
 @pytest.mark.slow
 def test_two_processes_equal_one_without_affine_or_bias(tmp_path):
-    mp.spawn(_variants_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    spawn(_variants_worker, (free_port(), str(tmp_path)))
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     xs, gys = _data()
     for i in range(len(VARIANTS)):
@@ -199,7 +192,7 @@ def _double_backward_worker(rank: int, port: int, out_dir: str) -> None:
 def test_second_derivatives_through_sync_stats_are_a_clear_error(tmp_path):
     """torch's SyncBatchNorm has no double backward either; ours says so instead of computing
     a wrong one."""
-    mp.spawn(_double_backward_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    spawn(_double_backward_worker, (free_port(), str(tmp_path)))
     for r in range(2):
         message = torch.load(tmp_path / f"rank{r}.pt")
         assert "second derivatives through sync_stats=True are not supported" in message
@@ -256,7 +249,7 @@ def test_torch_module_inputs_over_two_processes(tmp_path):
     processes with ``sync_stats=True`` (the empty batch: both shards empty), equal one process
     with the whole batch: outputs, input gradients, parameter gradients summed over the
     processes (as DDP sums them), and the running statistics on every process."""
-    mp.spawn(_module_db_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    spawn(_module_db_worker, (free_port(), str(tmp_path)))
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     expected = [
         (name, _module_db_step(layer, x))

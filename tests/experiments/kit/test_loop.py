@@ -5,6 +5,7 @@ torch's global generator and a study state, so that a resume has every piece of 
 
 import gc
 import itertools
+import json
 import math
 import re
 import weakref
@@ -15,12 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from experiments.kit.errors import ConfigError
 from experiments.kit.loop import Run, TrainLoop
 from tests.interrupt import dies_at_step
+from tests.processes import free_port, spawn
 from tests.runs import files_in, metric_rows
 
 IN, OUT, N_TRAIN, N_TEST = 5, 3, 64, 32
@@ -232,6 +235,26 @@ def test_a_checkpoint_of_two_processes_is_not_resumed_by_one(tmp_path):
     torch.save(state, ckpt)
     with pytest.raises(ConfigError, match=r"written by 2 process\(es\) and this run has 1"):
         _train(_cfg("resume=true"), tmp_path)
+
+
+def _diverging_worker(rank: int, port: int, out: str) -> None:
+    """Rank 1's network alone turns NaN at step 6; rank 0's stays finite."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        [summary], _, _ = _train(_cfg(), Path(out) / str(rank), nan_at=(0, 6) if rank else None)
+    finally:
+        dist.destroy_process_group()
+    (Path(out) / f"{rank}.json").write_text(json.dumps(summary))
+
+
+@pytest.mark.slow
+def test_processes_stop_at_the_same_step_when_one_diverges(tmp_path):
+    """A process that stopped alone would leave the others waiting in their next collective."""
+    spawn(_diverging_worker, (free_port(), str(tmp_path)), timeout=120)
+    summaries = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in (0, 1)]
+    assert all(s["diverged"] for s in summaries)
+    assert summaries[0]["diverged_at_step"] == summaries[1]["diverged_at_step"] == 7
+    assert summaries[0]["steps_done"] == summaries[1]["steps_done"]
 
 
 # --- (b) K copies in lockstep equal K separate runs ------------------------------------------------
