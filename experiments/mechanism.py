@@ -304,7 +304,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     data = load_data(cfg.data)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, data)
-    if cfg.model.noise:  # the noise's own stream, not the rest of the initialization's
+    if cfg.model.noise:  # its own stream: under cfg.seed it would draw the weights' numbers
         torch.manual_seed(derive_seed(cfg.seed, "noise"))
     setup = config.setup_name()
     run = Run(

@@ -6,8 +6,9 @@ not coincide by arithmetic (``seed + 1`` would be the next seed's training strea
 ``seed * 1_000_003 + epoch`` seed 0's initialization at epoch 0); two 32-bit seeds coincide by
 chance once in about 4e9 pairs, so a stream of very many seeds (one per image) asks for 63 bits.
 A training that draws from torch's global generator (a noisy layer) reseeds it once the network
-is built, with ``derive_seed(seed, "noise")``, so those draws do not continue the
-initialization's stream; the BN-Inception study's dropout still does."""
+is built, with ``derive_seed(seed, "noise")``: seeded with the run's seed it would draw the numbers
+that initialized the network, or continue that stream. The BN-Inception study's dropout still
+continues it."""
 
 from __future__ import annotations
 

@@ -227,8 +227,8 @@ def test_the_step_is_sgd_with_l2_on_the_weight_matrices_only(root):
 
 
 def test_the_noise_has_a_stream_of_its_own(root, tmp_path, monkeypatch):
-    """The first training step's noise starts from ``derive_seed(seed, "noise")``, not from
-    wherever the initialization left torch's generator."""
+    """The first training step's noise starts from ``derive_seed(seed, "noise")``; no noise
+    draws the numbers that initialized the network (its generator seeded with the run's seed)."""
     states, sample = [], CovariateShiftNoise.sample
 
     def recording(self, shape, like):
@@ -240,3 +240,5 @@ def test_the_noise_has_a_stream_of_its_own(root, tmp_path, monkeypatch):
     mechanism.train(cfg, tmp_path)
     torch.manual_seed(derive_seed(3, "noise"))
     assert any(torch.equal(state, torch.get_rng_state()) for state in states)
+    torch.manual_seed(3)
+    assert not any(torch.equal(state, torch.get_rng_state()) for state in states)
