@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.core.hydra_config import HydraConfig
 
 from tests.idx_files import make_dataset
 
@@ -13,6 +14,15 @@ os.environ.setdefault("WANDB_SILENT", "true")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _hydra_config_kept_to_its_test():
+    """``compose_config`` sets Hydra's global runtime config, as a real run has it; a later test
+    must not read it (its command-line overrides decide, e.g., whether W&B's variables win)."""
+    before = HydraConfig.instance().cfg
+    yield
+    HydraConfig.instance().cfg = before
 
 
 @pytest.fixture(scope="session")
