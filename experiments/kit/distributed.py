@@ -34,7 +34,7 @@ def setup(device: str = "auto") -> tuple[int, int, torch.device]:
 
 def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     """``model`` in DistributedDataParallel when a process group is running, else unchanged."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
+    if not _several():
         return model
     ids = [device.index] if device.type == "cuda" else None
     return nn.parallel.DistributedDataParallel(model, device_ids=ids)
@@ -42,7 +42,7 @@ def wrap(model: nn.Module, device: torch.device) -> nn.Module:
 
 def from_rank0(obj):
     """``obj`` as rank 0 has it, on every process (itself when not distributed)."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
+    if not _several():
         return obj
     box = [obj]
     dist.broadcast_object_list(box, src=0)
@@ -51,7 +51,7 @@ def from_rank0(obj):
 
 def every_rank(obj) -> list:
     """``[rank 0's obj, rank 1's obj, ...]`` on every process (``[obj]`` when not distributed)."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
+    if not _several():
         return [obj]
     out = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
@@ -60,7 +60,7 @@ def every_rank(obj) -> list:
 
 def any_rank(flags: list[bool]) -> list[bool]:
     """``flags[i]`` true if it is true in any process (``flags`` itself when not distributed)."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
+    if not _several():
         return flags
     device = (
         torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
@@ -75,6 +75,11 @@ def rank_and_world() -> tuple[int, int]:
     if not dist.is_initialized():
         return 0, 1
     return dist.get_rank(), dist.get_world_size()
+
+
+def _several() -> bool:
+    """Whether this process is one of several in a process group."""
+    return dist.is_initialized() and dist.get_world_size() > 1
 
 
 def cleanup() -> None:

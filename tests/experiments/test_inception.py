@@ -3,6 +3,7 @@ rule, every variant end to end on a synthetic image folder, resume, DDP and the 
 on real runs (the shard sampler: kit/test_sampling.py; the subset builder:
 scripts/test_make_imagenet_subset.py). All offline on generated data, W&B disabled."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -15,7 +16,6 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from experiments import inception, inception_fig3
-from experiments.kit import loop
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
@@ -260,7 +260,7 @@ def test_two_process_torchrun_run(idx_root, tmp_path):
             "-m",
             "torch.distributed.run",
             "--nproc_per_node=2",
-            "--master_port=29533",
+            f"--master_port={free_port()}",
             "-m",
             "experiments.inception",
             "setup=bn_x5",
@@ -293,19 +293,12 @@ def _two_process_worker(rank: int, cfg, out: str, port: int, die: bool) -> None:
     checkpoint, as a killed job would."""
     env = dict(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     os.environ.update({k: str(v) for k, v in env.items()})
-    if die:
-        original = loop.TrainLoop.checkpoint
-
-        def checkpoint_then_die(self):
-            original(self)
-            raise KeyboardInterrupt
-
-        loop.TrainLoop.checkpoint = checkpoint_then_die
-    try:
-        inception.train(cfg, Path(out))
-    except KeyboardInterrupt:
+    with pytest.MonkeyPatch.context() as m:
         if not die:
-            raise
+            inception.train(cfg, Path(out))
+            return
+        with killed_after_checkpoint(m, n=1), contextlib.suppress(KeyboardInterrupt):
+            inception.train(cfg, Path(out))
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from experiments.kit.norm import norm_layers, renorm_bounds
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
 from tests.interrupt import killed_after_checkpoint
+from tests.processes import free_port
 from tests.runs import metric_rows
 
 ROOT = CONFIGS.parent
@@ -281,7 +282,7 @@ def test_two_process_torchrun_run(root, tmp_path):
             "-m",
             "torch.distributed.run",
             "--nproc_per_node=2",
-            "--master_port=29531",
+            f"--master_port={free_port()}",
             "-m",
             "experiments.renorm",
             "setup=brn_micro4",
