@@ -29,6 +29,7 @@ from experiments.kit.data import load_splits
 from experiments.kit.norm import apply_norm_options, norm_factory
 from experiments.kit.results import StudySpec
 from experiments.kit.sampling import ShardBatches
+from experiments.kit.seeds import derive_seed
 from experiments.nets.bn_inception import BNInception, count_parameters
 from experiments.papers import BN_FIG3
 
@@ -182,6 +183,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     hp = recipe(cfg, proc.world)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, in_channels, num_classes)
+    torch.manual_seed(derive_seed(cfg.seed, "dropout", proc.rank))  # its masks, once built
     model = model.to(proc.device, memory_format=proc.memory_format)
     optimizer = build_optimizer(model, hp["lr"], t.momentum, hp["weight_decay"])
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, hp["lr_decay_every"], t.lr_decay_factor)
@@ -189,7 +191,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     sampler = ShardBatches(
         len(train_split),
         t.batch_size,
-        cfg.seed,
+        derive_seed(cfg.seed, "train"),
         s.shard_size,
         s.within_shard,
         proc.rank,
@@ -197,7 +199,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     )
 
     def augment(step: int, x: Tensor) -> Tensor:
-        g = torch.Generator().manual_seed((cfg.seed * 1_000_003 + step) * 64 + proc.rank)
+        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "photometric", proc.rank, step))
         return photometric(x, hp["photometric"], g)
 
     loop = classify.classifier_loop(

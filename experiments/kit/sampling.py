@@ -103,7 +103,10 @@ class ShardBatches:
     Args:
         n: dataset size.
         batch_size: examples per step; must divide ``shard_size``.
-        seed: the same in every process of a distributed run (they share the shard order).
+        seed: the stream's own, ``derive_seed(run seed, stream)``, the same in every process of a
+            distributed run: they share the cut into shards, ``derive_seed(seed, "shards")``;
+            process ``rank`` visits its shards in epoch ``e`` in the order drawn from
+            ``derive_seed(seed, "epoch", e, rank)``.
         shard_size: examples per shard (``n`` or more: one shard).
         within_shard: shuffle inside each shard every epoch.
         rank, world: a distributed run deals the shards round-robin to its processes.
@@ -125,19 +128,21 @@ class ShardBatches:
                 f"batch_size={batch_size} must divide shard_size={shard_size} (and the dataset "
                 f"size {n} must hold one shard)"
             )
-        shards = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        cut = torch.Generator().manual_seed(derive_seed(seed, "shards"))
+        shards = torch.randperm(n, generator=cut)
         shards = shards[: n - n % shard_size].view(-1, shard_size)
         if len(shards) < world:
             raise ConfigError(f"{len(shards)} shards of {shard_size} cannot feed {world} processes")
         self.shards = shards[rank::world][: len(shards) // world]
         self.batch_size, self.seed, self.within_shard = batch_size, seed, within_shard
+        self.rank = rank
         self.per_epoch = self.shards.numel() // batch_size
         self._epoch, self._order = -1, torch.empty(0, dtype=torch.long)
 
     def indices(self, step: int) -> Tensor:
         epoch, k = divmod(step, self.per_epoch)
         if epoch != self._epoch:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch + 1)
+            g = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", epoch, self.rank))
             order = self.shards[torch.randperm(len(self.shards), generator=g)]
             if self.within_shard:
                 order = order.gather(1, torch.argsort(torch.rand(order.shape, generator=g), 1))

@@ -5,10 +5,10 @@ control sample, a fixed subset of the data) gets ``fixed_seed(stream, *ids)``. S
 not coincide by arithmetic (``seed + 1`` would be the next seed's training stream,
 ``seed * 1_000_003 + epoch`` seed 0's initialization at epoch 0); two 32-bit seeds coincide by
 chance once in about 4e9 pairs, so a stream of very many seeds (one per image) asks for 63 bits.
-A training that draws from torch's global generator (a noisy layer) reseeds it once the network
-is built, with ``derive_seed(seed, "noise")``: seeded with the run's seed it would draw the numbers
-that initialized the network, or continue that stream. The BN-Inception study's dropout still
-continues it."""
+A training that draws from torch's global generator (a noisy layer, dropout) reseeds it once the
+network is built, with ``derive_seed(seed, "noise")`` or ``derive_seed(seed, "dropout", rank)``:
+seeded with the run's seed it would draw the numbers that initialized the network, or continue
+that stream."""
 
 from __future__ import annotations
 

@@ -14,11 +14,13 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
+from torch import nn
 
 from experiments import inception, inception_fig3
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
+from experiments.kit.seeds import derive_seed
 from experiments.nets.bn_inception import count_parameters
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
@@ -167,6 +169,26 @@ def test_photometric_distortion_is_reproducible_and_off_at_zero():
 
 
 # --- runs ---------------------------------------------------------------------------------------
+
+
+def test_dropout_has_a_stream_of_its_own(idx_root, tmp_path, monkeypatch):
+    """The first training step's dropout mask starts from ``derive_seed(seed, "dropout", rank)``;
+    no mask draws the numbers that initialized the network (torch's generator seeded with the
+    run's seed)."""
+    states, forward = [], nn.Dropout.forward
+
+    def recording(self, x):
+        if self.training:
+            states.append(torch.get_rng_state())
+        return forward(self, x)
+
+    monkeypatch.setattr(nn.Dropout, "forward", recording)
+    inception.train(_small(*_idx(idx_root), "setup=bn_x5_dropout", "seed=3"), tmp_path)
+    assert len(states) == 4  # one mask a step
+    torch.manual_seed(derive_seed(3, "dropout", 0))
+    assert torch.equal(states[0], torch.get_rng_state())
+    torch.manual_seed(3)
+    assert not any(torch.equal(state, torch.get_rng_state()) for state in states)
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments import depth, mechanism, mnist, renorm
+from experiments import depth, inception, mechanism, mnist, renorm
 from experiments.kit import seeds as seeds_module
 from tests.configs import compose_config
 
@@ -24,6 +24,7 @@ INIT = {
     ("renorm.py", "build_copies"),
     ("mechanism.py", "train"),
     ("depth.py", "train"),
+    ("inception.py", "train"),
 }
 
 Stream = tuple[str, ...]  # "file:function:line" of each call in experiments/ (comprehensions
@@ -129,6 +130,10 @@ STUDIES = [
                  marks=pytest.mark.slow),
     pytest.param("depth", depth.train, False, ("data=fashion_mnist", "train.steps=3", "train.batch_size=20",
                  "model.depths=[1,2]", "model.width=8"), id="depth", marks=pytest.mark.slow),
+    pytest.param("inception", inception.train, False, ("setup=bn_x5_dropout", "train.steps=3",
+                 "train.batch_size=8", "sampler.shard_size=16", "eval.every=3",
+                 "eval.batch_size=16", "eval.train_subset=16", "eval.test_subset=16"),
+                 id="inception"),
 ]  # fmt: skip
 
 
