@@ -92,7 +92,6 @@ def extend(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> None:
 
 def fig3_table(summary: dict) -> str:
     """The paper's Figure 3 as markdown, our reduced-setting numbers beside the paper's."""
-    paper = BN_FIG3["setups"]
     target = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
     head = f"steps to {target:.1%}" if target is not None else "steps to baseline max"
     lines = [
@@ -106,16 +105,24 @@ def fig3_table(summary: dict) -> str:
         reached, speed = e.get("steps_to_baseline_max"), e.get("speedup_vs_baseline")
         ours = "never" if reached is None else f"{reached}"
         ours += f" ({speed}x fewer)" if reached is not None and speed and v != BASELINE else ""
-        p_steps = paper.get(v, {}).get("steps_to_baseline_max")
-        p_text = "never" if p_steps is None else f"{p_steps / 1e6:.1f}M"
-        if p_steps and v != BASELINE:
-            p_text += f" ({paper[BASELINE]['steps_to_baseline_max'] / p_steps:.1f}x fewer)"
-        p_acc = paper.get(v, {}).get("max_acc")
+        p_steps, p_acc = _paper_cells(v, "x")
         lines.append(
-            f"| {v} | {ours} | {e['max_acc']:.2%} ({e['step_of_max']}) | {p_text} | "
-            f"{'chance' if p_acc is None else f'{p_acc:.1%}'} |"
+            f"| {v} | {ours} | {e['max_acc']:.2%} ({e['step_of_max']}) | {p_steps} | {p_acc} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _paper_cells(setup: str, times: str) -> tuple[str, str]:
+    """Figure 3's steps to Inception's maximum (with the speed-up, ``times`` its sign) and maximum
+    accuracy for ``setup``; "–" for a setup the paper did not train (a question's variant)."""
+    paper = BN_FIG3["setups"]
+    if setup not in paper:
+        return "–", "–"
+    steps, acc = paper[setup]["steps_to_baseline_max"], paper[setup]["max_acc"]
+    text = "never" if steps is None else f"{steps / 1e6:.1f}M"
+    if steps and setup != BASELINE:
+        text += f" ({paper[BASELINE]['steps_to_baseline_max'] / steps:.1f}{times} fewer)"
+    return text, "chance" if acc is None else f"{acc:.1%}"
 
 
 def parameter_range(summary: dict) -> str:
@@ -202,7 +209,7 @@ def eval_settings(runs: list[tuple[Path, dict]]) -> dict:
 
 def converged_table(summary: dict) -> str:
     """The converged protocol's Figure 3 as markdown, the paper's numbers beside ours."""
-    c, paper = summary["converged"], BN_FIG3["setups"]
+    c = summary["converged"]
     lines = [
         f"BN paper Figure 3, converged protocol at CPU scale: {summary['data']}, width "
         f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}, "
@@ -229,15 +236,11 @@ def converged_table(summary: dict) -> str:
             if e["speedup"] is None or v == BASELINE
             else f"{e['speedup']}× [{e['speedup_range'][0]}, {e['speedup_range'][1]}]"
         )
-        p_steps = paper.get(v, {}).get("steps_to_baseline_max")
-        p_text = "never" if p_steps is None else f"{p_steps / 1e6:.1f}M"
-        if p_steps and v != BASELINE:
-            p_text += f" ({paper[BASELINE]['steps_to_baseline_max'] / p_steps:.1f}× fewer)"
-        p_acc = paper.get(v, {}).get("max_acc")
+        p_steps, p_acc = _paper_cells(v, "×")
         ended = ", ".join(f"{r['ended_by']} at {r['steps_done']}" for r in e["seeds"])
         lines.append(
             f"| {v} | {steps} ({per_seed}) | {speed} | {e['max_acc_subset']['mean']:.2%} "
-            f"| {_mean(e['test_acc_end'])} | {ended} | {p_text} | {'chance' if p_acc is None else f'{p_acc:.1%}'} |"
+            f"| {_mean(e['test_acc_end'])} | {ended} | {p_steps} | {p_acc} |"
         )  # fmt: skip
     return "\n".join(lines) + "\n"
 

@@ -344,6 +344,19 @@ def test_a_two_process_run_with_dropout_resumes_as_uninterrupted(idx_root, tmp_p
 # --- Figure 3 from real runs ---------------------------------------------------------------------
 
 
+def test_figure3_table_leaves_the_paper_cells_empty_for_a_variant_it_did_not_train():
+    entry = {"steps_to_baseline_max": None, "max_acc": 0.8, "step_of_max": 3000}
+    summary = {
+        "data": "fashion_mnist", "width": 0.125, "steps": 3000, "global_batch": 32,
+        "parameters": {"bn_x5": 1, "bn_x5_dropout": 1, "inception_sigmoid": 1},
+        "setups": {"bn_x5": entry, "bn_x5_dropout": entry, "inception_sigmoid": entry},
+    }  # fmt: skip
+    rows = {r.split(" | ")[0][2:]: r for r in inception_fig3.fig3_table(summary).splitlines()}
+    assert rows["bn_x5"].endswith("| 2.1M (14.8x fewer) | 73.0% |")
+    assert rows["inception_sigmoid"].endswith("| never | chance |")  # what Figure 3 says of it
+    assert rows["bn_x5_dropout"].endswith("| – | – |")  # not "never" and "chance"
+
+
 @pytest.mark.slow
 def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
     for i, variant in enumerate(("bn_x5", "inception")):  # the spec's order, not the sweep's
