@@ -387,7 +387,7 @@ STUDIES: tuple[Study, ...] = (
             # the lowest of its seeds' maxima is the target; every other variant trains until it
             # reaches the target, plateaus by the same rule, or hits the cap.
             Reproduction(
-                "reproduce-inception-converged", "BN paper Figs. 2-3, the paper's converged protocol at CPU scale (~2 h); results/inception/fashion_mnist_converged/",
+                "reproduce-inception-converged", "BN paper Figs. 2-3, the paper's converged protocol at CPU scale; results/inception/fashion_mnist_converged/",
                 data=("fashion_mnist",),
                 stages=(
                     tuple(Job(f"inception/seed{s}", ("setup=inception", f"seed={s}", *CONVERGED), estimate_s=2400)
