@@ -341,18 +341,82 @@ def test_a_two_process_run_with_dropout_resumes_as_uninterrupted(idx_root, tmp_p
         torch.testing.assert_close(a["model"][k], b["model"][k], rtol=0, atol=0)
 
 
+def _recording_worker(rank: int, cfg, out: str, port: int) -> None:
+    """One of two processes: saves torch's generator state at its first dropout mask and the
+    seed of each step's photometric jitter."""
+    env = dict(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    os.environ.update({k: str(v) for k, v in env.items()})
+    masks, jitter = [], []
+    forward, photometric = nn.Dropout.forward, inception.photometric
+
+    def dropout(self, x):
+        if self.training:
+            masks.append(torch.get_rng_state())
+        return forward(self, x)
+
+    def jittered(x, strength, generator):
+        jitter.append(generator.initial_seed())
+        return photometric(x, strength, generator)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(nn.Dropout, "forward", dropout)
+        m.setattr(inception, "photometric", jittered)
+        inception.train(cfg, Path(out) / "run")
+    torch.save({"mask": masks[0], "jitter": jitter}, Path(out) / f"rank{rank}.pt")
+
+
+@pytest.mark.slow
+def test_each_process_has_its_own_dropout_and_jitter_streams(idx_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    overrides = (*_idx(idx_root), "setup=bn_x5_dropout", "seed=3", "threads=1", "device=cpu")
+    spawn(_recording_worker, (_small(*overrides), str(tmp_path), free_port()))
+    for rank in (0, 1):
+        seen = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+        torch.manual_seed(derive_seed(3, "dropout", rank))
+        assert torch.equal(seen["mask"], torch.get_rng_state())
+        assert seen["jitter"] == [derive_seed(3, "photometric", rank, step) for step in range(4)]
+
+
 # --- Figure 3 from real runs ---------------------------------------------------------------------
 
 
-def test_figure3_table_leaves_the_paper_cells_empty_for_a_variant_it_did_not_train():
+def _fixed_budget_summary(setups):
     entry = {"steps_to_baseline_max": None, "max_acc": 0.8, "step_of_max": 3000}
-    summary = {
+    return {
         "data": "fashion_mnist", "width": 0.125, "steps": 3000, "global_batch": 32,
-        "parameters": {"bn_x5": 1, "bn_x5_dropout": 1, "inception_sigmoid": 1},
-        "setups": {"bn_x5": entry, "bn_x5_dropout": entry, "inception_sigmoid": entry},
+        "parameters": dict.fromkeys(setups, 1), "setups": dict.fromkeys(setups, entry),
     }  # fmt: skip
-    rows = {r.split(" | ")[0][2:]: r for r in inception_fig3.fig3_table(summary).splitlines()}
-    assert rows["bn_x5"].endswith("| 2.1M (14.8x fewer) | 73.0% |")
+
+
+def _converged_summary(setups):
+    seed = {"steps_to_target": None, "ended_by": "cap", "steps_done": 8000}
+    entry = {
+        "seeds": [seed], "steps_to_target": None, "reached": "0/1", "speedup": None,
+        "max_acc_subset": {"mean": 0.8}, "test_acc_end": None,
+    }  # fmt: skip
+    converged = {
+        "target": 0.85, "target_rule": "the lowest", "cap": 8000, "test_subset": 2000,
+        "eval_every": 100, "setups": dict.fromkeys(setups, entry),
+    }  # fmt: skip
+    return {
+        "data": "fashion_mnist", "width": 0.125, "global_batch": 32,
+        "parameters": dict.fromkeys(setups, 1), "converged": converged,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "table, summary, times",
+    [
+        (inception_fig3.fig3_table, _fixed_budget_summary, "x"),
+        (inception_fig3.converged_table, _converged_summary, "×"),
+    ],
+)
+def test_figure3_tables_leave_the_paper_cells_empty_for_a_variant_it_did_not_train(
+    table, summary, times
+):
+    text = table(summary(["bn_x5", "bn_x5_dropout", "inception_sigmoid"]))
+    rows = {r.split(" | ")[0][2:]: r for r in text.splitlines() if r.startswith("| ")}
+    assert rows["bn_x5"].endswith(f"| 2.1M (14.8{times} fewer) | 73.0% |")
     assert rows["inception_sigmoid"].endswith("| never | chance |")  # what Figure 3 says of it
     assert rows["bn_x5_dropout"].endswith("| – | – |")  # not "never" and "chance"
 

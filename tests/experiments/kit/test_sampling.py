@@ -38,6 +38,18 @@ def test_distributed_ranks_read_disjoint_shards():
     assert all(len(s) == 24 for s in seen)  # 8 shards dealt 2 each, the remainder unused
 
 
+def test_each_rank_visits_its_shards_in_an_order_of_its_own():
+    """The ranks share the cut into shards, not the order of each epoch: with the same order,
+    rank 1's k-th shard would always follow rank 0's k-th."""
+    ranks = [ShardBatches(96, 4, 0, 12, False, rank=r, world=2) for r in range(2)]
+    orders = [
+        [[s.shards.tolist().index(x) for x in torch.cat(e).view(-1, 12).tolist()] for e in _epochs(s, 3)]
+        for s in ranks
+    ]  # fmt: skip
+    assert all(sorted(e) == [0, 1, 2, 3] for o in orders for e in o)  # 4 whole shards an epoch
+    assert orders[0] != orders[1]
+
+
 def test_shard_size_must_hold_whole_minibatches():
     with pytest.raises(ValueError, match="must divide shard_size"):
         ShardBatches(100, 8, 0, shard_size=12, within_shard=False)
