@@ -117,9 +117,10 @@ class FolderSplit:
         """The examples of each index tensor, read and transformed by the worker processes.
 
         With ``seed``, the random transform of the ``j``-th example of batch ``k`` is seeded by
-        ``derive_seed(seed, "item", first_step + k, j, bits=63)`` (63 bits: a run draws hundreds
-        of thousands of them): a run resumed at step ``first_step`` gets exactly the
-        augmented images of an uninterrupted one, whatever the number of workers."""
+        ``derive_seed(seed, "item", first_step + k, j, bits=63)``: a run resumed at step
+        ``first_step`` gets exactly the augmented images of an uninterrupted one, whatever the
+        number of workers. torch's CPU generator keeps the low 32 bits of the seed, so a run of
+        millions of images has a few pairs that draw the same transform (``seeds.py``)."""
         loader = torch.utils.data.DataLoader(
             _SeededItems(self.dataset),
             batch_sampler=_IndexLists(indices, seed, first_step),

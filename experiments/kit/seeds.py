@@ -3,8 +3,11 @@ of the run (its training batches, population batches, fixed evaluation batches, 
 ...) gets ``derive_seed(seed, stream, *ids)``, and a stream that is the same in every run (a
 control sample, a fixed subset of the data) gets ``fixed_seed(stream, *ids)``. So two streams do
 not coincide by arithmetic (``seed + 1`` would be the next seed's training stream,
-``seed * 1_000_003 + epoch`` seed 0's initialization at epoch 0); two 32-bit seeds coincide by
-chance once in about 4e9 pairs, so a stream of very many seeds (one per image) asks for 63 bits.
+``seed * 1_000_003 + epoch`` seed 0's initialization at epoch 0). Two 32-bit seeds coincide by
+chance once in about 4e9 pairs. torch's CPU generator keeps only the low 32 bits of its seed (a
+GPU's keeps all 64), so a stream of very many seeds on the CPU (one per image, or per step of a
+long run) repeats about n²/2³³ of its n seeds by chance: those images or steps draw the same
+numbers. ``bits=63`` widens a seed for the generators that use it.
 A training that draws from torch's global generator (a noisy layer, dropout) reseeds it once the
 network is built, with ``derive_seed(seed, "noise")`` or ``derive_seed(seed, "dropout", rank)``:
 seeded with the run's seed it would draw the numbers that initialized the network, or continue

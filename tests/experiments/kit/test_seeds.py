@@ -52,3 +52,11 @@ def test_wider_seeds_for_streams_of_very_many_seeds():
 def test_ambiguous_names_and_widths_are_refused(stream, bits, message):
     with pytest.raises(ValueError, match=message):
         derive_seed(0, stream, bits=bits)
+
+
+def test_the_cpu_generator_keeps_only_the_low_32_bits_of_a_seed():
+    """What seeds.py says of wide seeds on the CPU: the upper bits draw nothing of their own."""
+    wide = derive_seed(5, "item", 3, 9, bits=63)
+    a = torch.rand(8, generator=torch.Generator().manual_seed(wide))
+    b = torch.rand(8, generator=torch.Generator().manual_seed(wide % 2**32))
+    assert torch.equal(a, b)
