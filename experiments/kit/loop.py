@@ -29,6 +29,7 @@ from experiments.kit.runlog import (
     RunDirLock,
     RunLog,
     code_changes,
+    cpu_capability,
     git_commit,
     load_checkpoint,
     move_aside,
@@ -437,7 +438,9 @@ class TrainLoop:
         for k, run in enumerate(self.runs):
             s = run.summary
             s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
-            s.update(git_commit=commit, steps_per_s=result.steps_per_s)
+            s.update(
+                git_commit=commit, cpu_capability=cpu_capability(), steps_per_s=result.steps_per_s
+            )
             s.update(git_dirty=self.code_changes is not None, code_changes=self.code_changes)
             s["config"] = comparable_config(self.config)  # what collection compares across seeds
             if self.stopped:

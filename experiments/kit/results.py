@@ -287,6 +287,8 @@ def collect(
         check_poolable(runs)
         summary = {key: runs[0][1].get(key) for key in spec.summary_keys}
         summary["git_dirty"] = any(s.get("git_dirty") for _, s in runs)
+        if capabilities := sorted({s["cpu_capability"] for _, s in runs if "cpu_capability" in s}):
+            summary["cpu_capability"] = "; ".join(capabilities)
         if resumed := sorted(
             {s["resumed_at_commit"] for _, s in runs if s.get("resumed_at_commit")}
         ):

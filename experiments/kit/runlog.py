@@ -36,6 +36,17 @@ def git_commit(root: Path = REPO) -> str:
     return (_git(["rev-parse", "HEAD"], root) or "").strip() or "unknown"
 
 
+def cpu_capability() -> str:
+    """The instruction set torch's own CPU kernels dispatch to ("AVX2", "AVX512", ...; the
+    environment variable ``ATEN_CPU_CAPABILITY`` lowers it), and oneDNN's cap when
+    ``ONEDNN_MAX_CPU_ISA`` sets one (its convolutions choose their own set). Kernels of different
+    sets sum in different orders, so a float32 run reproduces bit for bit only where both are the
+    same."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    return f"{capability}, oneDNN at most {onednn.upper()}" if onednn else capability
+
+
 def code_changes(root: Path = REPO) -> str | None:
     """``None`` when the code a run executes (:data:`CODE_PATHS`) is the commit's; else a short
     SHA-256 of its changes (the diff against HEAD and the untracked files' names and bytes), so a

@@ -350,6 +350,7 @@ def test_resume_with_more_steps_continues_the_run(tmp_path):
     _train(_cfg("train.steps=8"), tmp_path / "longer")
     [summary], model, _ = _train(_cfg("train.steps=12", "resume=true"), tmp_path / "longer")
     assert summary["steps_done"] == 12
+    assert summary["cpu_capability"].startswith(torch.backends.cpu.get_cpu_capability())
     assert metric_rows(tmp_path / "longer" / "seed0") == metric_rows(tmp_path / "full" / "seed0")
     _assert_same_weights(model, full_model)
 
@@ -681,3 +682,12 @@ def test_a_training_with_a_state_it_cannot_restore_is_refused(tmp_path):
             model=nn.Linear(1, 1), runs=[Run("r", tmp_path)], training=SavesOnly(), steps=1,
             eval_every=1, ckpt_dir=tmp_path, batch_size=1,
         )  # fmt: skip
+
+
+def test_a_run_records_the_instruction_sets_its_kernels_used(monkeypatch):
+    from experiments.kit.runlog import cpu_capability
+
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert cpu_capability() == torch.backends.cpu.get_cpu_capability()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
+    assert cpu_capability() == f"{torch.backends.cpu.get_cpu_capability()}, oneDNN at most AVX2"

@@ -68,6 +68,17 @@ def test_runs_csv_is_keyed_by_setup_and_ordered_by_the_spec_then_seed(sweep, tmp
     ]
 
 
+def test_the_instruction_sets_the_runs_used_are_recorded(sweep, tmp_path):
+    """A float32 result reproduces bit for bit only where torch's kernels use the same set."""
+    [summary] = collect(SPEC, sweep, tmp_path / "older")
+    assert "cpu_capability" not in summary  # runs made before it was recorded
+    for run, capability in zip(sorted(sweep.iterdir()), ["AVX512", "AVX2", "AVX2", "AVX2", "AVX2"]):
+        record = json.loads((run / "summary.json").read_text())
+        (run / "summary.json").write_text(json.dumps({**record, "cpu_capability": capability}))
+    [summary] = collect(SPEC, sweep, tmp_path / "out")
+    assert summary["cpu_capability"] == "AVX2; AVX512"
+
+
 def test_statistics_are_the_mean_of_each_setups_own_seeds(sweep, tmp_path):
     [summary] = collect(SPEC, sweep, tmp_path / "out", command="make it", wall_time=12.5)
     assert summary == json.loads((tmp_path / "out" / "summary.json").read_text())
