@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -13,6 +14,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def as_torchrun_would(rank: int, world: int, port: int) -> None:
+    """The environment torchrun gives process ``rank`` of ``world`` on this machine."""
+    env = dict(
+        RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=world, MASTER_ADDR="127.0.0.1", MASTER_PORT=port
+    )
+    os.environ.update({k: str(v) for k, v in env.items()})
 
 
 def spawn(fn: Callable, args: tuple, nprocs: int = 2, timeout: float = 300.0) -> None:

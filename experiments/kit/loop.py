@@ -429,7 +429,7 @@ class TrainLoop:
         """Complete every run's summary (how it ended, the commit, its last evaluation as
         ``test_acc``, ..., and ``finals``: the study's end-of-run numbers per run, also logged at
         the last step), close the logs and write each ``summary.json``. Returns the summaries."""
-        commit = self.commit or git_commit()
+        commit, capability = self.commit or git_commit(), cpu_capability()
         final_evaluate = getattr(self.training, "final_evaluate", None)
         if finals is None and final_evaluate is not None:
             finals = final_evaluate()  # None: nothing beyond the last evaluation
@@ -438,9 +438,7 @@ class TrainLoop:
         for k, run in enumerate(self.runs):
             s = run.summary
             s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
-            s.update(
-                git_commit=commit, cpu_capability=cpu_capability(), steps_per_s=result.steps_per_s
-            )
+            s.update(git_commit=commit, cpu_capability=capability, steps_per_s=result.steps_per_s)
             s.update(git_dirty=self.code_changes is not None, code_changes=self.code_changes)
             s["config"] = comparable_config(self.config)  # what collection compares across seeds
             if self.stopped:

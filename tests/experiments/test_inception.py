@@ -25,7 +25,7 @@ from experiments.nets.bn_inception import count_parameters
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
 from tests.interrupt import killed_after_checkpoint
-from tests.processes import free_port, spawn
+from tests.processes import as_torchrun_would, free_port, spawn
 from tests.runs import metric_rows
 
 ROOT = CONFIGS.parent
@@ -171,10 +171,8 @@ def test_photometric_distortion_is_reproducible_and_off_at_zero():
 # --- runs ---------------------------------------------------------------------------------------
 
 
-def test_dropout_has_a_stream_of_its_own(idx_root, tmp_path, monkeypatch):
-    """The first training step's dropout mask starts from ``derive_seed(seed, "dropout", rank)``;
-    no mask draws the numbers that initialized the network (torch's generator seeded with the
-    run's seed)."""
+def _masks_drawn(monkeypatch) -> list[torch.Tensor]:
+    """Torch's generator state at each dropout mask drawn in training, from now on."""
     states, forward = [], nn.Dropout.forward
 
     def recording(self, x):
@@ -183,6 +181,14 @@ def test_dropout_has_a_stream_of_its_own(idx_root, tmp_path, monkeypatch):
         return forward(self, x)
 
     monkeypatch.setattr(nn.Dropout, "forward", recording)
+    return states
+
+
+def test_dropout_has_a_stream_of_its_own(idx_root, tmp_path, monkeypatch):
+    """The first training step's dropout mask starts from ``derive_seed(seed, "dropout", rank)``;
+    no mask draws the numbers that initialized the network (torch's generator seeded with the
+    run's seed)."""
+    states = _masks_drawn(monkeypatch)
     inception.train(_small(*_idx(idx_root), "setup=bn_x5_dropout", "seed=3"), tmp_path)
     assert len(states) == 4  # one mask a step
     torch.manual_seed(derive_seed(3, "dropout", 0))
@@ -313,8 +319,7 @@ def test_two_process_torchrun_run(idx_root, tmp_path):
 def _two_process_worker(rank: int, cfg, out: str, port: int, die: bool) -> None:
     """One of two processes, as torchrun starts them; ``die``: both stop right after the first
     checkpoint, as a killed job would."""
-    env = dict(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-    os.environ.update({k: str(v) for k, v in env.items()})
+    as_torchrun_would(rank, 2, port)
     with pytest.MonkeyPatch.context() as m:
         if not die:
             inception.train(cfg, Path(out))
@@ -344,22 +349,15 @@ def test_a_two_process_run_with_dropout_resumes_as_uninterrupted(idx_root, tmp_p
 def _recording_worker(rank: int, cfg, out: str, port: int) -> None:
     """One of two processes: saves torch's generator state at its first dropout mask and the
     seed of each step's photometric jitter."""
-    env = dict(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-    os.environ.update({k: str(v) for k, v in env.items()})
-    masks, jitter = [], []
-    forward, photometric = nn.Dropout.forward, inception.photometric
-
-    def dropout(self, x):
-        if self.training:
-            masks.append(torch.get_rng_state())
-        return forward(self, x)
+    as_torchrun_would(rank, 2, port)
+    jitter, photometric = [], inception.photometric
 
     def jittered(x, strength, generator):
         jitter.append(generator.initial_seed())
         return photometric(x, strength, generator)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(nn.Dropout, "forward", dropout)
+        masks = _masks_drawn(m)
         m.setattr(inception, "photometric", jittered)
         inception.train(cfg, Path(out) / "run")
     torch.save({"mask": masks[0], "jitter": jitter}, Path(out) / f"rank{rank}.pt")
