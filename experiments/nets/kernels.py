@@ -2,7 +2,9 @@
 
 - ``binary_linear``: the binary-input first layer (:mod:`experiments.nets.binary_linear`);
 - ``mlp_sgd_step``: a whole SGD step of :class:`~experiments.nets.mlp.SigmoidMLP`
-  (:mod:`experiments.nets.mlp_step`).
+  (:mod:`experiments.nets.mlp_step`);
+- ``small_matmul``: ``a @ b`` by that step's own matrix-product kernel (its tests and the
+  benchmark's compute floor call it).
 
 Both are built on first use like :mod:`bn.compiled`'s kernel (about 40 s, cached; ``make install``
 builds them ahead). Without them (no compiler, ``BN_COMPILED=0``) the network computes the same

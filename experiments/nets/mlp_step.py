@@ -6,7 +6,10 @@ the norms' running statistics move as in a training forward pass.
 
 Where it applies, the step is one compiled call (``csrc/mlp_step_cpu.cpp``): forward, loss,
 backward and update without an autograd graph, with each weight update folded into the matrix
-product that would have produced its gradient. It serves every variant the studies train: no norm,
+product that would have produced its gradient. Its matrix products are its own
+(``csrc/small_gemm.h``), built for AVX-512 and for AVX2 and giving the same bits on both: which one
+runs follows torch's own CPU dispatch (``ATEN_CPU_CAPABILITY``); where torch uses neither, ATen's
+products run instead. It serves every variant the studies train: no norm,
 :class:`bn.BatchNorm1d` or :class:`torch.nn.BatchNorm1d` before or after the activation, noisy BN
 (:class:`~experiments.nets.noisy.CovariateShiftNoise` after each norm), sigmoid or ReLU, binary or
 grayscale input, float32 or float64, weight decay. Anything else (Batch Renorm, microbatches,

@@ -3,6 +3,8 @@
 // the ones of each row (CSR), the same by column (CSC), and sums of the weight rows they pick.
 #pragma once
 
+#include "cpu_isa.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 
@@ -16,6 +18,7 @@
 // or Clang on x86-64 Linux); elsewhere, once for the default target.
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
 #define BN_REPRO_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#define BN_REPRO_AVX512 __attribute__((target("avx512f,avx512vl")))
 #else
 #define BN_REPRO_AVX2_CLONES
 #endif
@@ -121,40 +124,82 @@ void append_by_column(const Ones& ones, int64_t rows, int64_t cols, std::vector<
 }
 
 // acc[o] = Σ_p base[idx[p] * stride + o] for o < width, the whole width in registers: NV vectors
-// of 32 bytes and a 16-byte one (100 floats = 12 + ½ vectors), so each row is read once.
-template <typename T, int NV>
-BN_REPRO_AVX2_CLONES void sum_rows_fixed(const T* base, const int32_t* idx, int64_t count,
-                                         int64_t stride, int64_t width, T* acc) {
+// of VB bytes, then one of VB/2 and one of VB/4 bytes where the width has them (100 floats = 12
+// vectors of 32 bytes + 16 bytes, or 6 of 64 bytes + 16 bytes), so each row is read once. Each
+// output sums its rows in order, whatever the vector width: every build gives the same numbers.
+template <typename T, int NV, int VB>
+__attribute__((always_inline)) inline void sum_rows_body(const T* base, const int32_t* idx,
+                                                         int64_t count, int64_t stride,
+                                                         int64_t width, T* acc) {
   // Unaligned vectors, read and written through pointers; every loop over them unrolled, so the
   // accumulators stay in registers (a loop copying them out becomes a memcpy from the stack).
-  typedef T V __attribute__((vector_size(32), aligned(sizeof(T))));
-  typedef T H __attribute__((vector_size(16), aligned(sizeof(T))));
-  constexpr int64_t L = 32 / sizeof(T);
-  const bool half = width - NV * L >= L / 2;
+  typedef T V __attribute__((vector_size(VB), aligned(sizeof(T))));
+  typedef T H __attribute__((vector_size(VB / 2), aligned(sizeof(T))));
+  typedef T Q __attribute__((vector_size(VB / 4), aligned(sizeof(T))));
+  constexpr int64_t L = VB / sizeof(T);
+  const int64_t rest = width - NV * L;
+  const bool half = rest >= L / 2, quarter = rest - (half ? L / 2 : 0) >= L / 4 && L / 4 >= 1;
+  const int64_t hq = NV * L + (half ? L / 2 : 0);  // where the quarter starts
   V a[NV > 0 ? NV : 1];
 #pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) a[v] = V{};
   H h = {};
+  Q q = {};
   for (int64_t p = 0; p < count; ++p) {
     const T* row = base + idx[p] * stride;
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) a[v] += *reinterpret_cast<const V*>(row + v * L);
     if (half) h += *reinterpret_cast<const H*>(row + NV * L);
+    if (quarter) q += *reinterpret_cast<const Q*>(row + hq);
   }
 #pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) *reinterpret_cast<V*>(acc + v * L) = a[v];
-  int64_t o = NV * L;
-  if (half) *reinterpret_cast<H*>(acc + o) = h, o += L / 2;
-  for (; o < width; ++o) {  // fewer than L / 2 values left
+  if (half) *reinterpret_cast<H*>(acc + NV * L) = h;
+  if (quarter) *reinterpret_cast<Q*>(acc + hq) = q;
+  for (int64_t o = hq + (quarter ? L / 4 : 0); o < width; ++o) {  // fewer than L / 4 values left
     T sum = 0;
     for (int64_t p = 0; p < count; ++p) sum += base[idx[p] * stride + o];
     acc[o] = sum;
   }
 }
 
+template <typename T, int NV>
+BN_REPRO_AVX2_CLONES void sum_rows_fixed(const T* base, const int32_t* idx, int64_t count,
+                                         int64_t stride, int64_t width, T* acc) {
+  sum_rows_body<T, NV, 32>(base, idx, count, stride, width, acc);
+}
+
+#ifdef BN_REPRO_AVX512
+template <typename T, int NV>
+BN_REPRO_AVX512 void sum_rows_wide(const T* base, const int32_t* idx, int64_t count,
+                                   int64_t stride, int64_t width, T* acc) {
+  sum_rows_body<T, NV, 64>(base, idx, count, stride, width, acc);
+}
+#endif
+
 template <typename T>
 void sum_rows(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
               T* acc) {
+#ifdef BN_REPRO_AVX512
+  if (cpu_isa() == Isa::kAvx512) {
+    constexpr int64_t W = 64 / sizeof(T);
+    switch (width / W) {
+#define BN_REPRO_CASE(NV) \
+  case NV:                \
+    return sum_rows_wide<T, NV>(base, idx, count, stride, width, acc);
+      BN_REPRO_CASE(0) BN_REPRO_CASE(1) BN_REPRO_CASE(2) BN_REPRO_CASE(3) BN_REPRO_CASE(4)
+      BN_REPRO_CASE(5) BN_REPRO_CASE(6) BN_REPRO_CASE(7) BN_REPRO_CASE(8) BN_REPRO_CASE(9)
+      BN_REPRO_CASE(10) BN_REPRO_CASE(11) BN_REPRO_CASE(12) BN_REPRO_CASE(13)
+#undef BN_REPRO_CASE
+      default: {  // wider: 12 vectors at a time, each block a pass over the rows
+        int64_t o = 0;
+        for (; width - o >= 14 * W; o += 12 * W)
+          sum_rows_wide<T, 12>(base + o, idx, count, stride, 12 * W, acc + o);
+        return sum_rows<T>(base + o, idx, count, stride, width - o, acc + o);
+      }
+    }
+  }
+#endif
   constexpr int64_t L = 32 / sizeof(T);
   switch (width / L) {
 #define BN_REPRO_CASE(NV) \

@@ -5,8 +5,9 @@
 //
 // At these sizes (three networks, 60 examples, 100 units) a step written as PyTorch modules is
 // mostly per-operation cost: about sixty small operations forward and back, an autograd graph and
-// gradients that are written out and read again by the update. Here the matrix products go to
-// ATen's batched GEMMs; everything per unit (the statistics, normalization, noise, the activation's
+// gradients that are written out and read again by the update. Here the matrix products go to a
+// kernel for these shapes (small_gemm.h: AVX-512 or AVX2, the same bits on both; ATen's batched
+// products on a CPU with neither); everything per unit (the statistics, normalization, noise, the activation's
 // and normalization's backward, the γ/β/bias updates) is one pass over that unit's row of N values
 // (activations are feature-major, (copies, units, N): a unit's N values are contiguous); the weight
 // update is folded into the GEMM that would have produced the gradient (W ← decay·W − lr·G·Uᵀ,
@@ -26,6 +27,7 @@
 //   noise (s, m) per layer, (K, H_l, N): Santurkar et al.'s covariate shift after each norm.
 
 #include "binary_rows.h"
+#include "small_gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -265,6 +267,73 @@ at::Tensor workspace(int64_t slot, at::IntArrayRef sizes, const at::TensorOption
   return t;
 }
 
+// The step's matrix products, copy by copy through small_gemm.h where the CPU has AVX2 and FMA
+// (the same bits on every such CPU), else through ATen's batched products. An operand of one copy
+// (size(0) == 1: the shared input) serves every copy.
+template <typename T>
+const T* copy_of(const at::Tensor& t, int64_t k) {
+  return t.const_data_ptr<T>() + (t.size(0) == 1 ? 0 : k) * t.stride(0);
+}
+
+// z[k] = w[k]·u[k] (+ bias[k]), for w (K, H, In), u (K or 1, In, N) contiguous, z (K, H, N).
+template <typename T>
+void forward_product(const at::Tensor& w, const at::Tensor* bias, const at::Tensor& u,
+                     at::Tensor& z) {
+  const int64_t copies = w.size(0), units = w.size(1), in = w.size(2), n = z.size(2);
+  if (cpu_isa() == Isa::kNone) {
+    const at::Tensor rhs = u.expand({copies, in, n});
+    if (bias)
+      at::baddbmm_out(z, *bias, w, rhs);
+    else
+      at::bmm_out(z, w, rhs);
+    return;
+  }
+  for (int64_t k = 0; k < copies; ++k) {
+    small_gemm::Epilogue<T> e;
+    if (bias) e.kind = small_gemm::Epilogue<T>::kAddBias, e.bias = bias->const_data_ptr<T>() + k * units;
+    small_gemm::run<T>({units, n, in, w.const_data_ptr<T>() + k * units * in, in, 1, copy_of<T>(u, k),
+                        n, z.data_ptr<T>() + k * units * n, n, e});
+  }
+}
+
+// below[k] = w[k]ᵀ·g[k], for w (K, H, In), g (K, H, N), below (K, In, N).
+template <typename T>
+void input_gradient(const at::Tensor& w, const at::Tensor& g, at::Tensor& below) {
+  const int64_t copies = w.size(0), units = w.size(1), in = w.size(2), n = g.size(2);
+  if (cpu_isa() == Isa::kNone) {
+    at::bmm_out(below, w.transpose(1, 2), g);
+    return;
+  }
+  for (int64_t k = 0; k < copies; ++k)
+    small_gemm::run<T>({in, n, units, w.const_data_ptr<T>() + k * units * in, 1, in,
+                        g.const_data_ptr<T>() + k * units * n, n, below.data_ptr<T>() + k * in * n,
+                        n, {}});
+}
+
+// w[k] ← decay·w[k] − lr·g[k]·rows[k], for w (K, H, In), g (K, H, N) and the layer's input as rows
+// of examples, rows (K or 1, N, In) contiguous.
+template <typename T>
+void weight_step(at::Tensor& w, const at::Tensor& g, const at::Tensor& rows, double decay,
+                 double lr) {
+  const int64_t copies = w.size(0), units = w.size(1), in = w.size(2), n = g.size(2);
+  if (cpu_isa() == Isa::kNone) {
+    w.baddbmm_(g, rows.expand({copies, n, in}), decay, -lr);
+    return;
+  }
+  small_gemm::Epilogue<T> e;
+  e.kind = small_gemm::Epilogue<T>::kUpdate, e.beta = T(decay), e.alpha = T(-lr);
+  for (int64_t k = 0; k < copies; ++k)
+    small_gemm::run<T>({units, in, n, g.const_data_ptr<T>() + k * units * n, n, 1,
+                        copy_of<T>(rows, k), in, w.data_ptr<T>() + k * units * in, in, e});
+}
+
+// A layer's input (K, In, N) as rows of examples (K, N, In), for its weight's update.
+at::Tensor example_rows(const at::Tensor& input, int64_t slot) {
+  if (cpu_isa() == Isa::kNone) return input.transpose(1, 2);
+  at::Tensor rows = workspace(slot, {input.size(0), input.size(2), input.size(1)}, input.options());
+  return rows.copy_(input.transpose(1, 2));
+}
+
 template <typename T>
 at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::Tensor>& weights,
                 const std::vector<at::Tensor>& biases, const at::Tensor& out_weight,
@@ -281,6 +350,8 @@ at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::
   thread_local BinaryInput input;
   std::vector<Layer> layers(depth);
   const at::Tensor xd = binary ? x : x.to(out_weight.scalar_type());  // a dense first layer's input
+  at::Tensor xt;  // ... by feature, (K or 1, in, N)
+  if (!binary) xt = workspace(8 * depth + 3, {x.size(0), x.size(2), n}, opts).copy_(xd.transpose(1, 2));
 
   // Forward.
   at::Tensor u;  // the current layer's input, (K, H_{l-1}, N)
@@ -295,12 +366,7 @@ at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::
       find_ones(x, input);
       binary_forward<T>(input, w, b, z);
     } else {
-      const at::Tensor rhs =
-          l == 0 ? xd.transpose(1, 2).expand({copies, x.size(2), n}) : u;  // (K, in, N)
-      if (b)
-        at::baddbmm_out(z, biases[l], w, rhs);
-      else
-        at::bmm_out(z, w, rhs);
+      forward_product<T>(w, has_bias ? &biases[l] : nullptr, l == 0 ? xt : u, z);
     }
     L.input = l == 0 ? at::Tensor() : u;
     L.out = workspace(slot + 1, z.sizes(), opts);
@@ -332,15 +398,16 @@ at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::
   }
   const int64_t top = 8 * depth;  // the output layer's slots
   at::Tensor logits = workspace(top, {copies, out_weight.size(1), n}, opts);  // (K, C, N)
-  at::baddbmm_out(logits, out_bias, out_weight, u);
+  forward_product<T>(out_weight, &out_bias, u, logits);
   const std::vector<double> losses =
       cross_entropy<T>(logits.data_ptr<T>(), y.const_data_ptr<int64_t>(), copies,
                        logits.size(1), n);
 
   // Backward, each layer's parameters updated once the gradient below it is taken.
   at::Tensor g = workspace(top + 1, u.sizes(), opts);  // ∂ℓ/∂(last hidden output)
-  at::bmm_out(g, out_weight.transpose(1, 2), logits);
-  out_weight.baddbmm_(logits, u.transpose(1, 2), decay, -o.lr);
+  input_gradient<T>(out_weight, logits, g);
+  at::Tensor out_w = out_weight;
+  weight_step<T>(out_w, logits, example_rows(u, top + 2), decay, o.lr);
   bias_step<T>(out_bias.data_ptr<T>(), logits.const_data_ptr<T>(), logits.size(0) * logits.size(1),
                n, o.lr);
   for (int64_t l = depth - 1; l >= 0; --l) {
@@ -362,14 +429,14 @@ at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::
     at::Tensor w = weights[l];
     if (l > 0) {
       at::Tensor below = workspace(8 * l + 5, L.input.sizes(), opts);
-      at::bmm_out(below, w.transpose(1, 2), g);
-      w.baddbmm_(g, L.input.transpose(1, 2), decay, -o.lr);
+      input_gradient<T>(w, g, below);
+      weight_step<T>(w, g, example_rows(L.input, 8 * l + 6), decay, o.lr);
       g = below;
     } else if (binary) {
       if (decay != 1.0) w.mul_(decay);
       binary_update<T>(input, g, w, o.lr);
     } else {
-      w.baddbmm_(g, xd.expand({copies, n, x.size(2)}), decay, -o.lr);
+      weight_step<T>(w, g, xd, decay, o.lr);
     }
   }
   at::Tensor result = at::empty({copies}, opts.dtype(at::kDouble));
@@ -466,9 +533,29 @@ at::Tensor mlp_sgd_step(const at::Tensor& x, const at::Tensor& y, at::TensorList
   });
 }
 
+// a @ b for 2-D contiguous float32/float64 CPU tensors, by the step's own product kernel (ATen's
+// where the CPU has none): what its tests and the benchmark's compute floor call.
+at::Tensor small_matmul(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
+              "small_matmul: (m, k) @ (k, p) matrices");
+  TORCH_CHECK(a.device().is_cpu() && a.is_contiguous() && b.is_contiguous() &&
+                  a.scalar_type() == b.scalar_type() &&
+                  (a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble),
+              "small_matmul: contiguous float32 or float64 CPU tensors of one dtype");
+  if (cpu_isa() == Isa::kNone) return at::mm(a, b);
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "small_matmul", [&] {
+    small_gemm::run<scalar_t>({a.size(0), b.size(1), a.size(1), a.const_data_ptr<scalar_t>(),
+                               a.size(1), 1, b.const_data_ptr<scalar_t>(), b.size(1),
+                               c.data_ptr<scalar_t>(), b.size(1), {}});
+  });
+  return c;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(bn_repro_experiments, m) {
+  m.def("small_matmul(Tensor a, Tensor b) -> Tensor");
   m.def(
       "mlp_sgd_step(Tensor x, Tensor y, Tensor(a!)[] weights, Tensor(b!)[] biases, "
       "Tensor(c!) out_weight, Tensor(d!) out_bias, Tensor(e!)[] gammas, Tensor(f!)[] betas, "
@@ -477,4 +564,7 @@ TORCH_LIBRARY_FRAGMENT(bn_repro_experiments, m) {
       "float momentum, float eps, bool norm_after, bool relu, bool binary_input) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(bn_repro_experiments, CPU, m) { m.impl("mlp_sgd_step", &mlp_sgd_step); }
+TORCH_LIBRARY_IMPL(bn_repro_experiments, CPU, m) {
+  m.impl("mlp_sgd_step", &mlp_sgd_step);
+  m.impl("small_matmul", &small_matmul);
+}

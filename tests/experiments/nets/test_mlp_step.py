@@ -3,6 +3,9 @@ studies train, and anything it does not serve falls back to the PyTorch step."""
 
 import copy
 import itertools
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -32,10 +35,12 @@ def _model(norm="batchnorm", copies=2, noise=False, dtype=torch.float64, norm_kw
     return model
 
 
-def _batches(copies, binary, dtype, steps=4, batch=10, shared=False, seed=0):
+def _batches(copies, binary, dtype, steps=4, batch=10, shared=False, seed=0, features=40):
     g = torch.Generator().manual_seed(seed)
     for _ in range(steps):
-        x = (torch.rand(1 if shared else copies, batch, 40, generator=g) < 0.2).to(torch.uint8)
+        x = (torch.rand(1 if shared else copies, batch, features, generator=g) < 0.2).to(
+            torch.uint8
+        )
         if not binary:
             x = torch.rand(x.shape, generator=g, dtype=dtype)
         yield x, torch.randint(0, 10, (copies, batch), generator=g)
@@ -95,6 +100,99 @@ def test_compiled_step_equals_the_pytorch_step_in_float64(
     _assert_states_close(a, b, rtol=1e-11, atol=1e-12)  # weights, γ, β, running stats, counters
     if a.norms is not None:
         assert int((a.norms[0][0] if noise else a.norms[0]).num_batches_tracked) == 4
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_widths_and_a_batch_no_vector_divides(op, binary):
+    """Every row block, column strip and cut vector of the step's matrix products (widths and a
+    batch that no vector length divides, a strip wider than one), against the PyTorch step."""
+    model = SigmoidMLP(
+        bn.get_norm_layer("batchnorm", dims=1), hidden=(100, 37, 65), in_features=150, copies=2,
+        seeds=range(2), binary_input=binary,
+    ).double()  # fmt: skip
+    batches = _batches(2, binary, torch.float64, steps=3, batch=70, features=150)
+    a, b, losses = _train_both(model, 0.3, 1e-3, batches)
+    for fused, plain in losses:
+        torch.testing.assert_close(fused, plain, rtol=1e-12, atol=1e-12)
+    _assert_states_close(a, b, rtol=1e-11, atol=1e-12)
+
+
+SHAPES = [(100, 100, 60), (100, 60, 100), (10, 100, 60), (37, 150, 70), (6, 5, 17), (1, 1, 1),
+          (7, 3, 200)]  # fmt: skip
+
+
+def _products(dtype):
+    """The product kernel's C = A·B for every shape in SHAPES, from seeded inputs."""
+    g = torch.Generator().manual_seed(0)
+    ops = kernels.build()
+    out = {}
+    for m, k, p in SHAPES:
+        a = torch.randn(m, k, generator=g, dtype=dtype)
+        b = torch.randn(k, p, generator=g, dtype=dtype)
+        out[f"{m}x{k}x{p}"] = (a, b, ops.small_matmul(a, b))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_product_kernel_sums_each_element_in_order_with_fused_multiply_adds(op, dtype):
+    """C[i, j] = fma(A[i, K-1], B[K-1, j], ... fma(A[i, 0], B[0, j], 0)): the order every build
+    shares, checked element by element for every shape's first and last row."""
+    for name, (a, b, c) in _products(dtype).items():
+        for i in {0, a.shape[0] - 1}:
+            ref = torch.zeros(b.shape[1], dtype=torch.float64)
+            for k in range(a.shape[1]):  # a·b is exact in float64; one rounding to float32 a step
+                ref = (ref + a[i, k].double() * b[k].double()).to(dtype).double()
+            tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else {}
+            torch.testing.assert_close(c.double(), a.double() @ b.double(), msg=name, **tol)
+            if dtype == torch.float64:
+                continue  # float64 partial sums cannot be rounded once through a wider type
+            assert torch.equal(c[i], ref.to(dtype)), name
+
+
+def _products_in_a_process(tmp_path, capability: str):
+    """The kernel's products in a fresh process whose torch uses ``capability``."""
+    path = tmp_path / f"{capability}.pt"
+    code = (
+        "import sys, torch; from tests.experiments.nets.test_mlp_step import _products; "
+        "torch.save({str(d): {k: v[2] for k, v in _products(d).items()} "
+        "for d in (torch.float32, torch.float64)}, sys.argv[1])"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, env=env, timeout=300)
+    return torch.load(path, weights_only=True)
+
+
+def test_the_avx2_build_gives_the_avx512_builds_bits(op, tmp_path):
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        pytest.skip("needs a CPU whose torch kernels use AVX-512")
+    avx2 = _products_in_a_process(tmp_path, "avx2")
+    for dtype in (torch.float32, torch.float64):
+        for name, (_, _, c) in _products(dtype).items():
+            assert torch.equal(c, avx2[str(dtype)][name]), (dtype, name)
+
+
+def test_where_torch_uses_neither_the_products_are_atens(op, tmp_path):
+    plain = _products_in_a_process(tmp_path, "default")
+    for dtype in (torch.float32, torch.float64):
+        for name, (a, b, _) in _products(dtype).items():
+            tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else {}
+            exact = (a.double() @ b.double()).to(dtype)
+            torch.testing.assert_close(plain[str(dtype)][name], exact, msg=name, **tol)
+
+
+def test_where_torch_uses_neither_the_step_takes_atens_products(op):
+    """The step's other route (ATen's batched products) still equals the PyTorch step: the float64
+    tests above, rerun in a process whose torch uses no AVX2."""
+    tests = [f"{__file__}::test_widths_and_a_batch_no_vector_divides"] + [
+        f"{__file__}::test_compiled_step_equals_the_pytorch_step_in_float64[{case}]"
+        for case in ("3-none-before-relu-False-0.01-False", "1-batchnorm-after-sigmoid-True-0.01-True")
+    ]  # fmt: skip
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0 and "4 passed" in run.stdout, run.stdout[-2000:]
 
 
 def test_an_input_shared_by_every_copy(op):
