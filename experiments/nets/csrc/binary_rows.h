@@ -15,7 +15,8 @@
 #include <vector>
 
 // The hot loops are compiled for AVX2 and for plain x86-64, one picked at load time (an ifunc: GCC
-// or Clang on x86-64 Linux); elsewhere, once for the default target.
+// or Clang on x86-64 Linux), and the row sums also for AVX-512, picked by cpu_isa(); elsewhere,
+// once for the default target.
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
 #define BN_REPRO_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
 #define BN_REPRO_AVX512 __attribute__((target("avx512f,avx512vl")))
@@ -177,45 +178,46 @@ BN_REPRO_AVX512 void sum_rows_wide(const T* base, const int32_t* idx, int64_t co
 }
 #endif
 
-template <typename T>
-void sum_rows(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
-              T* acc) {
+// One build's sums: NV fixed at compile time for widths up to 14 vectors, wider widths in blocks of
+// 12 vectors (each block a pass over the rows).
+template <typename T, int VB, int NV>
+void sum_rows_in(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
+                 T* acc) {
 #ifdef BN_REPRO_AVX512
-  if (cpu_isa() == Isa::kAvx512) {
-    constexpr int64_t W = 64 / sizeof(T);
-    switch (width / W) {
-#define BN_REPRO_CASE(NV) \
-  case NV:                \
-    return sum_rows_wide<T, NV>(base, idx, count, stride, width, acc);
-      BN_REPRO_CASE(0) BN_REPRO_CASE(1) BN_REPRO_CASE(2) BN_REPRO_CASE(3) BN_REPRO_CASE(4)
-      BN_REPRO_CASE(5) BN_REPRO_CASE(6) BN_REPRO_CASE(7) BN_REPRO_CASE(8) BN_REPRO_CASE(9)
-      BN_REPRO_CASE(10) BN_REPRO_CASE(11) BN_REPRO_CASE(12) BN_REPRO_CASE(13)
-#undef BN_REPRO_CASE
-      default: {  // wider: 12 vectors at a time, each block a pass over the rows
-        int64_t o = 0;
-        for (; width - o >= 14 * W; o += 12 * W)
-          sum_rows_wide<T, 12>(base + o, idx, count, stride, 12 * W, acc + o);
-        return sum_rows<T>(base + o, idx, count, stride, width - o, acc + o);
-      }
-    }
-  }
+  if constexpr (VB == 64) return sum_rows_wide<T, NV>(base, idx, count, stride, width, acc);
 #endif
-  constexpr int64_t L = 32 / sizeof(T);
+  sum_rows_fixed<T, NV>(base, idx, count, stride, width, acc);
+}
+
+template <typename T, int VB>
+void sum_rows_by(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
+                 T* acc) {
+  constexpr int64_t L = VB / sizeof(T);
   switch (width / L) {
 #define BN_REPRO_CASE(NV) \
   case NV:                \
-    return sum_rows_fixed<T, NV>(base, idx, count, stride, width, acc);
+    return sum_rows_in<T, VB, NV>(base, idx, count, stride, width, acc);
     BN_REPRO_CASE(0) BN_REPRO_CASE(1) BN_REPRO_CASE(2) BN_REPRO_CASE(3) BN_REPRO_CASE(4)
     BN_REPRO_CASE(5) BN_REPRO_CASE(6) BN_REPRO_CASE(7) BN_REPRO_CASE(8) BN_REPRO_CASE(9)
     BN_REPRO_CASE(10) BN_REPRO_CASE(11) BN_REPRO_CASE(12) BN_REPRO_CASE(13)
 #undef BN_REPRO_CASE
-    default: {  // wider: 12 vectors at a time, each block a pass over the rows
+    default: {
       int64_t o = 0;
       for (; width - o >= 14 * L; o += 12 * L)
-        sum_rows_fixed<T, 12>(base + o, idx, count, stride, 12 * L, acc + o);
-      sum_rows<T>(base + o, idx, count, stride, width - o, acc + o);
+        sum_rows_in<T, VB, 12>(base + o, idx, count, stride, 12 * L, acc + o);
+      sum_rows_by<T, VB>(base + o, idx, count, stride, width - o, acc + o);
     }
   }
+}
+
+// 64-byte vectors where the CPU has AVX-512, else 32-byte ones (the same sums either way).
+template <typename T>
+void sum_rows(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
+              T* acc) {
+#ifdef BN_REPRO_AVX512
+  if (cpu_isa() == Isa::kAvx512) return sum_rows_by<T, 64>(base, idx, count, stride, width, acc);
+#endif
+  sum_rows_by<T, 32>(base, idx, count, stride, width, acc);
 }
 
 void find_ones_any(const at::Tensor& x, int64_t copy, Ones& ones) {

@@ -14,6 +14,7 @@ from torch import nn
 import bn
 from bn import compiled
 from experiments.nets import kernels
+from experiments.nets.binary_linear import binary_linear_op
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep, fused_reason
 from experiments.nets.noisy import CovariateShiftNoise
@@ -149,35 +150,59 @@ def test_the_product_kernel_sums_each_element_in_order_with_fused_multiply_adds(
             assert torch.equal(c[i], ref.to(dtype)), name
 
 
-def _products_in_a_process(tmp_path, capability: str):
-    """The kernel's products in a fresh process whose torch uses ``capability``."""
+def _row_sums(dtype):
+    """The binary first layer's sums of weight rows, forward and for the weight's gradient, at
+    widths of one, several and many vectors."""
+    g = torch.Generator().manual_seed(0)
+    out = {}
+    for width in (100, 130, 300):
+        x = (torch.rand(3, 17, 61, generator=g) < 0.2).to(torch.uint8)
+        w = torch.randn(3, 61, width, generator=g, dtype=dtype, requires_grad=True)
+        y = binary_linear_op()(x, w, None)
+        (grad,) = torch.autograd.grad(y, w, torch.randn(y.shape, generator=g, dtype=dtype))
+        out[f"width {width}"] = (y.detach(), grad)
+    return out
+
+
+def _kernels(dtype):
+    return {
+        "products": {k: v[2] for k, v in _products(dtype).items()},
+        "row sums": _row_sums(dtype),
+    }
+
+
+def _kernels_in_a_process(tmp_path, capability: str):
+    """The kernels' results in a fresh process whose torch uses ``capability``."""
     path = tmp_path / f"{capability}.pt"
     code = (
-        "import sys, torch; from tests.experiments.nets.test_mlp_step import _products; "
-        "torch.save({str(d): {k: v[2] for k, v in _products(d).items()} "
-        "for d in (torch.float32, torch.float64)}, sys.argv[1])"
+        "import sys, torch; from tests.experiments.nets.test_mlp_step import _kernels; "
+        "torch.save({str(d): _kernels(d) for d in (torch.float32, torch.float64)}, sys.argv[1])"
     )
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
     subprocess.run([sys.executable, "-c", code, str(path)], check=True, env=env, timeout=300)
     return torch.load(path, weights_only=True)
 
 
-def test_the_avx2_build_gives_the_avx512_builds_bits(op, tmp_path):
+def test_the_avx2_builds_give_the_avx512_builds_bits(op, tmp_path):
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         pytest.skip("needs a CPU whose torch kernels use AVX-512")
-    avx2 = _products_in_a_process(tmp_path, "avx2")
+    avx2 = _kernels_in_a_process(tmp_path, "avx2")
     for dtype in (torch.float32, torch.float64):
-        for name, (_, _, c) in _products(dtype).items():
-            assert torch.equal(c, avx2[str(dtype)][name]), (dtype, name)
+        here = _kernels(dtype)
+        for name, c in here["products"].items():
+            assert torch.equal(c, avx2[str(dtype)]["products"][name]), (dtype, name)
+        for name, (y, grad) in here["row sums"].items():
+            y2, grad2 = avx2[str(dtype)]["row sums"][name]
+            assert torch.equal(y, y2) and torch.equal(grad, grad2), (dtype, name)
 
 
 def test_where_torch_uses_neither_the_products_are_atens(op, tmp_path):
-    plain = _products_in_a_process(tmp_path, "default")
+    plain = _kernels_in_a_process(tmp_path, "default")
     for dtype in (torch.float32, torch.float64):
         for name, (a, b, _) in _products(dtype).items():
             tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else {}
             exact = (a.double() @ b.double()).to(dtype)
-            torch.testing.assert_close(plain[str(dtype)][name], exact, msg=name, **tol)
+            torch.testing.assert_close(plain[str(dtype)]["products"][name], exact, msg=name, **tol)
 
 
 def test_where_torch_uses_neither_the_step_takes_atens_products(op):
