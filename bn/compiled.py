@@ -132,10 +132,11 @@ def _sources(source: Path | Sequence[Path]) -> list[Path]:
 
 def build_directory(name: str = NAME, source: Path | Sequence[Path] = SOURCE) -> Path:
     """Where an extension is built and cached: one folder per source text (the ``.cpp`` files and
-    the headers and ``.inc`` files beside them), torch and Python, so checkouts of different versions never rebuild
-    over each other's build."""
+    the headers and ``.inc`` files beside them), torch and Python, so checkouts of different
+    versions never rebuild over each other's build."""
     sources = _sources(source)
-    headers = sorted({h for s in sources for ext in ("*.h", "*.inc") for h in s.parent.glob(ext)})
+    folders = {s.parent for s in sources}
+    headers = sorted(h for folder in folders for ext in ("*.h", "*.inc") for h in folder.glob(ext))
     key = f"{sys.version}|{torch.__version__}|".encode()
     key += b"".join(path.read_bytes() for path in (*sources, *headers))
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or _cpp_extension().get_default_build_root()

@@ -157,12 +157,12 @@ def gemm_gflops(copies: int, m: int, k: int, n: int, repeats: int, product=None)
 
 
 def best_gflops(copies: int, m: int, k: int, n: int, repeats: int) -> float:
-    """The faster of ``torch.bmm`` and the fused step's own product kernel (where it is built)."""
-    try:
-        kernel = kernels.build().small_matmul
-    except Exception:  # no compiler: only ATen's products run here
-        return gemm_gflops(copies, m, k, n, repeats)
-    return max(gemm_gflops(copies, m, k, n, repeats, p) for p in (None, kernel))
+    """The faster of ``torch.bmm`` and the fused step's own product kernel (where the step uses
+    it: built, and compiled kernels not turned off). The kernel's rate includes a call and an
+    output's allocation per product, so it is understated at small shapes."""
+    kernel = kernels.small_matmul_op()
+    routes = (None,) if kernel is None else (None, kernel)
+    return max(gemm_gflops(copies, m, k, n, repeats, p) for p in routes)
 
 
 def mlp_floor(pixels: torch.Tensor, eval_every: int = 500, test_images: int = 10_000) -> dict:

@@ -6,7 +6,7 @@
 - ``small_matmul``: ``a @ b`` by that step's own matrix-product kernel (its tests and the
   benchmark's compute floor call it).
 
-Both are built on first use like :mod:`bn.compiled`'s kernel (about 40 s, cached; ``make install``
+All are built on first use like :mod:`bn.compiled`'s kernel (about 40 s, cached; ``make install``
 builds them ahead). Without them (no compiler, ``BN_COMPILED=0``) the network computes the same
 thing in PyTorch operations, more slowly.
 """
@@ -21,7 +21,7 @@ import torch
 from bn import compiled
 
 CSRC = Path(__file__).parent / "csrc"
-SOURCES = (CSRC / "binary_linear_cpu.cpp", CSRC / "mlp_step_cpu.cpp")  # and csrc/*.h
+SOURCES = (CSRC / "binary_linear_cpu.cpp", CSRC / "mlp_step_cpu.cpp")  # and csrc/*.h, *.inc
 NAME = "bn_repro_experiments_ops"  # the operators live in torch.ops.bn_repro_experiments
 
 
@@ -46,4 +46,9 @@ mlp_step_op = compiled.LazyOp(
     _op("mlp_sgd_step"),
     "the MNIST network's fused training step",
     "the network trains through PyTorch's autograd instead (same results, slower)",
+)
+small_matmul_op = compiled.LazyOp(
+    _op("small_matmul"),
+    "the MNIST network's matrix-product kernel",
+    "only ATen's products are timed",
 )

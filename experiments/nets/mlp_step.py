@@ -8,8 +8,9 @@ Where it applies, the step is one compiled call (``csrc/mlp_step_cpu.cpp``): for
 backward and update without an autograd graph, with each weight update folded into the matrix
 product that would have produced its gradient. Its matrix products are its own
 (``csrc/small_gemm.h``), built for AVX-512 and for AVX2 and giving the same bits on both: which one
-runs follows torch's own CPU dispatch (``ATEN_CPU_CAPABILITY``); where torch uses neither, ATen's
-products run instead. It serves every variant the studies train: no norm,
+runs follows torch's own CPU dispatch (``ATEN_CPU_CAPABILITY``); where torch uses neither (or the
+compiler is not GCC), ATen's products run instead. The sigmoid is ATen's, so a whole step still
+rounds by the instruction set in its last bits. It serves every variant the studies train: no norm,
 :class:`bn.BatchNorm1d` or :class:`torch.nn.BatchNorm1d` before or after the activation, noisy BN
 (:class:`~experiments.nets.noisy.CovariateShiftNoise` after each norm), sigmoid or ReLU, binary or
 grayscale input, float32 or float64, weight decay. Anything else (Batch Renorm, microbatches,
@@ -72,6 +73,8 @@ class SGDStep:
 
     def pytorch(self, x: Tensor, y: Tensor) -> Tensor:
         """The step in PyTorch operations; returns the losses as :meth:`__call__` does."""
+        if x.dim() == 3 and x.shape[0] == 1:  # one batch for every copy
+            x = x.expand(y.shape[0], *x.shape[1:])
         losses, _, updates = self.gradients(x, y)
         self.apply(updates)
         return losses

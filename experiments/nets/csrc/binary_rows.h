@@ -178,17 +178,20 @@ BN_REPRO_AVX512 void sum_rows_wide(const T* base, const int32_t* idx, int64_t co
 }
 #endif
 
-// One build's sums: NV fixed at compile time for widths up to 14 vectors, wider widths in blocks of
-// 12 vectors (each block a pass over the rows).
+// The build of NV vectors of VB bytes.
 template <typename T, int VB, int NV>
 void sum_rows_in(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
                  T* acc) {
 #ifdef BN_REPRO_AVX512
-  if constexpr (VB == 64) return sum_rows_wide<T, NV>(base, idx, count, stride, width, acc);
+  if constexpr (VB == 64)
+    sum_rows_wide<T, NV>(base, idx, count, stride, width, acc);
+  else
 #endif
-  sum_rows_fixed<T, NV>(base, idx, count, stride, width, acc);
+    sum_rows_fixed<T, NV>(base, idx, count, stride, width, acc);
 }
 
+// The sums in vectors of VB bytes: NV fixed at compile time for widths of fewer than 14 vectors,
+// wider widths in blocks of 12 vectors (each block a pass over the rows).
 template <typename T, int VB>
 void sum_rows_by(const T* base, const int32_t* idx, int64_t count, int64_t stride, int64_t width,
                  T* acc) {

@@ -7,7 +7,8 @@
 // mostly per-operation cost: about sixty small operations forward and back, an autograd graph and
 // gradients that are written out and read again by the update. Here the matrix products go to a
 // kernel for these shapes (small_gemm.h: AVX-512 or AVX2, the same bits on both; ATen's batched
-// products on a CPU with neither); everything per unit (the statistics, normalization, noise, the activation's
+// products on a CPU with neither; the sigmoid is ATen's, whose last bits do depend on the
+// instruction set); everything per unit (the statistics, normalization, noise, the activation's
 // and normalization's backward, the γ/β/bias updates) is one pass over that unit's row of N values
 // (activations are feature-major, (copies, units, N): a unit's N values are contiguous); the weight
 // update is folded into the GEMM that would have produced the gradient (W ← decay·W − lr·G·Uᵀ,
@@ -267,7 +268,7 @@ at::Tensor workspace(int64_t slot, at::IntArrayRef sizes, const at::TensorOption
   return t;
 }
 
-// The step's matrix products, copy by copy through small_gemm.h where the CPU has AVX2 and FMA
+// The step's matrix products, copy by copy through small_gemm.h where it has a build for this CPU
 // (the same bits on every such CPU), else through ATen's batched products. An operand of one copy
 // (size(0) == 1: the shared input) serves every copy.
 template <typename T>
@@ -280,7 +281,7 @@ template <typename T>
 void forward_product(const at::Tensor& w, const at::Tensor* bias, const at::Tensor& u,
                      at::Tensor& z) {
   const int64_t copies = w.size(0), units = w.size(1), in = w.size(2), n = z.size(2);
-  if (cpu_isa() == Isa::kNone) {
+  if (!small_gemm::available()) {
     const at::Tensor rhs = u.expand({copies, in, n});
     if (bias)
       at::baddbmm_out(z, *bias, w, rhs);
@@ -290,9 +291,14 @@ void forward_product(const at::Tensor& w, const at::Tensor* bias, const at::Tens
   }
   for (int64_t k = 0; k < copies; ++k) {
     small_gemm::Epilogue<T> e;
-    if (bias) e.kind = small_gemm::Epilogue<T>::kAddBias, e.bias = bias->const_data_ptr<T>() + k * units;
-    small_gemm::run<T>({units, n, in, w.const_data_ptr<T>() + k * units * in, in, 1, copy_of<T>(u, k),
-                        n, z.data_ptr<T>() + k * units * n, n, e});
+    if (bias) {
+      e.kind = small_gemm::Epilogue<T>::kAddBias;
+      e.bias = bias->const_data_ptr<T>() + k * units;
+    }
+    small_gemm::run<T>({.m = units, .p = n, .k = in,
+                        .a = w.const_data_ptr<T>() + k * units * in, .a_row = in, .a_col = 1,
+                        .b = copy_of<T>(u, k), .ldb = n,
+                        .c = z.data_ptr<T>() + k * units * n, .ldc = n, .epilogue = e});
   }
 }
 
@@ -300,36 +306,39 @@ void forward_product(const at::Tensor& w, const at::Tensor* bias, const at::Tens
 template <typename T>
 void input_gradient(const at::Tensor& w, const at::Tensor& g, at::Tensor& below) {
   const int64_t copies = w.size(0), units = w.size(1), in = w.size(2), n = g.size(2);
-  if (cpu_isa() == Isa::kNone) {
+  if (!small_gemm::available()) {
     at::bmm_out(below, w.transpose(1, 2), g);
     return;
   }
   for (int64_t k = 0; k < copies; ++k)
-    small_gemm::run<T>({in, n, units, w.const_data_ptr<T>() + k * units * in, 1, in,
-                        g.const_data_ptr<T>() + k * units * n, n, below.data_ptr<T>() + k * in * n,
-                        n, {}});
+    small_gemm::run<T>({.m = in, .p = n, .k = units,
+                        .a = w.const_data_ptr<T>() + k * units * in, .a_row = 1, .a_col = in,
+                        .b = g.const_data_ptr<T>() + k * units * n, .ldb = n,
+                        .c = below.data_ptr<T>() + k * in * n, .ldc = n, .epilogue = {}});
 }
 
 // w[k] ← decay·w[k] − lr·g[k]·rows[k], for w (K, H, In), g (K, H, N) and the layer's input as rows
 // of examples, rows (K or 1, N, In) contiguous.
 template <typename T>
-void weight_step(at::Tensor& w, const at::Tensor& g, const at::Tensor& rows, double decay,
+void weight_step(const at::Tensor& w, const at::Tensor& g, const at::Tensor& rows, double decay,
                  double lr) {
   const int64_t copies = w.size(0), units = w.size(1), in = w.size(2), n = g.size(2);
-  if (cpu_isa() == Isa::kNone) {
+  if (!small_gemm::available()) {
     w.baddbmm_(g, rows.expand({copies, n, in}), decay, -lr);
     return;
   }
   small_gemm::Epilogue<T> e;
   e.kind = small_gemm::Epilogue<T>::kUpdate, e.beta = T(decay), e.alpha = T(-lr);
   for (int64_t k = 0; k < copies; ++k)
-    small_gemm::run<T>({units, in, n, g.const_data_ptr<T>() + k * units * n, n, 1,
-                        copy_of<T>(rows, k), in, w.data_ptr<T>() + k * units * in, in, e});
+    small_gemm::run<T>({.m = units, .p = in, .k = n,
+                        .a = g.const_data_ptr<T>() + k * units * n, .a_row = n, .a_col = 1,
+                        .b = copy_of<T>(rows, k), .ldb = in,
+                        .c = w.data_ptr<T>() + k * units * in, .ldc = in, .epilogue = e});
 }
 
 // A layer's input (K, In, N) as rows of examples (K, N, In), for its weight's update.
 at::Tensor example_rows(const at::Tensor& input, int64_t slot) {
-  if (cpu_isa() == Isa::kNone) return input.transpose(1, 2);
+  if (!small_gemm::available()) return input.transpose(1, 2);
   at::Tensor rows = workspace(slot, {input.size(0), input.size(2), input.size(1)}, input.options());
   return rows.copy_(input.transpose(1, 2));
 }
@@ -349,9 +358,14 @@ at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::
   const auto opts = out_weight.options();
   thread_local BinaryInput input;
   std::vector<Layer> layers(depth);
+  // Workspace slots: layer l's are 8l + 0..6 (z, out, x̂, 1/σ, the activation, the gradient
+  // below, the input by example); the output layer's top + 0..3 (logits, ∂ℓ/∂u, u by example, x
+  // by feature).
+  const int64_t top = 8 * depth;
   const at::Tensor xd = binary ? x : x.to(out_weight.scalar_type());  // a dense first layer's input
   at::Tensor xt;  // ... by feature, (K or 1, in, N)
-  if (!binary) xt = workspace(8 * depth + 3, {x.size(0), x.size(2), n}, opts).copy_(xd.transpose(1, 2));
+  if (!binary)
+    xt = workspace(top + 3, {x.size(0), x.size(2), n}, opts).copy_(xd.transpose(1, 2));
 
   // Forward.
   at::Tensor u;  // the current layer's input, (K, H_{l-1}, N)
@@ -396,7 +410,6 @@ at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::
     }
     u = L.out;
   }
-  const int64_t top = 8 * depth;  // the output layer's slots
   at::Tensor logits = workspace(top, {copies, out_weight.size(1), n}, opts);  // (K, C, N)
   forward_product<T>(out_weight, &out_bias, u, logits);
   const std::vector<double> losses =
@@ -406,8 +419,7 @@ at::Tensor step(const at::Tensor& x, const at::Tensor& y, const std::vector<at::
   // Backward, each layer's parameters updated once the gradient below it is taken.
   at::Tensor g = workspace(top + 1, u.sizes(), opts);  // ∂ℓ/∂(last hidden output)
   input_gradient<T>(out_weight, logits, g);
-  at::Tensor out_w = out_weight;
-  weight_step<T>(out_w, logits, example_rows(u, top + 2), decay, o.lr);
+  weight_step<T>(out_weight, logits, example_rows(u, top + 2), decay, o.lr);
   bias_step<T>(out_bias.data_ptr<T>(), logits.const_data_ptr<T>(), logits.size(0) * logits.size(1),
                n, o.lr);
   for (int64_t l = depth - 1; l >= 0; --l) {
@@ -533,29 +545,54 @@ at::Tensor mlp_sgd_step(const at::Tensor& x, const at::Tensor& y, at::TensorList
   });
 }
 
-// a @ b for 2-D contiguous float32/float64 CPU tensors, by the step's own product kernel (ATen's
-// where the CPU has none): what its tests and the benchmark's compute floor call.
-at::Tensor small_matmul(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
-              "small_matmul: (m, k) @ (k, p) matrices");
-  TORCH_CHECK(a.device().is_cpu() && a.is_contiguous() && b.is_contiguous() &&
-                  a.scalar_type() == b.scalar_type() &&
-                  (a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble),
-              "small_matmul: contiguous float32 or float64 CPU tensors of one dtype");
-  if (cpu_isa() == Isa::kNone) return at::mm(a, b);
-  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+// The step's product kernel on 2-D contiguous float32/float64 CPU tensors, for its tests and the
+// benchmark's compute floor: A·B (A = a, or aᵀ with transpose_a), then + bias (a column), or
+// fma(alpha, ·, beta·c), or as it is; ATen's operations where the kernel has no build here.
+at::Tensor small_matmul(const at::Tensor& a, const at::Tensor& b,
+                        const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& c,
+                        double beta, double alpha, bool transpose_a) {
+  const int64_t m = a.size(transpose_a ? 1 : 0), k = a.size(transpose_a ? 0 : 1), p = b.size(1);
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && b.size(0) == k, "small_matmul: (m, k) @ (k, p)");
+  for (const at::Tensor* t : {&a, &b, bias ? &*bias : nullptr, c ? &*c : nullptr})
+    TORCH_CHECK(!t || (t->device().is_cpu() && t->is_contiguous() &&
+                       t->scalar_type() == a.scalar_type() && !t->requires_grad()),
+                "small_matmul: contiguous CPU tensors of one dtype that require no gradient");
+  TORCH_CHECK(a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble,
+              "small_matmul: float32 or float64");
+  TORCH_CHECK(!(bias && c), "small_matmul: a bias or c, not both");
+  TORCH_CHECK(!bias || bias->numel() == m, "small_matmul: one bias per row of the product");
+  TORCH_CHECK(!c || (c->size(0) == m && c->size(1) == p), "small_matmul: c is (m, p)");
+  const at::Tensor lhs = transpose_a ? a.t() : a;
+  if (!small_gemm::available()) {
+    if (bias) return at::mm(lhs, b) + bias->view({m, 1});
+    if (c) return at::addmm(*c, lhs, b, beta, alpha);
+    return at::mm(lhs, b);
+  }
+  at::Tensor out = c ? c->clone() : at::empty({m, p}, a.options());
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "small_matmul", [&] {
-    small_gemm::run<scalar_t>({a.size(0), b.size(1), a.size(1), a.const_data_ptr<scalar_t>(),
-                               a.size(1), 1, b.const_data_ptr<scalar_t>(), b.size(1),
-                               c.data_ptr<scalar_t>(), b.size(1), {}});
+    small_gemm::Epilogue<scalar_t> e;
+    if (bias) {
+      e.kind = small_gemm::Epilogue<scalar_t>::kAddBias;
+      e.bias = bias->const_data_ptr<scalar_t>();
+    }
+    if (c) {
+      e.kind = small_gemm::Epilogue<scalar_t>::kUpdate;
+      e.beta = scalar_t(beta), e.alpha = scalar_t(alpha);
+    }
+    small_gemm::run<scalar_t>({.m = m, .p = p, .k = k, .a = a.const_data_ptr<scalar_t>(),
+                               .a_row = transpose_a ? 1 : k, .a_col = transpose_a ? m : 1,
+                               .b = b.const_data_ptr<scalar_t>(), .ldb = p,
+                               .c = out.data_ptr<scalar_t>(), .ldc = p, .epilogue = e});
   });
-  return c;
+  return out;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(bn_repro_experiments, m) {
-  m.def("small_matmul(Tensor a, Tensor b) -> Tensor");
+  m.def(
+      "small_matmul(Tensor a, Tensor b, Tensor? bias=None, Tensor? c=None, float beta=0., "
+      "float alpha=1., bool transpose_a=False) -> Tensor");
   m.def(
       "mlp_sgd_step(Tensor x, Tensor y, Tensor(a!)[] weights, Tensor(b!)[] biases, "
       "Tensor(c!) out_weight, Tensor(d!) out_bias, Tensor(e!)[] gammas, Tensor(f!)[] betas, "

@@ -6,6 +6,7 @@ import itertools
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -123,31 +124,59 @@ SHAPES = [(100, 100, 60), (100, 60, 100), (10, 100, 60), (37, 150, 70), (6, 5, 1
 
 
 def _products(dtype):
-    """The product kernel's C = A·B for every shape in SHAPES, from seeded inputs."""
+    """For every shape in SHAPES, from seeded inputs: the product kernel's results (``kernel``:
+    A·B; A·B + bias; fma(alpha, A·B, beta·C) with alpha and beta not 1; Aᵀ·B from A stored
+    transposed) and ATen's for the same (``aten``), each computed in this process."""
     g = torch.Generator().manual_seed(0)
-    ops = kernels.build()
+    matmul = kernels.build().small_matmul
     out = {}
     for m, k, p in SHAPES:
-        a = torch.randn(m, k, generator=g, dtype=dtype)
+        a, at = (
+            torch.randn(m, k, generator=g, dtype=dtype),
+            torch.randn(k, m, generator=g, dtype=dtype),
+        )
         b = torch.randn(k, p, generator=g, dtype=dtype)
-        out[f"{m}x{k}x{p}"] = (a, b, ops.small_matmul(a, b))
+        bias, c = (
+            torch.randn(m, generator=g, dtype=dtype),
+            torch.randn(m, p, generator=g, dtype=dtype),
+        )
+        out[f"{m}x{k}x{p}"] = {
+            "inputs": (a, at, b, bias, c),
+            "kernel": (
+                matmul(a, b), matmul(a, b, bias=bias), matmul(a, b, c=c, beta=0.999, alpha=-0.3),
+                matmul(at, b, transpose_a=True),
+            ),
+            "aten": (
+                a @ b, a @ b + bias[:, None], torch.addmm(c, a, b, beta=0.999, alpha=-0.3), at.t() @ b,
+            ),
+        }  # fmt: skip
     return out
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_product_kernel_sums_each_element_in_order_with_fused_multiply_adds(op, dtype):
     """C[i, j] = fma(A[i, K-1], B[K-1, j], ... fma(A[i, 0], B[0, j], 0)): the order every build
-    shares, checked element by element for every shape's first and last row."""
-    for name, (a, b, c) in _products(dtype).items():
+    shares, checked element by element for every shape's first and last row; then the epilogues
+    (+ bias, fma(alpha, ·, beta·C)) and a transposed A, on top of that sum. The references round
+    float64 values to float32 once: float64 holds each product and sum exactly but in rare cases
+    of double rounding, which these seeds do not meet."""
+    tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else {}
+    for name, case in _products(dtype).items():
+        (a, at, b, bias, c), (plain, with_bias, update, transposed) = case["inputs"], case["kernel"]
+        for got, want in zip(case["kernel"], case["aten"]):
+            torch.testing.assert_close(got, want, msg=name, **tol)
+        assert torch.equal(transposed, kernels.build().small_matmul(at.t().contiguous(), b)), name
+        assert torch.equal(with_bias, plain + bias[:, None]), name
+        if dtype == torch.float64:
+            continue  # float64 steps cannot be rounded once through a wider type
+        alpha, beta = (torch.tensor(v, dtype=dtype).double() for v in (-0.3, 0.999))
+        scaled = (beta * c.double()).to(dtype).double()  # beta·C, one rounding
+        assert torch.equal(update, (alpha * plain.double() + scaled).to(dtype)), name
         for i in {0, a.shape[0] - 1}:
             ref = torch.zeros(b.shape[1], dtype=torch.float64)
-            for k in range(a.shape[1]):  # a·b is exact in float64; one rounding to float32 a step
+            for k in range(a.shape[1]):  # a·b is exact in float64: one rounding a step, as an fma
                 ref = (ref + a[i, k].double() * b[k].double()).to(dtype).double()
-            tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else {}
-            torch.testing.assert_close(c.double(), a.double() @ b.double(), msg=name, **tol)
-            if dtype == torch.float64:
-                continue  # float64 partial sums cannot be rounded once through a wider type
-            assert torch.equal(c[i], ref.to(dtype)), name
+            assert torch.equal(plain[i], ref.to(dtype)), name
 
 
 def _row_sums(dtype):
@@ -166,9 +195,21 @@ def _row_sums(dtype):
 
 def _kernels(dtype):
     return {
-        "products": {k: v[2] for k, v in _products(dtype).items()},
+        "products": {k: v["kernel"] for k, v in _products(dtype).items()},
+        "aten": {k: v["aten"] for k, v in _products(dtype).items()},
         "row sums": _row_sums(dtype),
     }
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _in_a_process(args: list[str], capability: str, **kwargs) -> subprocess.CompletedProcess:
+    """``python args`` in this checkout, its torch using the instruction set ``capability``."""
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=env, timeout=300, check=False, **kwargs
+    )
 
 
 def _kernels_in_a_process(tmp_path, capability: str):
@@ -178,8 +219,7 @@ def _kernels_in_a_process(tmp_path, capability: str):
         "import sys, torch; from tests.experiments.nets.test_mlp_step import _kernels; "
         "torch.save({str(d): _kernels(d) for d in (torch.float32, torch.float64)}, sys.argv[1])"
     )
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    subprocess.run([sys.executable, "-c", code, str(path)], check=True, env=env, timeout=300)
+    assert _in_a_process(["-c", code, str(path)], capability).returncode == 0
     return torch.load(path, weights_only=True)
 
 
@@ -189,8 +229,9 @@ def test_the_avx2_builds_give_the_avx512_builds_bits(op, tmp_path):
     avx2 = _kernels_in_a_process(tmp_path, "avx2")
     for dtype in (torch.float32, torch.float64):
         here = _kernels(dtype)
-        for name, c in here["products"].items():
-            assert torch.equal(c, avx2[str(dtype)]["products"][name]), (dtype, name)
+        for name, results in here["products"].items():
+            for i, (c, c2) in enumerate(zip(results, avx2[str(dtype)]["products"][name])):
+                assert torch.equal(c, c2), (dtype, name, i)
         for name, (y, grad) in here["row sums"].items():
             y2, grad2 = avx2[str(dtype)]["row sums"][name]
             assert torch.equal(y, y2) and torch.equal(grad, grad2), (dtype, name)
@@ -199,10 +240,9 @@ def test_the_avx2_builds_give_the_avx512_builds_bits(op, tmp_path):
 def test_where_torch_uses_neither_the_products_are_atens(op, tmp_path):
     plain = _kernels_in_a_process(tmp_path, "default")
     for dtype in (torch.float32, torch.float64):
-        for name, (a, b, _) in _products(dtype).items():
-            tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.float32 else {}
-            exact = (a.double() @ b.double()).to(dtype)
-            torch.testing.assert_close(plain[str(dtype)]["products"][name], exact, msg=name, **tol)
+        for name, results in plain[str(dtype)]["products"].items():
+            for i, (c, aten) in enumerate(zip(results, plain[str(dtype)]["aten"][name])):
+                assert torch.equal(c, aten), (dtype, name, i)  # ATen's route, bit for bit
 
 
 def test_where_torch_uses_neither_the_step_takes_atens_products(op):
@@ -212,17 +252,15 @@ def test_where_torch_uses_neither_the_step_takes_atens_products(op):
         f"{__file__}::test_compiled_step_equals_the_pytorch_step_in_float64[{case}]"
         for case in ("3-none-before-relu-False-0.01-False", "1-batchnorm-after-sigmoid-True-0.01-True")
     ]  # fmt: skip
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    run = _in_a_process(pytest_args, "default", capture_output=True, text=True)
     assert run.returncode == 0 and "4 passed" in run.stdout, run.stdout[-2000:]
 
 
-def test_an_input_shared_by_every_copy(op):
-    model = _model(copies=3, binary_input=True)
-    a, b, _ = _train_both(model, 0.5, 0.0, _batches(3, True, torch.float64, shared=True))
+@pytest.mark.parametrize("binary", [True, False])
+def test_an_input_shared_by_every_copy(op, binary):
+    model = _model(copies=3, binary_input=binary)
+    a, b, _ = _train_both(model, 0.5, 1e-3, _batches(3, binary, torch.float64, shared=True))
     _assert_states_close(a, b, rtol=1e-11, atol=1e-12)
 
 
