@@ -73,8 +73,8 @@ class SGDStep:
 
     def pytorch(self, x: Tensor, y: Tensor) -> Tensor:
         """The step in PyTorch operations; returns the losses as :meth:`__call__` does."""
-        if x.dim() == 3 and x.shape[0] == 1:  # one batch for every copy
-            x = x.expand(y.shape[0], *x.shape[1:])
+        if x.dim() == 3 and x.shape[0] == 1:  # one batch for every copy: the model's 2-D form
+            x = x[0]
         losses, _, updates = self.gradients(x, y)
         self.apply(updates)
         return losses

@@ -138,8 +138,9 @@ __attribute__((always_inline)) inline void sum_rows_body(const T* base, const in
   typedef T H __attribute__((vector_size(VB / 2), aligned(sizeof(T))));
   typedef T Q __attribute__((vector_size(VB / 4), aligned(sizeof(T))));
   constexpr int64_t L = VB / sizeof(T);
+  static_assert(L >= 4, "a quarter vector holds at least one value");
   const int64_t rest = width - NV * L;
-  const bool half = rest >= L / 2, quarter = rest - (half ? L / 2 : 0) >= L / 4 && L / 4 >= 1;
+  const bool half = rest >= L / 2, quarter = rest - (half ? L / 2 : 0) >= L / 4;
   const int64_t hq = NV * L + (half ? L / 2 : 0);  // where the quarter starts
   V a[NV > 0 ? NV : 1];
 #pragma GCC unroll 16
