@@ -45,6 +45,8 @@ from experiments.kit.data import compact_inputs, ensure_dataset, load_split
 from experiments.nets import kernels
 from scripts.bench_layers import write_report
 
+# The matrix-product rates behind the floor, by route (ATen's, the step's kernel) and shape.
+GEMM_COLUMNS = [f"gemm_gflops_{r}_{s}" for s in ("own_shapes", "512") for r in ("aten", "kernel")]
 TARGET = {"mlp": 4.0}  # the Figure 1 MLP: the study's run-step at least 4x cheaper than the peer's
 
 
@@ -156,19 +158,22 @@ def gemm_gflops(copies: int, m: int, k: int, n: int, repeats: int, product=None)
     return 2 * copies * m * k * n / min(times) / 1e9
 
 
-def best_gflops(copies: int, m: int, k: int, n: int, repeats: int) -> float:
-    """The faster of ``torch.bmm`` and the fused step's own product kernel (where the step uses
-    it: built, and compiled kernels not turned off). The kernel's rate includes a call and an
-    output's allocation per product, so it is understated at small shapes."""
-    kernel = kernels.small_matmul_op()
-    routes = (None,) if kernel is None else (None, kernel)
-    return max(gemm_gflops(copies, m, k, n, repeats, p) for p in routes)
+def product_rates(copies: int, m: int, k: int, n: int, repeats: int) -> dict[str, float]:
+    """GFLOP/s of ``torch.bmm`` (``"aten"``) and of the fused step's own product kernel
+    (``"kernel"``, where the step uses it: built, and compiled kernels not turned off). The
+    kernel's rate includes a call and an output's allocation per product, so it is understated at
+    small shapes."""
+    rates = {"aten": gemm_gflops(copies, m, k, n, repeats)}
+    if (kernel := kernels.small_matmul_op()) is not None:
+        rates["kernel"] = gemm_gflops(copies, m, k, n, repeats, kernel)
+    return rates
 
 
 def mlp_floor(pixels: torch.Tensor, eval_every: int = 500, test_images: int = 10_000) -> dict:
     """The Figure 1 MLP's arithmetic per run-step (BN setup, batch 60) and its time at the
     attained matrix-product rates (the faster of ATen's and the step's own kernel): ``{"mflop",
-    "gflops_own_shapes", "gflops_large", "ms_own", "ms_large"}``."""
+    "gflops_own_shapes", "gflops_large", "ms_own", "ms_large", "rates_own", "rates_large"}``, the
+    last two each route's rate (:func:`product_rates`)."""
     ones = pixels.float().sum(1).mean().item()  # set pixels per binarized image
     batch, hidden, classes = 60, 100, 10
     binary = 2 * batch * ones * hidden  # forward sums and the update's, one add per pixel and unit
@@ -178,11 +183,13 @@ def mlp_floor(pixels: torch.Tensor, eval_every: int = 500, test_images: int = 10
     forward = ones * hidden + 2 * 2 * hidden * hidden + 2 * hidden * classes
     evaluation = test_images * forward / eval_every
     flop = binary + dense + output + elementwise + evaluation
-    own = best_gflops(3, hidden, hidden, batch, 2000)
-    large = best_gflops(1, 512, 512, 512, 20)
+    rates_own = product_rates(3, hidden, hidden, batch, 2000)
+    rates_large = product_rates(1, 512, 512, 512, 20)
+    own, large = max(rates_own.values()), max(rates_large.values())
     return {
         "mflop": flop / 1e6, "gflops_own_shapes": own, "gflops_large": large,
         "ms_own": flop / own / 1e6, "ms_large": flop / large / 1e6,
+        "rates_own": rates_own, "rates_large": rates_large,
     }  # fmt: skip
 
 
@@ -290,6 +297,7 @@ def main() -> None:
                 "steps_timed": case.lengths[1] - case.lengths[0], "rounds": args.rounds,
                 "cpu": cpu_name(), "torch": torch.__version__,
                 "floor_mflop": "", "floor_ms_own_shapes": "", "floor_ms_large_gemm": "",
+                **dict.fromkeys(GEMM_COLUMNS, ""),
             }
         )  # fmt: skip
     if any(c.key == "mlp" for c in chosen):
@@ -304,12 +312,19 @@ def main() -> None:
             f"{floor['ms_large']:.3f} ms at {floor['gflops_large']:.0f} GFLOP/s (512^3; "
             f"{study / floor['ms_large']:.1f}x)"
         )
+        gemm = {
+            f"gemm_gflops_{route}_{shape}": round(rate, 1)
+            for shape, rates in (("own_shapes", floor["rates_own"]), ("512", floor["rates_large"]))
+            for route, rate in rates.items()
+        }
+        print("matrix products, GFLOP/s: " + ", ".join(f"{k} {v}" for k, v in gemm.items()))
         for row in rows:
             if row["key"] == "mlp":
                 row |= {
                     "floor_mflop": round(floor["mflop"], 2),
                     "floor_ms_own_shapes": round(floor["ms_own"], 4),
                     "floor_ms_large_gemm": round(floor["ms_large"], 4),
+                    **gemm,
                 }
     path = args.out / "studies_cpu.csv"
     write_report(path, _merged(path, rows) if args.only else rows, failed)

@@ -88,6 +88,10 @@ def test_the_floor_counts_the_mlps_arithmetic():
     assert floor["mflop"] == pytest.approx(expected)
     assert floor["ms_own"] == pytest.approx(floor["mflop"] / floor["gflops_own_shapes"])
     assert floor["gflops_own_shapes"] > 0 and floor["gflops_large"] > 0
+    # the floor takes the faster route, ATen's products or the fused step's kernel (where built)
+    assert floor["gflops_own_shapes"] == max(floor["rates_own"].values())
+    assert floor["gflops_large"] == max(floor["rates_large"].values())
+    assert "aten" in floor["rates_own"] and "aten" in floor["rates_large"]
 
 
 @pytest.mark.slow
