@@ -124,6 +124,17 @@ def batch_renorm(
     return y.to(x.dtype).view_as(x)
 
 
+def _channels_last(x: Tensor) -> bool:
+    """Whether ``x`` is a 4-D channels-last tensor (and not also a contiguous one, as when
+    ``C = 1`` or ``H = W = 1``)."""
+    cl = torch.channels_last
+    return x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=cl)
+
+
+def _memory_format(x: Tensor) -> torch.memory_format:
+    return torch.channels_last if _channels_last(x) else torch.contiguous_format
+
+
 # -- batch statistics -----------------------------------------------------------------------------
 def _side_by_side(x: Tensor, groups: int) -> Tensor:
     """``(N, C, *)`` as ``(N/G, G*C, *)``: microbatch ``k``'s channels become ``k*C ... k*C+C-1``."""
@@ -155,7 +166,9 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
         xs = (x if groups == 1 else _side_by_side(x, groups)).to(acc)
         mean, var = torch.batch_norm_update_stats(xs, None, None, 0.0)
         return mean.view(groups, c), var.view(groups, c)
-    if x.numel() < SMALL:
+    if x.numel() < SMALL or _channels_last(x):
+        # Small inputs, and channels-last ones (whose per-channel values are strided): torch's
+        # Welford kernel, one call per microbatch (each a channels-last slice).
         stats = [
             torch.batch_norm_update_stats(xb.to(acc), None, None, 0.0) for xb in x.chunk(groups)
         ]
@@ -290,7 +303,7 @@ class BatchRenormFunction(torch.autograd.Function):
         mean, var = mean.to(dtype), var.to(dtype)
         invstd = torch.rsqrt(var + ctx.eps)
         scale = _scale(weight, r, mean.shape, dtype)
-        dy = dy.contiguous()
+        dy = dy.contiguous(memory_format=_memory_format(x))
         if ctx.process_group is not None:
             dx, dw, db = _sync_backward(ctx, dy, x, scale, mean, invstd)
         else:

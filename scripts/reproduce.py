@@ -9,7 +9,9 @@ left), the collection into ``results/``, the figures and the wall time.
     python -m scripts.reproduce --list                           # every reproduction, one line each
 
 Jobs write under ``multirun/<name>/<time>/``; each job's output goes to ``logs/<job>.log``
-there. A failed job is named at the end (its log's last lines) while the others run on; a
+there. ``--jobs`` worker processes run the jobs one after another, so Python, torch and the
+study start once per worker rather than once per job (``scripts/job_worker.py``; a job's runs
+come out the same either way); ``--fresh-processes`` starts a process for every job. A failed job is named at the end (its log's last lines) while the others run on; a
 reproduction with a failed job is not collected, so ``results/`` keeps its earlier numbers.
 Hydra overrides given here reach every job (replacing the job's own value of the same key), and
 a reproduction that would reuse another's runs (``collect --reuse``) runs them instead, since
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments.studies import REPRODUCTIONS, Job, Reproduction, study_of_reproduction
+from scripts.job_worker import WorkerPool
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -150,10 +153,19 @@ def _tail(log: Path, lines: int = 5) -> str:
         return ""
 
 
-def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
+def _env() -> dict[str, str]:
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     # the repository's code whatever the working folder holds (--home may be another copy)
-    env = {**os.environ, "PYTHONPATH": path, "PYTHONSAFEPATH": "1"}
+    return {**os.environ, "PYTHONPATH": path, "PYTHONSAFEPATH": "1"}
+
+
+_workers: WorkerPool | None = None  # main() sets it: the jobs' processes, kept between jobs
+
+
+def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
+    env = _env()
+    if log is not None and _workers is not None and cwd == REPO and _workers.takes(cmd):
+        return _workers.run(cmd, log)
     if log is None:
         return subprocess.run(cmd, cwd=cwd, env=env).returncode
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -422,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         "--figures", action="store_true", help="redraw every figure, the claims and the report"
     )
     p.add_argument("--out", type=Path, help="the run folder (default multirun/reproduce/<time>)")
+    p.add_argument(
+        "--fresh-processes",
+        action="store_true",
+        help="start a process for every job (default: --jobs processes run the jobs one after "
+        "another, so Python, torch and the study start once; scripts/job_worker.py)",
+    )
     p.add_argument("--home", type=Path, default=REPO, help="the folder whose results/ is written")
     args = p.parse_intermixed_args(argv)
     if args.list or args.names:
@@ -458,7 +476,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run:
         home.mkdir(parents=True, exist_ok=True)
     runner = Runner(rs, root, extra, args.jobs, args.nproc, args.no_reuse, args.dry_run, home)
-    code = runner.run()
+    global _workers
+    _workers = None if args.fresh_processes or args.dry_run else WorkerPool(_env(), REPO)
+    try:
+        code = runner.run()
+    finally:
+        if _workers is not None:
+            _workers.close()
+            _workers = None
     for plot in group_plots(names, runner.failed):
         cmd = plot_command(plot)
         if args.dry_run:

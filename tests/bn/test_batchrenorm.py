@@ -261,3 +261,39 @@ def test_clip_fractions_count_both_sides():
     assert (r[0, 0] > 2 and r[0, 1] < 0.5) and (d[0, 0] > 0.5 and d[0, 1] < -0.5)
     assert float(brn.r_clip_fraction) == 0.5
     assert float(brn.d_clip_fraction) == 0.5
+
+
+@pytest.mark.parametrize("renorm", [True, False], ids=["brn", "bn"])
+@pytest.mark.parametrize("microbatch", [None, 4])
+def test_large_channels_last_inputs_equal_contiguous_ones(renorm, microbatch):
+    """Inputs past the small-input threshold in channels-last take their own routes (the Welford
+    statistics per microbatch, a channels-last backward pass): the same numbers as contiguous
+    ones in float64, and a whole batch keeps the layout in its output and input gradient."""
+    shape = (16, 24, 14, 14)  # more values than bn.functional.SMALL
+    kw = {"r_max": 1.5, "d_max": 0.5} if renorm else {}
+    cls = bn.BatchRenorm2d if renorm else bn.BatchNorm2d
+    layers = [cls(24, microbatch=microbatch, **kw).double() for _ in range(2)]
+    for layer in layers:
+        _perturb_running_stats(layer)
+        with torch.no_grad():
+            layer.weight.copy_(torch.linspace(0.5, 2, 24))
+            layer.bias.copy_(torch.linspace(-1, 1, 24))
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(shape, dtype=torch.float64, generator=g) * 3 + 2
+        gy = torch.randn(shape, dtype=torch.float64, generator=g)
+        outs = []
+        for layer, fmt in zip(layers, (torch.contiguous_format, torch.channels_last)):
+            xi = x.clone(memory_format=fmt).requires_grad_(True)
+            y = layer(xi)
+            y.backward(gy.contiguous(memory_format=fmt))
+            outs.append((y, xi.grad, layer.weight.grad, layer.bias.grad))
+            if fmt is torch.channels_last and microbatch is None:
+                assert y.is_contiguous(memory_format=fmt)
+                assert xi.grad.is_contiguous(memory_format=fmt)
+        for a, b in zip(*outs):
+            torch.testing.assert_close(b, a)
+        for layer in layers:
+            layer.weight.grad = layer.bias.grad = None
+    torch.testing.assert_close(layers[1].running_mean, layers[0].running_mean)
+    torch.testing.assert_close(layers[1].running_var, layers[0].running_var)

@@ -1,0 +1,86 @@
+"""scripts/job_worker.py: jobs run one after another in a worker keep their output, exit status
+and results as in a process of their own; a worker that dies fails only its job."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scripts.job_worker import WorkerPool
+from scripts.reproduce import _env
+from tests.idx_files import make_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _job(how: str) -> list[str]:
+    return [sys.executable, "-m", "tests.scripts.worker_job", how]
+
+
+def _pid(log: Path) -> int:
+    return int(re.search(r"pid (\d+)", log.read_text()).group(1))
+
+
+def test_jobs_share_a_worker_keep_their_output_and_exit_status(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        logs = {how: tmp_path / f"{how}.log" for how in ("ok", "exit3", "message", "raise")}
+        codes = {how: pool.run(_job(how), log) for how, log in logs.items()}
+    finally:
+        pool.close()
+    assert codes == {"ok": 0, "exit3": 3, "message": 1, "raise": 1}
+    assert len({_pid(log) for log in logs.values()}) == 1  # one process ran them all
+    for log in logs.values():
+        text = log.read_text()
+        assert "argv0 worker_job.py" in text  # as python -m sets it
+        assert "written to file descriptor 2" in text
+    assert "error: a one-line reason" in logs["message"].read_text()
+    assert "RuntimeError: a bug in the job" in logs["raise"].read_text()
+    assert "error: a one-line reason" not in logs["raise"].read_text()
+
+
+def test_a_worker_that_dies_fails_its_job_only(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        assert pool.run(_job("ok"), tmp_path / "before.log") == 0
+        assert pool.run(_job("kill"), tmp_path / "killed.log") != 0
+        assert pool.run(_job("ok"), tmp_path / "after.log") == 0
+    finally:
+        pool.close()
+    assert "ended with exit status" in (tmp_path / "killed.log").read_text()
+    assert _pid(tmp_path / "after.log") != _pid(tmp_path / "before.log")
+
+
+def test_only_single_process_python_jobs_go_to_a_worker():
+    assert WorkerPool.takes(_job("ok"))
+    assert not WorkerPool.takes([sys.executable, "-m", "torch.distributed.run", "-m", "x"])
+    assert not WorkerPool.takes(["bash", "-c", "true"])
+
+
+@pytest.mark.slow
+def test_a_study_s_runs_in_a_worker_equal_those_of_a_process_of_their_own(tmp_path):
+    make_dataset(tmp_path / "data", folder="MNIST")
+    args = [
+        "debug=quick", "data=mnist", f"data.root={tmp_path / 'data'}", "data.download=false",
+        "data.verify=false", "threads=1", "seed=[0,1]",
+    ]  # fmt: skip
+    jobs = [("brn_micro4", "a"), ("bn32", "b"), ("brn_micro4", "c")]
+    pool = WorkerPool(_env(), REPO)
+    try:
+        for setup, name in jobs:
+            cmd = [sys.executable, "-m", "experiments.renorm", f"setup={setup}", *args]
+            cmd.append(f"hydra.run.dir={tmp_path / name}")
+            log = tmp_path / f"{name}.log"
+            assert pool.run(cmd, log) == 0, log.read_text()
+    finally:
+        pool.close()
+    own = [sys.executable, "-m", "experiments.renorm", "setup=brn_micro4", *args]
+    subprocess.run([*own, f"hydra.run.dir={tmp_path / 'own'}"], cwd=REPO, env=_env(), check=True,
+                   capture_output=True)  # fmt: skip
+    for seed in ("seed0", "seed1"):
+        own_metrics = (tmp_path / "own" / seed / "metrics.csv").read_bytes()
+        # the first job of a worker, and one after another study's job
+        assert (tmp_path / "a" / seed / "metrics.csv").read_bytes() == own_metrics
+        assert (tmp_path / "c" / seed / "metrics.csv").read_bytes() == own_metrics
