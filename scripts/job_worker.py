@@ -17,12 +17,14 @@ every job in a process of its own instead.
 
 Protocol (the pool and its workers): one JSON object per line on the worker's standard input,
 ``{"argv": ["-m", module, *args], "log": path}``; one line back on its standard output,
-``{"rc": status}``, once the job is over. Only the standard library is imported here.
+``{"rc": status}``, once the job is over. The module imports only the standard library; a
+worker imports torch when it starts.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -41,9 +43,18 @@ def _status(code: object) -> int:
     return 1
 
 
-def _run_module(argv: list[str], log: Path) -> int:
+class _ProcessState:
+    """What a process starts with that a job may change for the rest of its process."""
+
+    def __init__(self) -> None:
+        import torch  # every job trains with it; imported once, here
+
+        self.cwd, self.environ = os.getcwd(), dict(os.environ)
+        self.torch, self.threads = torch, torch.get_num_threads()
+
+
+def _run_module(argv: list[str], log: Path, start: _ProcessState) -> int:
     """Run ``python <argv>`` (``-m module args``) in this process, its output in ``log``."""
-    import logging
     import runpy
     import traceback
 
@@ -68,12 +79,17 @@ def _run_module(argv: list[str], log: Path) -> int:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        _forget_job(logging)
+        _forget_job(start)
     return rc
 
 
-def _forget_job(logging) -> None:
-    """Leave nothing of a job to the next: Hydra's global state and the job's log handlers."""
+def _forget_job(start: _ProcessState) -> None:
+    """Leave nothing of a job to the next: Hydra's global state, the job's log handlers, and
+    the working folder, environment and torch thread count the worker started with."""
+    os.chdir(start.cwd)
+    os.environ.clear()
+    os.environ.update(start.environ)
+    start.torch.set_num_threads(start.threads)
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -89,9 +105,10 @@ def serve() -> None:
     replies = os.fdopen(os.dup(1), "w")  # standard output becomes each job's log
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
+    start = _ProcessState()
     for line in sys.stdin:
         request = json.loads(line)
-        rc = _run_module(request["argv"], Path(request["log"]))
+        rc = _run_module(request["argv"], Path(request["log"]), start)
         os.dup2(null, 1)  # between jobs, nothing writes into the last one's log
         os.dup2(null, 2)
         replies.write(json.dumps({"rc": rc}) + "\n")

@@ -53,6 +53,20 @@ def test_a_worker_that_dies_fails_its_job_only(tmp_path):
     assert _pid(tmp_path / "after.log") != _pid(tmp_path / "before.log")
 
 
+def test_a_job_s_folder_environment_and_threads_do_not_reach_the_next(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        for how in ("ok", "dirty", "ok"):
+            assert pool.run(_job(how), tmp_path / f"{how}.log") == 0
+    finally:
+        pool.close()
+    first, after = (tmp_path / "dirty.log").read_text(), (tmp_path / "ok.log").read_text()
+    state = re.search(r"cwd .*", first).group(0)
+    assert state.startswith(f"cwd {REPO} variable None threads ")
+    assert re.search(r"cwd .*", after).group(0) == state
+    assert _pid(tmp_path / "dirty.log") == _pid(tmp_path / "ok.log")
+
+
 def test_only_single_process_python_jobs_go_to_a_worker():
     assert WorkerPool.takes(_job("ok"))
     assert not WorkerPool.takes([sys.executable, "-m", "torch.distributed.run", "-m", "x"])

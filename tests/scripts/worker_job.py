@@ -1,15 +1,20 @@
 """A stand-in job for tests/scripts/test_job_worker.py: ``python -m tests.scripts.worker_job
 <how>`` prints its process id (through Python and through the C library's file descriptor),
-then ends as ``how`` says: ``ok``, ``exit3``, ``message`` (``sys.exit`` with a text), ``raise``
-or ``kill`` (the process dies)."""
+its working folder, an environment variable and torch's thread count, then ends as ``how``
+says: ``ok``, ``exit3``, ``message`` (``sys.exit`` with a text), ``raise``, ``kill`` (the
+process dies) or ``dirty`` (it changes those three first)."""
 
 import os
 import signal
 import sys
 
+import torch
+
 if __name__ == "__main__":
     how = sys.argv[1]
     print(f"pid {os.getpid()} argv0 {os.path.basename(sys.argv[0])}")
+    variable, threads = os.environ.get("BN_WORKER_TEST"), torch.get_num_threads()
+    print(f"cwd {os.getcwd()} variable {variable} threads {threads}")
     sys.stdout.flush()
     os.write(2, b"written to file descriptor 2\n")
     if how == "exit3":
@@ -18,5 +23,9 @@ if __name__ == "__main__":
         sys.exit("error: a one-line reason")
     if how == "raise":
         raise RuntimeError("a bug in the job")
+    if how == "dirty":
+        os.chdir("/")
+        os.environ["BN_WORKER_TEST"] = "set"
+        torch.set_num_threads(torch.get_num_threads() + 1)
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
