@@ -168,7 +168,8 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
         return mean.view(groups, c), var.view(groups, c)
     if x.numel() < SMALL or _channels_last(x):
         # Small inputs, and channels-last ones (whose per-channel values are strided): torch's
-        # Welford kernel, one call per microbatch (each a channels-last slice).
+        # Welford kernel, one call per microbatch (each a channels-last slice). On channels-last
+        # inputs its float32 sums depend on the thread count, as those of torch's BN do.
         stats = [
             torch.batch_norm_update_stats(xb.to(acc), None, None, 0.0) for xb in x.chunk(groups)
         ]
@@ -303,7 +304,10 @@ class BatchRenormFunction(torch.autograd.Function):
         mean, var = mean.to(dtype), var.to(dtype)
         invstd = torch.rsqrt(var + ctx.eps)
         scale = _scale(weight, r, mean.shape, dtype)
-        dy = dy.contiguous(memory_format=_memory_format(x))
+        # Whole batches: dy in x's layout (channels-last stays so, with torch's fast kernel).
+        dy = dy.contiguous(
+            memory_format=_memory_format(x) if ctx.groups == 1 else torch.contiguous_format
+        )
         if ctx.process_group is not None:
             dx, dw, db = _sync_backward(ctx, dy, x, scale, mean, invstd)
         else:

@@ -9,7 +9,11 @@ reproductions run dozens of jobs of about a minute. A worker pays it once. It ru
 output (file descriptors 1 and 2, so C++ libraries' too) in the job's log, and answers with the
 exit status the job's own process would have had. A job's runs depend only on its own settings
 and seeds (the studies seed what they draw), so they come out the same as in a process of their
-own; ``tests/scripts/test_job_worker.py`` checks that bit for bit.
+own; ``tests/scripts/test_job_worker.py`` checks that bit for bit. What a job leaves in its
+process is undone before the next, as its process's end would: a W&B run it left open (a failed
+job's) is finished with its exit status, and Hydra's global state, the log handlers, the
+record of warnings shown (so each job's log shows its own), the working folder, the environment
+and torch's thread count are reset. Jobs read ``/dev/null`` as input.
 
 A worker that dies in a job (a crash, the kernel's OOM killer) fails that job only: the pool
 starts a new worker for the next one. ``python -m scripts.reproduce --fresh-processes`` runs
@@ -23,22 +27,26 @@ worker imports torch when it starts.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import logging
 import os
 import subprocess
 import sys
 import threading
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
 
 def _status(code: object) -> int:
-    """The exit status of ``sys.exit(code)``; a message is printed, as Python does."""
+    """The exit status of ``sys.exit(code)``, as the process's would be; a message is printed,
+    as Python does."""
     if code is None:
         return 0
     if isinstance(code, int):
-        return code
+        return int(code) & 0xFF
     print(code, file=sys.stderr)
     return 1
 
@@ -53,13 +61,19 @@ class _ProcessState:
         self.torch, self.threads = torch, torch.get_num_threads()
 
 
+def _flush_all() -> None:
+    """Python's and the C library's buffered output, written where it belongs before the file
+    descriptors move on."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ctypes.CDLL(None).fflush(None)
+
+
 def _run_module(argv: list[str], log: Path, start: _ProcessState) -> int:
     """Run ``python <argv>`` (``-m module args``) in this process, its output in ``log``."""
     import runpy
-    import traceback
 
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush_all()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as f:
         os.dup2(f.fileno(), 1)
@@ -76,20 +90,19 @@ def _run_module(argv: list[str], log: Path, start: _ProcessState) -> int:
     except BaseException:
         traceback.print_exc()
         rc = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        _forget_job(start)
+    _forget_job(start, rc)
+    _flush_all()
     return rc
 
 
-def _forget_job(start: _ProcessState) -> None:
-    """Leave nothing of a job to the next: Hydra's global state, the job's log handlers, and
-    the working folder, environment and torch thread count the worker started with."""
-    os.chdir(start.cwd)
-    os.environ.clear()
-    os.environ.update(start.environ)
-    start.torch.set_num_threads(start.threads)
+def _forget_job(start: _ProcessState, rc: int) -> None:
+    """Leave nothing of a job to the next, as the end of its own process would (see the
+    module)."""
+    if "wandb" in sys.modules and sys.modules["wandb"].run is not None:
+        try:
+            sys.modules["wandb"].finish(exit_code=rc)
+        except Exception:  # said in the job's log; the next job starts its own run
+            traceback.print_exc()
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -98,18 +111,32 @@ def _forget_job(start: _ProcessState) -> None:
         from hydra.core.global_hydra import GlobalHydra
 
         GlobalHydra.instance().clear()
+    for module in list(sys.modules.values()):
+        registry = getattr(module, "__warningregistry__", None)
+        if isinstance(registry, dict):
+            registry.clear()
+    os.chdir(start.cwd)
+    for key in set(os.environ) - set(start.environ):
+        del os.environ[key]
+    for key, value in start.environ.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+    start.torch.set_num_threads(start.threads)
 
 
 def serve() -> None:
-    """The worker: jobs from standard input until it closes."""
+    """The worker: jobs from the pool until it closes their pipe. Jobs get ``/dev/null`` as
+    standard input; the pipes to the pool are kept on descriptors of their own."""
+    requests = os.fdopen(os.dup(0), "r")
     replies = os.fdopen(os.dup(1), "w")  # standard output becomes each job's log
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # between jobs, nothing writes into the last one's log
+        os.dup2(null, fd)
     start = _ProcessState()
-    for line in sys.stdin:
+    for line in requests:
         request = json.loads(line)
         rc = _run_module(request["argv"], Path(request["log"]), start)
-        os.dup2(null, 1)  # between jobs, nothing writes into the last one's log
+        os.dup2(null, 1)
         os.dup2(null, 2)
         replies.write(json.dumps({"rc": rc}) + "\n")
         replies.flush()
@@ -122,6 +149,7 @@ class WorkerPool:
     def __init__(self, env: Mapping[str, str], cwd: Path) -> None:
         self.env, self.cwd = dict(env), cwd
         self._idle: list[subprocess.Popen] = []
+        self._started: list[subprocess.Popen] = []
         self._lock = threading.Lock()
 
     @staticmethod
@@ -135,38 +163,58 @@ class WorkerPool:
             and cmd[2] != "torch.distributed.run"
         )
 
-    def _start(self) -> subprocess.Popen:
-        return subprocess.Popen(
-            [sys.executable, "-m", "scripts.job_worker"], cwd=self.cwd, env=self.env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+    def _take(self) -> subprocess.Popen:
+        """An idle worker that is still alive, or a new one."""
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.poll() is None:
+                    return worker
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "scripts.job_worker"], cwd=self.cwd, env=self.env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            self._started.append(worker)
+            return worker
 
     def run(self, cmd: list[str], log: Path) -> int:
         """Run ``cmd`` in a worker, its output in ``log``; its exit status."""
-        with self._lock:
-            worker = self._idle.pop() if self._idle else self._start()
+        request = json.dumps({"argv": cmd[1:], "log": str(log)}) + "\n"
+        for attempt in range(2):
+            worker = self._take()
+            try:
+                worker.stdin.write(request)
+                worker.stdin.flush()
+                break
+            except BrokenPipeError:  # it died idle: the job has not started; another worker
+                if attempt:
+                    raise
         try:
-            worker.stdin.write(json.dumps({"argv": cmd[1:], "log": str(log)}) + "\n")
-            worker.stdin.flush()
-            reply = worker.stdout.readline()
-        except BrokenPipeError:
-            reply = ""
-        if not reply:  # the worker died in the job: fail the job, not the pool
-            rc = worker.wait()
+            rc = json.loads(worker.stdout.readline())["rc"]
+        except ValueError:  # no reply: the worker died in the job; fail the job, not the pool
+            rc = worker.wait() or 1
+            log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("a") as f:
                 f.write(f"\nthe job's process ended with exit status {rc}\n")
-            return rc or 1
+            return rc
         with self._lock:
             self._idle.append(worker)
-        return json.loads(reply)["rc"]
+        return rc
 
-    def close(self) -> None:
-        """End every idle worker (each finishes when its input closes)."""
+    def close(self, timeout: float = 30.0) -> None:
+        """End every worker: an idle one finishes when its input closes; one still in a job
+        (the runner was interrupted) is given ``timeout`` seconds, then killed."""
         with self._lock:
-            workers, self._idle = self._idle, []
+            workers, self._idle, self._started = self._started, [], []
         for worker in workers:
-            worker.stdin.close()
-            worker.wait()
+            with contextlib.suppress(BrokenPipeError):
+                worker.stdin.close()
+        for worker in workers:
+            try:
+                worker.wait(timeout)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ and results as in a process of their own; a worker that dies fails only its job.
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,15 @@ def _pid(log: Path) -> int:
 
 
 def test_jobs_share_a_worker_keep_their_output_and_exit_status(tmp_path):
+    hows = ("ok", "exit3", "exit256", "message", "raise")
     pool = WorkerPool(_env(), REPO)
     try:
-        logs = {how: tmp_path / f"{how}.log" for how in ("ok", "exit3", "message", "raise")}
+        logs = {how: tmp_path / f"{how}.log" for how in hows}
         codes = {how: pool.run(_job(how), log) for how, log in logs.items()}
     finally:
         pool.close()
-    assert codes == {"ok": 0, "exit3": 3, "message": 1, "raise": 1}
+    own = {how: subprocess.run(_job(how), cwd=REPO, env=_env(), capture_output=True).returncode for how in hows}  # fmt: skip
+    assert codes == own == {"ok": 0, "exit3": 3, "exit256": 0, "message": 1, "raise": 1}
     assert len({_pid(log) for log in logs.values()}) == 1  # one process ran them all
     for log in logs.values():
         text = log.read_text()
@@ -65,6 +68,57 @@ def test_a_job_s_folder_environment_and_threads_do_not_reach_the_next(tmp_path):
     assert state.startswith(f"cwd {REPO} variable None threads ")
     assert re.search(r"cwd .*", after).group(0) == state
     assert _pid(tmp_path / "dirty.log") == _pid(tmp_path / "ok.log")
+
+
+def test_each_job_s_log_shows_its_own_warnings(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        for k in range(2):
+            assert pool.run(_job("warn"), tmp_path / f"warn{k}.log") == 0
+    finally:
+        pool.close()
+    assert _pid(tmp_path / "warn0.log") == _pid(tmp_path / "warn1.log")
+    for k in range(2):
+        assert "a library's warning" in (tmp_path / f"warn{k}.log").read_text()
+
+
+def test_c_library_output_stays_in_its_own_job_s_log(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        assert pool.run(_job("cprint"), tmp_path / "cprint.log") == 0
+        assert pool.run(_job("ok"), tmp_path / "ok.log") == 0
+    finally:
+        pool.close()
+    assert "through printf" in (tmp_path / "cprint.log").read_text()
+    assert "through printf" not in (tmp_path / "ok.log").read_text()
+
+
+def test_a_worker_that_died_idle_is_replaced_and_the_job_runs(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        assert pool.run(_job("ok"), tmp_path / "first.log") == 0
+        idle = pool._idle[0]
+        idle.kill()
+        idle.wait()
+        assert pool.run(_job("ok"), tmp_path / "second.log") == 0
+        assert "pid" in (tmp_path / "second.log").read_text()
+        # a job whose worker dies before its log folder exists is failed, not the runner
+        assert pool.run(_job("kill"), tmp_path / "new" / "folder" / "killed.log") != 0
+    finally:
+        pool.close()
+    assert "ended with exit status" in (tmp_path / "new/folder/killed.log").read_text()
+
+
+def test_jobs_from_several_threads_get_a_worker_each(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        with ThreadPoolExecutor(2) as threads:
+            logs = [tmp_path / f"{k}.log" for k in range(4)]
+            codes = list(threads.map(lambda log: pool.run(_job("ok"), log), logs))
+    finally:
+        pool.close()
+    assert codes == [0, 0, 0, 0]
+    assert 1 <= len({_pid(log) for log in logs}) <= 2
 
 
 def test_only_single_process_python_jobs_go_to_a_worker():

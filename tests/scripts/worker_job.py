@@ -1,12 +1,16 @@
 """A stand-in job for tests/scripts/test_job_worker.py: ``python -m tests.scripts.worker_job
 <how>`` prints its process id (through Python and through the C library's file descriptor),
 its working folder, an environment variable and torch's thread count, then ends as ``how``
-says: ``ok``, ``exit3``, ``message`` (``sys.exit`` with a text), ``raise``, ``kill`` (the
-process dies) or ``dirty`` (it changes those three first)."""
+says: ``ok``, ``exit3``, ``exit256`` (a status a process cannot have), ``message``
+(``sys.exit`` with a text), ``raise``, ``kill`` (the process dies), ``dirty`` (it changes those
+three first), ``cprint`` (a line through the C library's buffered ``printf``, not flushed) or
+``warn`` (a warning from a library module, which Python shows once per process)."""
 
+import ctypes
 import os
 import signal
 import sys
+import warnings
 
 import torch
 
@@ -19,6 +23,15 @@ if __name__ == "__main__":
     os.write(2, b"written to file descriptor 2\n")
     if how == "exit3":
         sys.exit(3)
+    if how == "exit256":
+        sys.exit(256)
+    if how == "warn":
+        import json  # a module that stays imported: the warning is recorded in its registry
+
+        registry = vars(json).setdefault("__warningregistry__", {})
+        warnings.warn_explicit("a library's warning", UserWarning, json.__file__, 1, registry=registry)  # fmt: skip
+    if how == "cprint":
+        ctypes.CDLL(None).printf(b"through printf\n")
     if how == "message":
         sys.exit("error: a one-line reason")
     if how == "raise":
