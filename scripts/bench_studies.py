@@ -45,8 +45,13 @@ from experiments.kit.data import compact_inputs, ensure_dataset, load_split
 from experiments.nets import kernels
 from scripts.bench_layers import write_report
 
-# The matrix-product rates behind the floor, by route (ATen's, the step's kernel) and shape.
-GEMM_COLUMNS = [f"gemm_gflops_{r}_{s}" for s in ("own_shapes", "512") for r in ("aten", "kernel")]
+
+def gemm_column(route: str, shape: str) -> str:
+    """The CSV column of a matrix-product rate behind the floor, by route and shape."""
+    return f"gemm_gflops_{route}_{shape}"
+
+
+GEMM_COLUMNS = [gemm_column(r, s) for s in ("own_shapes", "512") for r in ("aten", "kernel")]
 TARGET = {"mlp": 4.0}  # the Figure 1 MLP: the study's run-step at least 4x cheaper than the peer's
 
 
@@ -313,7 +318,7 @@ def main() -> None:
             f"{study / floor['ms_large']:.1f}x)"
         )
         gemm = {
-            f"gemm_gflops_{route}_{shape}": round(rate, 1)
+            gemm_column(route, shape): round(rate, 1)
             for shape, rates in (("own_shapes", floor["rates_own"]), ("512", floor["rates_large"]))
             for route, rate in rates.items()
         }

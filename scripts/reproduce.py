@@ -11,8 +11,9 @@ left), the collection into ``results/``, the figures and the wall time.
 Jobs write under ``multirun/<name>/<time>/``; each job's output goes to ``logs/<job>.log``
 there. ``--jobs`` worker processes run the jobs one after another, so Python, torch and the
 study start once per worker rather than once per job (``scripts/job_worker.py``; a job's runs
-come out the same either way); ``--fresh-processes`` starts a process for every job. A failed job is named at the end (its log's last lines) while the others run on; a
-reproduction with a failed job is not collected, so ``results/`` keeps its earlier numbers.
+come out the same either way); ``--fresh-processes`` starts a process for every job. A failed
+job is named at the end (its log's last lines) while the others run on; a reproduction with a
+failed job is not collected, so ``results/`` keeps its earlier numbers.
 Hydra overrides given here reach every job (replacing the job's own value of the same key), and
 a reproduction that would reuse another's runs (``collect --reuse``) runs them instead, since
 the overrides may change what they were run with. Imports only the standard library and the
@@ -163,9 +164,9 @@ _workers: WorkerPool | None = None  # main() sets it: the jobs' processes, kept 
 
 
 def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
-    env = _env()
     if log is not None and _workers is not None and cwd == REPO and _workers.takes(cmd):
-        return _workers.run(cmd, log)
+        return _workers.run(cmd, log)  # the pool was given the environment once
+    env = _env()
     if log is None:
         return subprocess.run(cmd, cwd=cwd, env=env).returncode
     log.parent.mkdir(parents=True, exist_ok=True)
