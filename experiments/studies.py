@@ -181,6 +181,10 @@ RENORM_SETUPS = (
     "noniid_brn",
     "noniid8_bn",
     "noniid8_brn",
+    "noniid4_bn",
+    "noniid4_brn",
+    "noniid16_bn",
+    "noniid16_brn",
     "groupnorm",
     "layernorm",
     "brn_micro4_jump",
@@ -318,6 +322,8 @@ STUDIES: tuple[Study, ...] = (
             "noniid_bn": "BN, non-i.i.d. (16 labels × 2)", "noniid_bn_halves": "BN on two halves, non-i.i.d.",
             "noniid_brn": "Batch Renorm, non-i.i.d. (16 labels × 2)",
             "noniid8_bn": "BN, non-i.i.d. (4 labels × 8)", "noniid8_brn": "Batch Renorm, non-i.i.d. (4 labels × 8)",
+            "noniid4_bn": "BN, non-i.i.d. (8 labels × 4)", "noniid4_brn": "Batch Renorm, non-i.i.d. (8 labels × 4)",
+            "noniid16_bn": "BN, non-i.i.d. (2 labels × 16)", "noniid16_brn": "Batch Renorm, non-i.i.d. (2 labels × 16)",
         },
         claims=("brn_paper",),
         styles={
@@ -333,13 +339,17 @@ STUDIES: tuple[Study, ...] = (
             "noniid_brn": Style("#dd8452", "-", "Batch Renorm"),
             "noniid8_bn": Style("#4c72b0", "-", "BN"),
             "noniid8_brn": Style("#dd8452", "-", "Batch Renorm"),
+            "noniid4_bn": Style("#4c72b0", "-", "BN"),
+            "noniid4_brn": Style("#dd8452", "-", "Batch Renorm"),
+            "noniid16_bn": Style("#4c72b0", "-", "BN"),
+            "noniid16_brn": Style("#dd8452", "-", "Batch Renorm"),
         },
         reproductions=(
             # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every
             # setup is within a point of the others, keeps 2. A job per setup and dataset, its
             # seeds side by side (experiments/nets/stacked.py).
             Reproduction(
-                "reproduce-renorm", "Batch Renorm Figs. 1-2, CPU scale: 12 setups x (5 seeds Fashion-MNIST, 2 MNIST); results/renorm/",
+                "reproduce-renorm", "Batch Renorm Figs. 1-2, CPU scale: 16 setups x (5 seeds Fashion-MNIST, 2 MNIST); results/renorm/",
                 data=("mnist", "fashion_mnist"),
                 stages=(
                     seeds_side_by_side(RENORM_SETUPS, SEEDS5, 30, "data=fashion_mnist", prefix="fashion_mnist/")

@@ -221,7 +221,7 @@ def stage_e2e(out: Path, work: Path, limit: float) -> int:
 
 
 def stage_study(out: Path, work: Path, limit: float) -> int:
-    """The CPU-scale Batch Renorm study (Fashion-MNIST, 12 setups x 5 seeds side by side) on the
+    """The CPU-scale Batch Renorm study (Fashion-MNIST, every setup x 5 seeds side by side) on the
     GPU, six jobs at a time, against the committed CPU run's steps/s and accuracy."""
     deadline = time.monotonic() + limit
     committed = json.loads((REPO / "results/renorm" / STUDY_DATA / "summary.json").read_text())
