@@ -18,8 +18,30 @@ sigmoid MLP of :mod:`experiments.mnist`, one seed per process). Every ``eval.eve
    fixed training batch, the earlier layers moved by the run's own SGD step (weight decay too).
 3. **The loss along the gradient** at ``probe.etas`` × the learning rate: the loss band,
    gradient predictiveness and effective β-smoothness.
-4. **Jacobian singular values** per hidden layer (``∂h_l/∂h_{l−1}``) and input to output, per
-   example, inference mode with the current statistics, on ``probe.jacobian_examples`` test images.
+4. **Jacobian singular values**, per example on ``probe.jacobian_examples`` test images:
+   (a) ``jacobian/``: per hidden layer ``l >= 2`` of the post-activation ``∂h_l/∂h_{l−1}``
+   (``diag(act′)·diag(γ/σ)·W``, scaled by the sigmoid's slope, at most 1/4) and input to
+   output, inference mode with the moving statistics. (b) ``jacobian_normalized/``: the BN
+   paper's Sec. 3.3 conjecture (``J Jᵀ = I`` for normalized, Gaussian, uncorrelated layer
+   inputs) in its own coordinates, at every evaluation from step 0: for every pair of
+   consecutive hidden layers ``J_l = ∂x̂_{l+1}/∂x̂_l`` between the normalized pre-activations
+   ``x̂_l = (z_l − E[z_l]) / sqrt(Var[z_l] + eps)``, ``z_l = W_l h_{l−1} (+ b_l)``. With BN the
+   statistics are the population ones (Algorithm 2 over the ``probe.batches`` fixed training
+   batches, on a copy; noisy BN's noise off), ``h_l = act(γ_l x̂_l + β_l)`` and
+   ``J_l = diag(1/sqrt(Var[z_{l+1}] + eps))·W_{l+1}·diag(act′(γ_l x̂_l + β_l))·diag(γ_l)``;
+   without BN every unit's mean ``μ_l`` and biased variance ``s_l²`` of ``z_l`` over all those
+   batches' examples, with the BN layers' eps (:data:`BASELINE_EPS`), ``h_l = act(z_l)`` and
+   ``J_l = diag(1/sqrt(s_{l+1}² + eps))·W_{l+1}·diag(act′(z_l))·diag(sqrt(s_l² + eps))``.
+   ``act`` is the network's sigmoid or ReLU. ``J_l`` is built in closed form; logged under
+   ``jacobian_normalized/layer{l}to{l+1}/``: ``sv_median``, ``sv_min``, ``sv_max``,
+   ``sv_in_band`` (in [0.5, 2]) and ``isometry_gap`` (the mean ``|log10 σ_i|`` over examples
+   and singular values, 0 for an isometry; a ``σ_i`` below 1e-6, e.g. a ReLU's inactive unit,
+   counts as 1e-6). The paper's assumption, per hidden layer:
+   ``jacobian_normalized/layer{l}/mean_abs_corr``, the mean absolute off-diagonal correlation
+   between the units of ``x̂_l`` over the fixed batches' examples (BN: in the
+   population-statistics network). With BN and perfectly white, uncorrelated, linear layers
+   the singular values are ``sqrt((m − 1)/m)`` (``m`` = ``train.batch_size``), not 1:
+   Algorithm 2's variance is ``m/(m − 1)`` times that of the batch-normalized inputs it sees.
 5. **Weights**: per layer ``‖W‖``, ``‖∇W‖`` and the step's relative update ``‖ΔW‖/‖W‖``.
 
 Every unit's percentiles (three ways) go to ``unit_percentiles.pt`` for the figures.
@@ -45,8 +67,10 @@ from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import (
     gradient_ics,
+    isometry_gap,
     jacobian_singular_values,
     landscape_along_gradient,
+    mean_abs_correlation,
     spectrum_summary,
 )
 from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
@@ -63,6 +87,9 @@ from experiments.studies import study
 
 STUDY = "mechanism"
 WAYS = ("moving", "population", "train_mode")  # the three views of the sigmoid inputs
+NORMALIZED = "jacobian_normalized"  # the metrics of the Sec. 3.3 probe (module docstring, 4)
+BASELINE_EPS = 1e-5  # the BN layers' eps (configs/norm/batchnorm.yaml): the same coordinates
+HiddenLayer = tuple[Tensor, Tensor | None, nn.Module | None, nn.Module]  # W, b, BN, activation
 
 
 @dataclass
@@ -136,16 +163,23 @@ def layer_functions(model: SigmoidMLP) -> list:
     """``f_l(h) = act(BN(W_l h + b_l))`` of every hidden layer (``act``: the network's sigmoid or
     ReLU) and the output layer's ``W h + b``, for one example ``h`` (a vector), BN with its
     current moving statistics."""
-    norms = list(model.norms) if model.norms is not None else [None] * len(model.hidden)
-    fns = []
-    for linear, norm, act in zip(model.hidden, norms, model.sigmoids):
-        w = linear.weight[0].t() if isinstance(linear, BinaryInputLinear) else linear.weight[0]
-        b = None if linear.bias is None else linear.bias[0, :, 0].detach()
-        fns.append(_hidden_fn(w.detach(), b, _bn_of(norm), act))
+    fns = [_hidden_fn(w, b, norm, act) for w, b, norm, act in _hidden_layers(model)]
     out = model.output
     w, b = out.weight[0].detach(), out.bias[0, :, 0].detach()
     fns.append(lambda h, w=w, b=b: w @ h + b)
     return fns
+
+
+def _hidden_layers(model: SigmoidMLP) -> list[HiddenLayer]:
+    """Copy 0's hidden layers as ``(W, b, BN, act)``: ``W`` as ``(out, in)``, ``b`` (``None``
+    with BN), detached; the BN layer without noisy BN's noise, or ``None``."""
+    norms = list(model.norms) if model.norms is not None else [None] * len(model.hidden)
+    layers = []
+    for linear, norm, act in zip(model.hidden, norms, model.sigmoids):
+        w = linear.weight[0].t() if isinstance(linear, BinaryInputLinear) else linear.weight[0]
+        b = None if linear.bias is None else linear.bias[0, :, 0].detach()
+        layers.append((w.detach(), b, _bn_of(norm), act))
+    return layers
 
 
 def _bn_of(norm: nn.Module | None) -> nn.Module | None:
@@ -188,6 +222,116 @@ def jacobian_metrics(model: SigmoidMLP, x: Tensor) -> dict[str, float]:
     sv = jacobian_singular_values(whole, hs[0])
     out.update({f"jacobian/input_output/{k}": v for k, v in spectrum_summary(sv).items()})
     return out
+
+
+# -- the Jacobian between consecutive normalized pre-activations (BN paper Sec. 3.3) -------------
+@dataclass
+class NormalizedLayer:
+    """A hidden layer in the coordinates of the BN paper's Sec. 3.3: ``x̂ = (z − mean) / scale``
+    of its pre-activation ``z = W h + b``, and the activation's input ``u = gain·x̂ + shift``.
+    With BN ``gain, shift = γ, β``; without, ``scale, mean`` (``u = z``)."""
+
+    weight: Tensor  # (out, in)
+    bias: Tensor | None
+    mean: Tensor
+    scale: Tensor  # sqrt(Var[z] + eps)
+    gain: Tensor
+    shift: Tensor
+    act: nn.Module
+
+
+def normalized_layers(model: SigmoidMLP, fixed: list[Tensor]) -> list[NormalizedLayer]:
+    """Copy 0's hidden layers in normalized coordinates, statistics over the ``fixed`` training
+    batches: with BN its population statistics (Algorithm 2, on a copy; noisy BN's noise off),
+    without BN every unit's mean and biased variance of ``z`` over all their examples, plus
+    :data:`BASELINE_EPS`."""
+    if model.norm_after:
+        raise ValueError("normalized_layers: BN after the activation has no x̂ before it")
+    if model.norms is None:
+        return _standardized(model, _copy0(torch.cat(fixed, dim=-2)))
+    m = copy.deepcopy(model)
+    bn.set_population_statistics(m, iter(fixed), len(fixed))
+    layers = []
+    for w, b, norm, act in _hidden_layers(m):
+        units = w.shape[0]
+        gain = torch.ones_like(w[:, 0]) if norm.weight is None else norm.weight[:units].detach()
+        shift = torch.zeros_like(gain) if norm.bias is None else norm.bias[:units].detach()
+        scale = (norm.running_var[:units] + norm.eps).sqrt()
+        layers.append(NormalizedLayer(w, b, norm.running_mean[:units], scale, gain, shift, act))
+    return layers
+
+
+def _copy0(x: Tensor) -> Tensor:
+    """Copy 0's examples of a batch: ``(batch, features)`` or ``(copies, batch, features)``."""
+    return x if x.dim() == 2 else x[0]
+
+
+def _standardized(model: SigmoidMLP, x: Tensor) -> list[NormalizedLayer]:
+    layers, h = [], x.to(model.output.weight.dtype)
+    with torch.no_grad():
+        for w, b, _, act in _hidden_layers(model):
+            z = h @ w.t() + (0 if b is None else b)
+            var, mean = torch.var_mean(z, dim=0, correction=0)
+            scale = (var + BASELINE_EPS).sqrt()
+            layers.append(NormalizedLayer(w, b, mean, scale, scale, mean, act))
+            h = act(z)
+    return layers
+
+
+def normalized_forward(
+    layers: list[NormalizedLayer], x: Tensor
+) -> tuple[list[Tensor], list[Tensor]]:
+    """Every hidden layer's ``x̂`` and activation input ``u`` for the examples ``x``
+    (``(batch, features)``), each ``(batch, units)``."""
+    xhats, us = [], []
+    h = x.to(layers[0].weight.dtype)
+    for layer in layers:
+        z = h @ layer.weight.t() + (0 if layer.bias is None else layer.bias)
+        xhats.append((z - layer.mean) / layer.scale)
+        us.append(layer.gain * xhats[-1] + layer.shift)
+        h = layer.act(us[-1])
+    return xhats, us
+
+
+def normalized_jacobians(layers: list[NormalizedLayer], us: list[Tensor]) -> list[Tensor]:
+    """``J_l = ∂x̂_{l+1}/∂x̂_l = diag(1/scale_{l+1})·W_{l+1}·diag(act′(u_l)·gain_l)`` per example
+    (``us``: :func:`normalized_forward`'s), ``(batch, units_{l+1}, units_l)`` for every
+    consecutive pair of hidden layers."""
+    jacs = []
+    for layer, u, nxt in zip(layers, us, layers[1:]):
+        # the activation acts elementwise: its Jacobian's diagonal is one JVP with ones
+        slope = torch.func.jvp(layer.act, (u,), (torch.ones_like(u),))[1]
+        jacs.append((nxt.weight / nxt.scale[:, None])[None] * (slope * layer.gain)[:, None, :])
+    return jacs
+
+
+def normalized_jacobian_metrics(
+    model: SigmoidMLP, fixed: list[Tensor], x: Tensor
+) -> dict[str, float]:
+    """The BN paper's Sec. 3.3 conjecture in its own coordinates (module docstring, 4): per
+    consecutive pair of hidden layers the singular values of ``∂x̂_{l+1}/∂x̂_l`` per example of
+    ``x`` (:func:`spectrum_summary` and :func:`isometry_gap`), and per hidden layer the mean
+    ``|corr|`` between the components of ``x̂_l`` over the ``fixed`` training batches."""
+    layers = normalized_layers(model, fixed)
+    out: dict[str, float] = {}
+    with torch.no_grad():
+        xhats, _ = normalized_forward(layers, _copy0(torch.cat(fixed, dim=-2)))
+        for i, xhat in enumerate(xhats):
+            out[f"{NORMALIZED}/layer{i + 1}/mean_abs_corr"] = mean_abs_correlation(xhat)
+        _, us = normalized_forward(layers, x)
+        for i, jac in enumerate(normalized_jacobians(layers, us)):
+            summary = _spectrum(jac)
+            out.update({f"{NORMALIZED}/layer{i + 1}to{i + 2}/{k}": v for k, v in summary.items()})
+    return out
+
+
+def _spectrum(jac: Tensor) -> dict[str, float]:
+    """:func:`spectrum_summary` and :func:`isometry_gap` of every example's ``jac``; NaN if any
+    entry is not finite (a diverged network: the SVD would raise)."""
+    finite = bool(torch.isfinite(jac).all())
+    sv = torch.linalg.svdvals(jac if finite else torch.zeros_like(jac))
+    out = {**spectrum_summary(sv), "isometry_gap": isometry_gap(sv)}
+    return out if finite else dict.fromkeys(out, float("nan"))
 
 
 # -- the three views of the sigmoid inputs ------------------------------------------------------
@@ -363,6 +507,7 @@ class Probes:
         metrics.update(self._gradient_measures())
         metrics.update(jacobian_metrics(model.eval(), self.jacobian_x))
         model.train()
+        metrics.update(normalized_jacobian_metrics(model, self.fixed_x, self.jacobian_x))
         return metrics
 
     def _gradient_measures(self) -> dict[str, float]:

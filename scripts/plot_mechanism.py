@@ -9,7 +9,13 @@
 - ``mechanism_typical_unit``: Figure 1 (b, c) redrawn for the typical unit, three ways.
 - ``mechanism_santurkar`` and ``mechanism_santurkar_relu``: gradient-based ICS and the loss
   landscape along the gradient (Santurkar et al. 2018, Figs. 5 and 4).
-- ``mechanism_jacobian``: singular values of the layer and input-output Jacobians over training.
+- ``mechanism_jacobian``: the BN paper's Sec. 3.3 conjecture in its own coordinates, BN against
+  no BN (the sigmoid networks): the singular values of the Jacobian between consecutive
+  normalized pre-activations (median, isometry gap, fraction in [0.5, 2]), the mean |corr|
+  between a layer's normalized units (the paper's "uncorrelated" assumption), and, for
+  contrast, the median singular value of the post-sigmoid Jacobian ``∂h3/∂h2``. The ReLU
+  networks' normalized Jacobians are rank-deficient (their inactive units), so their gap mostly
+  counts the floor of :func:`~experiments.kit.measures.isometry_gap`: not drawn.
 - ``mechanism_weights``: ``‖W‖``, ``‖∇W‖`` and ``‖ΔW‖/‖W‖`` with and without weight decay.
 
 Curves are the mean over seeds with its 95% t-interval.
@@ -153,25 +159,67 @@ def santurkar(setups: dict, name: str, file: str) -> Path:
     return save(fig, file)
 
 
+def _require(data: dict, setups: dict, metrics: list[str]) -> None:
+    """End the script with one line if a setup in ``runs.csv`` lacks a metric a figure draws (a
+    collection from before the metric was measured)."""
+    for setup in setups:
+        for metric in metrics:
+            if has(data, setup) and not any(
+                metric in v for (s, _), v in data.items() if s == setup
+            ):
+                raise SystemExit(
+                    f"error: {RESULTS / 'runs.csv'} has no {metric} for {setup}: "
+                    "rerun the study (make reproduce-mechanism)"
+                )
+
+
+PAIRS = {"layer1to2": (1, 2), "layer2to3": (2, 3)}  # the Sec. 3.3 probe's consecutive layers
+
+
+def _partial(lower: int, upper: int, x: str = r"\hat{x}") -> str:
+    return rf"$\partial {x}_{upper} / \partial {x}_{lower}$"
+
+
 def jacobian() -> Path:
     data = _data()
-    setups = {**{k: v for k, v in SIGMOID.items() if k != "mech_noisy_bn"}, **RELU}
-    parts = (("layer2", "∂h2/∂h1"), ("layer3", "∂h3/∂h2"), ("input_output", "∂logits/∂x"))
-    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), layout="constrained")
-    for col, (part, title) in enumerate(parts):
+    setups = {k: v for k, v in SIGMOID.items() if k != "mech_noisy_bn"}
+    prefix = "jacobian_normalized"
+    corr = {layer: f"{prefix}/layer{layer}/mean_abs_corr" for layer in (1, 2, 3)}
+    panels = [  # (row, column, metric, title)
+        *[(0, c, f"{prefix}/{p}/sv_median", f"{_partial(*lk)}: median singular value")
+          for c, (p, lk) in enumerate(PAIRS.items())],
+        (0, 2, "jacobian/layer3/sv_median",
+         f"for contrast {_partial(2, 3, 'h')} (after the sigmoid,\nmoving statistics): median singular value"),
+        *[(1, c, f"{prefix}/{p}/isometry_gap", f"{_partial(*lk)}: isometry gap, mean |log$_{{10}}$ σ|")
+          for c, (p, lk) in enumerate(PAIRS.items())],
+        *[(2, c, m, rf"mean |corr| between the units of $\hat{{x}}_{layer}$")
+          for c, (layer, m) in enumerate(corr.items())],
+    ]  # fmt: skip
+    _require(data, setups, [m for *_, m, _ in panels])
+    fig, axes = plt.subplots(3, 3, figsize=(13, 10), layout="constrained")
+    for row, col, metric, title in panels:
+        ax = axes[row, col]
         for setup, (label, color) in setups.items():
-            style = "--" if setup in RELU else "-"
-            _line(axes[0, col], data, setup, f"jacobian/{part}/sv_median", color, label, style)
-            _line(axes[1, col], data, setup, f"jacobian/{part}/sv_in_band", color, label, style)
-        axes[0, col].set(yscale="log", ylim=(1e-7, 1e2), title=f"{title}: median singular value")
-        axes[1, col].set(ylim=(0, 1), title=f"{title}: fraction in [0.5, 2]")
-        for ax in axes[:, col]:
-            ax.set_xlabel("training step")
-        axes[0, col].axhline(1.0, color="k", lw=0.6)
+            _line(ax, data, setup, metric, color, label)
+        ax.set(yscale="log", xlabel="training step", title=title)
+        if row == 0:
+            ax.axhline(1.0, color="k", lw=0.6)
+    ax = axes[1, 2]
+    for setup, (label, color) in setups.items():
+        for p, style in zip(PAIRS, (":", "-")):
+            metric = f"{prefix}/{p}/sv_in_band"
+            _line(ax, data, setup, metric, color, f"{label}, {p.replace('to', '→')}", style)
+    ax.set(ylim=(0, 1), xlabel="training step", title="fraction of singular values in [0.5, 2]")
+    ax.legend(fontsize=7)
+    axes[0, 0].set_ylabel("median σ")
+    axes[1, 0].set_ylabel("mean |log$_{10}$ σ| (0: an isometry)")
+    axes[2, 0].set_ylabel("mean |corr| (0: uncorrelated)")
     axes[0, 0].legend(fontsize=7, title="(seeds)", title_fontsize=7)
     fig.suptitle(
-        "Jacobian singular values (BN paper Sec. 3.3: BN keeps them near 1): per example, BN in "
-        "inference mode with its moving statistics, 100 test images"
+        r"BN paper Sec. 3.3 (BN may make $J J^T = I$) in its own coordinates: "
+        r"$J = \partial\hat{x}_{l+1} / \partial\hat{x}_l$ between consecutive normalized "
+        "pre-activations of the sigmoid MLP,\nper example on 100 test images; BN with population "
+        "statistics (20 training batches), no BN standardized by its own mean and std there"
     )
     return save(fig, "mechanism_jacobian.png")
 

@@ -1,6 +1,7 @@
 """What the follow-up literature measures to explain BN (Santurkar et al. 2018, Yang et al. 2019):
 gradient-based internal covariate shift, smoothness of the loss along the gradient, Jacobian
-singular values, and the gradient-norm ratio across depth.
+singular values and how far they are from an isometry, the correlation between a layer's
+components, and the gradient-norm ratio across depth.
 
 Each function takes the network as given and leaves it as it found it (weights, BN statistics,
 gradients, train/eval mode, torch's global random state), so a study can call it every K steps
@@ -149,6 +150,25 @@ def spectrum_summary(svals: Tensor, band: tuple[float, float] = (0.5, 2.0)) -> d
         "sv_max": v.max().item(),
         "sv_in_band": ((v >= band[0]) & (v <= band[1])).float().mean().item(),
     }
+
+
+def isometry_gap(svals: Tensor, floor: float = 1e-6) -> float:
+    """The mean of ``|log10 σ_i|`` over all the singular values ``svals`` (every example's): 0
+    for an isometry, 1 when they are off by a factor of 10 on average. A value below ``floor``
+    counts as ``floor`` (at most ``-log10(floor)`` decades each): a rank-deficient Jacobian (a
+    ReLU's inactive units) has zeros that float32 returns as rounding noise of ~1e-7."""
+    return svals.flatten().clamp_min(floor).log10().abs().mean().item()
+
+
+def mean_abs_correlation(x: Tensor) -> float:
+    """The mean absolute off-diagonal Pearson correlation between the columns of ``x``
+    (``(examples, components)``): 0 for uncorrelated components. A constant column counts as
+    uncorrelated with every other."""
+    centred = x - x.mean(0)
+    unit = centred / centred.norm(dim=0).clamp_min(torch.finfo(x.dtype).tiny)
+    corr = unit.t() @ unit
+    off = ~torch.eye(corr.shape[0], dtype=torch.bool, device=corr.device)
+    return corr[off].abs().mean().item()
 
 
 def first_last_gradient_ratio(weights: Sequence[Tensor], loss: Tensor) -> float:

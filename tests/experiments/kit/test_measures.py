@@ -1,7 +1,8 @@
 """The mechanism measures (``experiments.kit.measures``), each against an independent computation
 on a tiny network: Santurkar et al.'s G' on a 2-layer linear network by hand, β-smoothness on a
 quadratic (the Hessian's top eigenvalue), the Jacobian of Linear+BN in inference mode in closed
-form (γ/σ · W), singular values against ``torch.linalg.svdvals`` of an autograd Jacobian."""
+form (γ/σ · W), singular values against ``torch.linalg.svdvals`` of an autograd Jacobian, the
+isometry gap by hand and the mean |correlation| of constructed components."""
 
 import math
 
@@ -13,8 +14,10 @@ import bn
 from experiments.kit.measures import (
     first_last_gradient_ratio,
     gradient_ics,
+    isometry_gap,
     jacobian_singular_values,
     landscape_along_gradient,
+    mean_abs_correlation,
     spectrum_summary,
 )
 
@@ -161,3 +164,35 @@ def test_first_last_gradient_ratio():
     w1, w2 = nn.Parameter(torch.ones(2, 2)), nn.Parameter(torch.ones(2, 2))
     loss = 3 * w1.sum() + w2.sum()
     assert first_last_gradient_ratio([w1, w2], loss) == pytest.approx(3.0)
+
+
+def test_isometry_gap_is_the_mean_decades_from_one():
+    assert isometry_gap(torch.ones(3, 4)) == 0.0
+    assert isometry_gap(torch.tensor([[10.0, 0.1], [1.0, 1.0]])) == pytest.approx(0.5)
+    assert isometry_gap(torch.tensor([100.0, 1.0])) == pytest.approx(1.0)
+    # a zero (a ReLU's inactive unit) counts as the floor, 6 decades, not as infinity
+    assert isometry_gap(torch.tensor([0.0, 1.0])) == pytest.approx(3.0)
+    assert isometry_gap(torch.tensor([0.0, 1.0]), floor=1e-2) == pytest.approx(1.0)
+
+
+def _orthonormal_columns(n: int, k: int) -> torch.Tensor:
+    """``k`` centred columns of ``n`` values, orthogonal and of norm 1 (correlation exactly 0)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, k, generator=g)
+    q, _ = torch.linalg.qr(x - x.mean(0))
+    return q - q.mean(0)  # already centred up to rounding: the span of centred columns
+
+
+def test_mean_abs_correlation_of_independent_and_of_correlated_components():
+    g = torch.Generator().manual_seed(1)
+    independent = torch.randn(20_000, 5, generator=g) * torch.tensor([1.0, 3.0, 0.1, 2.0, 1.0])
+    assert mean_abs_correlation(independent + 7.0) < 0.02  # ~ sqrt(2 / π / 20,000) = 0.006
+    a, b, c = _orthonormal_columns(500, 3).unbind(1)
+    rho = 0.8
+    pair = torch.stack([a, rho * a + math.sqrt(1 - rho**2) * b], 1)  # corr exactly ρ
+    assert mean_abs_correlation(pair) == pytest.approx(rho, abs=1e-12)
+    three = torch.stack([3 * a + 1, -2 * (rho * a + math.sqrt(1 - rho**2) * b), 5 * c], 1)
+    # of the six off-diagonal entries two are -ρ (the first two columns), four are 0
+    assert mean_abs_correlation(three) == pytest.approx(2 * rho / 6, abs=1e-12)
+    constant = torch.stack([a, torch.full_like(a, 2.0)], 1)
+    assert mean_abs_correlation(constant) == 0.0
