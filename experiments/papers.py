@@ -1,6 +1,8 @@
 """The papers' published numbers, one source for the studies, the figures and the claims table
 (no torch import)."""
 
+import math
+
 # BN paper (Ioffe & Szegedy, 2015) Sec. 4.2.2, Figure 3: ImageNet validation, single crop, batch 32.
 BN_FIG3 = {
     "source": "BN paper Sec. 4.2.2, Figure 3 (ImageNet validation, single crop)",
@@ -28,3 +30,9 @@ BRN_RESULTS = {
         "noniid_brn": {"test_acc": 0.786, "at_step": 120_000},
     },
 }
+
+# Yang, Pennington, Rao, Sohl-Dickstein & Schoenholz (ICLR 2019), "A Mean Field Theory of Batch
+# Normalization": at initialization, in the limit of infinite width and batch size, a ReLU network
+# with BN multiplies the squared gradient norm by pi/(pi - 1) per layer, so log10 of the gradient
+# norm grows by half log10 of that: about 0.0832 decades per layer.
+YANG_RELU_RATE = 0.5 * math.log10(math.pi / (math.pi - 1))

@@ -12,6 +12,7 @@ list its reproductions, and its claims can link to it by the section's anchor.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Collect:
     curves: str | None = None  # with sweep: every run's curves, under results/
     curve_metrics: tuple[str, ...] = ()
     reuse: Reuse | None = None
+    metrics: tuple[str, ...] = ()  # without sweep: the metric prefixes runs.csv keeps (all: ())
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Reproduction:
     needs: tuple[str, ...] = ()  # reproductions collected first when run together
     requires: tuple[str, ...] = ()  # settings the command line must give (e.g. data.root)
     distributed: bool = False  # each job under torchrun, one at a time (--nproc GPUs)
+    seeds: tuple[int, ...] = ()  # a confirmatory reproduction's seeds, fixed before it ran
 
 
 @dataclass(frozen=True)
@@ -109,30 +112,52 @@ def _seeds(seeds: tuple[int, ...]) -> str:
     return f"seed=[{','.join(map(str, seeds))}]"
 
 
+def _parts(seeds: tuple[int, ...], parts: int) -> list[tuple[int, ...]]:
+    """``seeds`` cut into ``parts`` runs of consecutive seeds, as even as they divide."""
+    size, extra = divmod(len(seeds), parts)
+    cuts = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [seeds[a:b] for a, b in pairwise(cuts) if b > a]
+
+
+def _named(prefix: str, setup: str, i: int, parts: int) -> str:
+    return f"{prefix}{setup}" if parts == 1 else f"{prefix}{setup}/part{i}"
+
+
 def seeds_side_by_side(
-    setups: tuple[str, ...], seeds: tuple[int, ...], per_seed_s: float, *args: str, prefix: str = ""
+    setups: tuple[str, ...],
+    seeds: tuple[int, ...],
+    per_seed_s: float,
+    *args: str,
+    prefix: str = "",
+    parts: int = 1,
 ) -> tuple[Job, ...]:
-    """A job per setup, its seeds side by side in one process."""
+    """A job per setup (``parts`` per setup, each a run of its seeds), its seeds side by side in
+    one process."""
     return tuple(
         Job(
-            f"{prefix}{s}", (f"setup={s}", _seeds(seeds), *args), estimate_s=per_seed_s * len(seeds)
+            _named(prefix, s, i, parts),
+            (f"setup={s}", _seeds(chunk), *args),
+            estimate_s=per_seed_s * len(chunk),
         )
         for s in setups
+        for i, chunk in enumerate(_parts(seeds, parts))
     )
 
 
 def seeds_one_by_one(
-    setups: tuple[str, ...], seeds: tuple[int, ...], per_run_s: float, *args: str
+    setups: tuple[str, ...], seeds: tuple[int, ...], per_run_s: float, *args: str, parts: int = 1
 ) -> tuple[Job, ...]:
-    """A job per setup, its seeds one after another (a Hydra sweep in one process)."""
+    """A job per setup (``parts`` per setup), its seeds one after another (a Hydra sweep in one
+    process)."""
     return tuple(
         Job(
-            s,
-            (f"setup={s}", f"seed={','.join(map(str, seeds))}", *args),
+            _named("", s, i, parts),
+            (f"setup={s}", f"seed={','.join(map(str, chunk))}", *args),
             sweep=True,
-            estimate_s=per_run_s * len(seeds),
+            estimate_s=per_run_s * len(chunk),
         )
         for s in setups
+        for i, chunk in enumerate(_parts(seeds, parts))
     )
 
 
@@ -189,6 +214,14 @@ RENORM_SETUPS = (
     "layernorm",
     "brn_micro4_jump",
 )
+# The non-i.i.d. sampler's doses: examples per drawn label → the setups of BN and of Batch Renorm
+# (minibatches of 32: 16 labels x 2 as in the paper, 8 x 4, 4 x 8, 2 x 16).
+NONIID_DOSES = {
+    2: ("noniid_bn", "noniid_brn"),
+    4: ("noniid4_bn", "noniid4_brn"),
+    8: ("noniid8_bn", "noniid8_brn"),
+    16: ("noniid16_bn", "noniid16_brn"),
+}
 INCEPTION_VARIANTS = (
     "inception",
     "bn_baseline",
@@ -211,6 +244,38 @@ SMALL_SCALES = (
     "0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,"
     "0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10"
 )
+
+
+# Confirmatory seeds. Their numbers come from the power calculation over each study's pilot
+# (python -m scripts.claims --design; scripts/claims/claim.py: design, seeds_to_run), and were
+# committed here, in a commit of their own, before any of them ran; ids from 1000, disjoint from
+# every pilot's. Reproductions that share runs (collect --reuse) share one count. The claims
+# decided on them read results/confirmatory/, laid out as results/.
+CONFIRMATORY = "confirmatory"
+FIRST_CONFIRMATORY_SEED = 1000
+
+
+def confirmatory_seeds(n: int) -> tuple[int, ...]:
+    return tuple(range(FIRST_CONFIRMATORY_SEED, FIRST_CONFIRMATORY_SEED + n))
+
+
+CONFIRM_MNIST = confirmatory_seeds(0)  # the Figure 1 networks on MNIST
+CONFIRM_FASHION = confirmatory_seeds(0)  # BN in the Figure 1 network on Fashion-MNIST
+CONFIRM_CONV = confirmatory_seeds(0)  # the renorm study's conv net, and its questions' arms
+CONFIRM_MLP = confirmatory_seeds(0)  # the Figure 1 MLP's placement and non-Gaussianity arms
+CONFIRM_MECHANISM = confirmatory_seeds(0)  # the mechanism study's sigmoid MLPs
+# The metrics the confirmatory claims read from the MLPs' curves (their runs.csv would otherwise
+# hold every probe of every evaluation of every seed: tens of MB); the summaries keep everything.
+MECHANISM_CLAIMED = (
+    "test/acc", "train/loss", "shift/population/layer3/", "shift/moving/layer3/",
+    "shift/train_mode/layer3/", "grad_ics/layer4/", "landscape/", "jacobian_normalized/",
+)  # fmt: skip
+MLP_CLAIMED = ("test/acc", "train/loss", "nongauss/")
+# the conv-net setups the confirmatory claims read (the questions' arms have their own reproductions)
+CONFIRM_CONV_SETUPS = (
+    "bn32", "brn32", "bn_micro4", "brn_micro4", "brn_micro4_jump", "noniid_bn", "noniid4_bn",
+    "noniid8_bn", "noniid16_bn", "noniid8_brn", "groupnorm", "layernorm",
+)  # fmt: skip
 
 
 def _init_scale_small(data: str) -> Reproduction:
@@ -285,6 +350,18 @@ STUDIES: tuple[Study, ...] = (
         reproductions=(
             _mnist_fig1("reproduce-mnist", "mnist", "mnist/mnist"),
             _mnist_fig1("reproduce-fashion-mnist", "fashion_mnist", "mnist/fashion_mnist"),
+            Reproduction(
+                "confirm-mnist", f"confirmatory seeds of BN paper Fig. 1 on MNIST: {len(CONFIRM_MNIST)} seeds; results/confirmatory/mnist/mnist/",
+                data=("mnist",),
+                stages=(seeds_side_by_side(("baseline", "bn"), CONFIRM_MNIST, 16, "data=mnist", parts=2),),
+                collect=Collect(f"{CONFIRMATORY}/mnist/mnist"), seeds=CONFIRM_MNIST,
+            ),
+            Reproduction(
+                "confirm-fashion-mnist", f"confirmatory seeds of BN on Fashion-MNIST (Fig. 1's network): {len(CONFIRM_FASHION)} seeds; results/confirmatory/mnist/fashion_mnist/",
+                data=("fashion_mnist",),
+                stages=(seeds_side_by_side(("bn",), CONFIRM_FASHION, 16, "data=fashion_mnist", parts=2),),
+                collect=Collect(f"{CONFIRMATORY}/mnist/fashion_mnist"), seeds=CONFIRM_FASHION,
+            ),
             _mnist_sweep("sweep-lr", "learning-rate sweep, both networks, 10k steps; results/mnist/lr_sweep.csv",
                          "mnist/lr_sweep.csv", "train.lr", "0.01,0.03,0.1,0.3,1,3", 10000, 12),
             _mnist_sweep("sweep-init-scale", "weight-init-scale sweep, 1e-3..10, both networks, 5k steps; results/mnist/init_scale_sweep.csv",
@@ -357,6 +434,12 @@ STUDIES: tuple[Study, ...] = (
                 ),
                 collect=Collect("renorm"), plots=(("plot_renorm",),),
             ),
+            Reproduction(
+                "confirm-renorm", f"confirmatory seeds of the Batch Renorm claims: {len(CONFIRM_CONV_SETUPS)} setups x {len(CONFIRM_CONV)} seeds, Fashion-MNIST; results/confirmatory/renorm/",
+                data=("fashion_mnist",),
+                stages=(seeds_side_by_side(CONFIRM_CONV_SETUPS, CONFIRM_CONV, 20, "data=fashion_mnist", prefix="fashion_mnist/"),),
+                collect=Collect(f"{CONFIRMATORY}/renorm"), seeds=CONFIRM_CONV,
+            ),
         ),
     ),
     Study(
@@ -428,7 +511,7 @@ STUDIES: tuple[Study, ...] = (
                     Figure("mechanism_typical_unit.png", "Figure 1 (b, c) redrawn with population statistics: a typical unit's percentiles"),
                     Figure("mechanism_santurkar.png", "Santurkar et al.'s measures: gradient ICS, the loss along the gradient, gradient predictiveness, β-smoothness"),
                     Figure("mechanism_santurkar_relu.png", "The same measures on the ReLU MLP"),
-                    Figure("mechanism_jacobian.png", "Singular values of the layer Jacobians"),
+                    Figure("mechanism_jacobian.png", "The Jacobian between consecutive normalized pre-activations (BN with population statistics, the baseline standardized): its median singular value, distance from an isometry and the correlation between the normalized units, over training"),
                     Figure("mechanism_weights.png", "Weight norms and relative updates, with and without weight decay"),
                 ),
             ),
@@ -451,6 +534,12 @@ STUDIES: tuple[Study, ...] = (
                                   (0, 1, 2), 72, "eval.every=1000"),
                 ),
                 collect=Collect("mechanism/mlp"), plots=(("plot_mechanism",),),
+            ),
+            Reproduction(
+                "confirm-mechanism", f"confirmatory seeds of the mechanism claims: no BN, BN, noisy BN x {len(CONFIRM_MECHANISM)} seeds; results/confirmatory/mechanism/mlp/",
+                data=("mnist",),
+                stages=(seeds_one_by_one(("mech_baseline", "mech_bn", "mech_noisy_bn"), CONFIRM_MECHANISM, 30, "eval.every=1000", parts=2),),
+                collect=Collect(f"{CONFIRMATORY}/mechanism/mlp", metrics=MECHANISM_CLAIMED), seeds=CONFIRM_MECHANISM,
             ),
         ),
     ),
@@ -518,6 +607,26 @@ STUDIES: tuple[Study, ...] = (
                 module="mnist", data=("mnist",),
                 stages=(seeds_side_by_side(("baseline", "bn", "bn_after"), SEEDS5, 60, "probe.nongaussian=true"),),
                 collect=Collect("questions/mlp"),
+            ),
+            Reproduction(
+                "confirm-mlp", f"confirmatory seeds of the Fig. 1 MLP's questions (placement, non-Gaussianity): {len(CONFIRM_MLP)} seeds; results/confirmatory/questions/mlp/",
+                module="mnist", data=("mnist",),
+                stages=(seeds_side_by_side(("baseline", "bn", "bn_after"), CONFIRM_MLP, 30, "probe.nongaussian=true", parts=2),),
+                collect=Collect(f"{CONFIRMATORY}/questions/mlp", metrics=MLP_CLAIMED), seeds=CONFIRM_MLP,
+            ),
+            Reproduction(
+                "confirm-brn-gradient", f"confirmatory seeds of Batch Renorm's gradient question: 2 arms x {len(CONFIRM_CONV)} seeds, BN and BRN from confirm-renorm; results/confirmatory/questions/brn_gradient/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(("bn_micro4", "brn_micro4", "bn_micro4_rgrad", "brn_micro4_bngrad"), CONFIRM_CONV, 25, "data=fashion_mnist"),),
+                collect=Collect(f"{CONFIRMATORY}/questions/brn_gradient", reuse=Reuse(f"{CONFIRMATORY}/renorm", ("bn_micro4", "brn_micro4"))),
+                needs=("confirm-renorm",), seeds=CONFIRM_CONV,
+            ),
+            Reproduction(
+                "confirm-norm-position-conv", f"confirmatory seeds of BN before or after the ReLU: BN after x {len(CONFIRM_CONV)} seeds, BN before from confirm-renorm; results/confirmatory/questions/norm_position/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(("bn32", "bn32_after"), CONFIRM_CONV, 20, "data=fashion_mnist"),),
+                collect=Collect(f"{CONFIRMATORY}/questions/norm_position", reuse=Reuse(f"{CONFIRMATORY}/renorm", ("bn32",))),
+                needs=("confirm-renorm",), seeds=CONFIRM_CONV,
             ),
             # The renorm study's conv net on Fashion-MNIST: the arms that are runs of the renorm
             # study (the same config and seeds, bit for bit) are taken from results/renorm.
@@ -589,6 +698,12 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for s in STUDIES for r in s.
             "sweep-lr",
             "sweep-init-scale",
         ),
+        plots=(("claims",), ("report",)),
+    ),
+    "confirm-all": Reproduction(
+        "confirm-all",
+        "every confirmatory reproduction (the seeds the power calculation fixed), then the claims and the report",
+        members=tuple(r.name for s in STUDIES for r in s.reproductions if r.seeds),
         plots=(("claims",), ("report",)),
     ),
 }

@@ -6,13 +6,15 @@
     python -m scripts.collect mnist MULTIRUN_DIR --sweep --out sweep.csv --curves curves.csv --curve-metrics test/acc
     python -m scripts.collect renorm MULTIRUN_DIR --out results/renorm        # one folder per dataset
     python -m scripts.collect renorm MULTIRUN_DIR --out OUT --reuse results/renorm --reuse-setups bn32
+    python -m scripts.collect mechanism MULTIRUN_DIR --out OUT --metrics test/acc,landscape/
 
 Writes ``runs.csv`` (``setup,seed,step,metric,value``: every run's metrics) and ``summary.json``
 (per setup: mean, spread and per-seed values of the spec's keys, next to the paper's numbers), or
 with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``, or for any study the settings
 that differ between the runs), and with ``--curves`` every run's metrics over training keyed by
 those keys. ``--reuse`` takes the ``--reuse-setups`` runs
-from an earlier collection of the same study and settings instead of running them again.
+from an earlier collection of the same study and settings instead of running them again;
+``--metrics`` keeps only the metrics whose names start with one of its prefixes in ``runs.csv``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--wall-time", type=float, default=None, help="seconds, recorded too")
     p.add_argument("--reuse", type=Path, help="an earlier collection (runs.csv, summary.json)")
     p.add_argument("--reuse-setups", help="with --reuse: comma-separated setups to take from it")
+    p.add_argument(
+        "--metrics", help="comma-separated metric prefixes runs.csv keeps (default: all)"
+    )
     args = p.parse_args(argv)
     if (args.curves or args.curve_metrics) and not args.sweep:
         p.error("--curves and --curve-metrics go with --sweep")
@@ -45,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--curve-metrics needs --curves PATH")
     if bool(args.reuse) != bool(args.reuse_setups) or (args.reuse and args.sweep):
         p.error("--reuse and --reuse-setups go together, without --sweep")
+    if args.metrics is not None and (args.sweep or not all(args.metrics.split(","))):
+        p.error("--metrics takes comma-separated metric prefixes, without --sweep")
     try:
         study = importlib.import_module(f"experiments.{args.study}")
     except ModuleNotFoundError:
@@ -57,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         reuse = None
         if args.reuse:
             reuse = Reuse(args.reuse, tuple(args.reuse_setups.split(",")))
-        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time, reuse)
+        metrics = tuple(args.metrics.split(",")) if args.metrics else ()
+        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time, reuse, metrics)
 
 
 if __name__ == "__main__":

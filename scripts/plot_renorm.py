@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.renorm import SPEC
-from experiments.studies import study
+from experiments.studies import NONIID_DOSES, study
 from scripts.analysis import results
 from scripts.analysis.stats import Estimate
 from scripts.plotting import TITLES, has, plt, read_curves, save, series, spread_band
@@ -65,8 +65,11 @@ def small_minibatches(dataset: str, data: dict) -> Path:
 
 
 def non_iid(dataset: str, data: dict) -> Path:
-    """Like the Batch Renorm paper's Fig. 2: non-i.i.d. minibatches, test and training accuracy."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained", sharey=True)
+    """Like the Batch Renorm paper's Fig. 2: non-i.i.d. minibatches, test and training accuracy;
+    and (c) the final accuracies against the number of labels in a minibatch."""
+    fig = plt.figure(figsize=(15, 3.8), layout="constrained")
+    axes = fig.subplots(1, 3, sharey=False)
+    axes[1].sharey(axes[0])
     panels = (
         ("(a) the paper's 16 labels x 2 examples", "noniid_bn", ("noniid_bn_halves", "noniid_brn")),
         ("(b) 4 labels x 8 examples (stronger; beyond the paper)", "noniid8_bn", ("noniid8_brn",)),
@@ -88,10 +91,48 @@ def non_iid(dataset: str, data: dict) -> Path:
         ax.legend(loc="lower right", fontsize=7)
     axes[0].set_ylabel("accuracy")
     _ylim(axes[0], data, ["noniid_bn", "noniid8_bn", "noniid_brn"])
+    _doses(axes[2], dataset)
     fig.suptitle(
         f"Batch Renorm paper Fig. 2 at CPU scale: {TITLES[dataset]} (non-i.i.d. minibatches)"
     )
     return save(fig, f"renorm_fig2_{dataset}.png")
+
+
+def _doses(ax, dataset: str) -> None:
+    """Final test accuracy against the labels per minibatch of 32 (mean over seeds, whiskers the
+    95% t-interval of the mean): BN at inference and in training mode, Batch Renorm, and BN on
+    i.i.d. minibatches for reference."""
+    summary = results.read_summary(RESULTS / dataset)["setups"]
+    doses = [k for k in sorted(NONIID_DOSES) if NONIID_DOSES[k][0] in summary]
+    labels = [32 // k for k in doses]
+    lines = (
+        ("BN, normal inference", 0, "test_acc", "-"),
+        ("BN, training-mode inference", 0, "test_acc_train_mode", "--"),
+        ("Batch Renorm, normal inference", 1, "test_acc", "-"),
+    )
+    for name, which, key, ls in lines:
+        stats = [summary[NONIID_DOSES[k][which]][key] for k in doses]
+        color = STYLE[NONIID_DOSES[doses[0]][which]].color
+        ax.errorbar(
+            labels, [s["mean"] for s in stats], yerr=[_half(s) for s in stats], color=color,
+            ls=ls, marker="o", capsize=3, label=name,
+        )  # fmt: skip
+    if "bn32" in summary:
+        ax.axhline(
+            summary["bn32"]["test_acc"]["mean"],
+            color="#999999",
+            ls=":",
+            label="BN, i.i.d. minibatches",
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(labels, [f"{n} × {32 // n}" for n in labels])
+    ax.invert_xaxis()
+    ax.set(
+        xlabel="labels × examples per label in a minibatch of 32 (fewer labels: right)",
+        ylabel="final test accuracy",
+        title="(c) the dose: labels per minibatch (whiskers: 95% t-interval)",
+    )
+    ax.legend(loc="lower left", fontsize=7)
 
 
 def clipping(dataset: str, data: dict) -> Path:

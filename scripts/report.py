@@ -26,7 +26,15 @@ from scripts.analysis import results
 from scripts.analysis.results import RESULTS
 from scripts.analysis.stats import Estimate
 from scripts.claims.rules import MEANING, Verdict
-from scripts.claims.table import decide_all, family
+from scripts.claims.table import (
+    decide_all,
+    design_text,
+    family,
+    headline,
+    robustness,
+    seeds_text,
+    verdict_text,
+)
 
 OUT = RESULTS / "report.html"
 FIGURES = RESULTS / "figures"
@@ -195,7 +203,7 @@ def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
     return out
 
 
-def claim_rows() -> tuple[list[dict], Counter]:
+def claim_rows() -> tuple[list[dict], Counter, str]:
     outcomes = decide_all()
     holds = family(outcomes)
     rows = []
@@ -208,23 +216,29 @@ def claim_rows() -> tuple[list[dict], Counter]:
                 "claim": c.claim,
                 "paper": c.paper,
                 "ours": o.measured.text if o.measured else f"no result ({o.missing})",
+                "seeds": seeds_text(o),
+                "pilot": (
+                    f"{o.pilot.measured.text} → {o.pilot.decision.verdict.value}" if o.pilot else ""
+                ),
+                "design": design_text(o) if o.needs else "",
                 "method": c.method,
                 "rule": c.rule.text(),
                 "verdict": d.verdict.value,
+                "verdict_text": verdict_text(o).replace("**", ""),
                 "badge": BADGE[d.verdict],
                 "parts": [(name, p.verdict.value, BADGE[p.verdict]) for name, p in d.parts],
-                "fragile": [(name, v.value) for name, v in o.flips],
-                "alternatives": len(c.alternatives),
+                "robustness": robustness(o).replace("**", ""),
+                "fragile": any(fd.verdict is not d.verdict for _, fd in o.flips),
                 "holm": {True: "✓", False: "✗"}.get(holds.get(i), "—"),
                 "section": c.section,
                 "figure": "fig-" + Path(c.figure).stem.replace("_", "-") if c.figure else None,
             }
         )
-    return rows, Counter(o.verdict for o in outcomes)
+    return rows, Counter(o.verdict for o in outcomes), headline(outcomes, holds)
 
 
 def render() -> str:
-    claims, counts = claim_rows()
+    claims, counts, summary = claim_rows()
     studies = [
         {
             "anchor": f"study-{study.name}",
@@ -249,6 +263,7 @@ def render() -> str:
     )
     return env.get_template(TEMPLATE.name).render(
         claims=claims,
+        summary=summary,
         counts=[(v.value, counts[v], BADGE[v]) for v in Verdict if counts[v]],
         meanings=[(v.value, m, BADGE[v]) for v, m in MEANING.items()],
         studies=studies,

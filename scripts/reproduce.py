@@ -116,6 +116,8 @@ def collect_command(
         cmd += ["--command", recorded]
         if wall_s is not None:
             cmd += ["--wall-time", f"{wall_s:.0f}"]
+        if c.metrics:
+            cmd += ["--metrics", ",".join(c.metrics)]
     if reuse and c.reuse is not None:
         cmd += ["--reuse", f"results/{c.reuse.folder}", "--reuse-setups", ",".join(c.reuse.setups)]
     return cmd

@@ -145,21 +145,26 @@ def write_runs_csv(
     runs: list[tuple[Path, dict]],
     reused: dict[tuple[str, int], list[list[str]]] | None = None,
     rank: Callable[[str], Any] = str,
+    metrics: tuple[str, ...] = (),
 ) -> None:
     """Every run's ``metrics.csv`` in one long CSV, keyed by setup and seed, with the ``reused``
-    runs' rows (``{(setup, seed): rows}``, from :meth:`Reuse.load`) in their places."""
+    runs' rows (``{(setup, seed): rows}``, from :meth:`Reuse.load`) in their places; with
+    ``metrics``, only the metrics whose names start with one of them."""
     blocks = [((s[RUN_KEY], s["seed"]), run) for run, s in runs] + list((reused or {}).items())
     blocks.sort(key=lambda b: (rank(b[0][0]), b[0][1]))
+    kept = (lambda m: m.startswith(metrics)) if metrics else (lambda m: True)
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow([RUN_KEY, "seed", "step", "metric", "value"])
         for (setup, seed), source in blocks:
             if isinstance(source, list):
-                w.writerows(source)
+                w.writerows(row for row in source if kept(row[3]))
                 continue
             with (source / "metrics.csv").open() as m:
                 w.writerows(
-                    [setup, seed, r["step"], r["metric"], r["value"]] for r in csv.DictReader(m)
+                    [setup, seed, r["step"], r["metric"], r["value"]]
+                    for r in csv.DictReader(m)
+                    if kept(r["metric"])
                 )
 
 
@@ -274,9 +279,11 @@ def collect(
     command: str = "",
     wall_time: float | None = None,
     reuse: Reuse | None = None,
+    metrics: tuple[str, ...] = (),
 ) -> list[dict]:
     """``runs.csv`` and ``summary.json`` of a sweep, in ``out`` (or ``out/<split_by value>``),
-    with ``reuse``'s setups taken from an earlier collection."""
+    with ``reuse``'s setups taken from an earlier collection; with ``metrics``, runs.csv holds
+    only the metrics that start with one of them (recorded in the summary as ``metrics_kept``)."""
     if reuse is not None and spec.extend is not None:
         raise SystemExit(f"error: {spec.name}'s results need every run (its extend hook): no reuse")
     found = sorted(find_runs(sweep_dir), key=lambda rs: (spec.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
@@ -303,8 +310,10 @@ def collect(
         folder = out if group is None else out / str(group)
         setups = {k: merged[k] for k in sorted(merged, key=spec.rank)}
         folder.mkdir(parents=True, exist_ok=True)
-        write_runs_csv(folder / "runs.csv", runs, rows, spec.rank)
+        write_runs_csv(folder / "runs.csv", runs, rows, spec.rank, metrics)
         summary.update(command=command, wall_time_s=wall_time, setups=setups)
+        if metrics:
+            summary["metrics_kept"] = list(metrics)
         if (extend := spec.extend_hook()) is not None:
             extend(summary, runs, folder)
         summary["paper"] = spec.paper

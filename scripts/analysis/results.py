@@ -7,6 +7,8 @@ import functools
 import json
 from pathlib import Path
 
+from scripts.analysis.stats import AnalysisError, SeedMismatch
+
 RESULTS = Path("results")
 
 Curves = dict[tuple[str, str], dict[int, dict[int, float]]]
@@ -69,19 +71,54 @@ def _read_runs(file: Path) -> Curves:
     return out
 
 
+class Diverged(AnalysisError):
+    """A run the claim reads diverged: its curves stop at the divergence, so a measure over
+    them is undefined (the claims table reads such a row as undecidable, naming the run)."""
+
+
+def _setup(path: str, setup: str, root: Path) -> dict:
+    setups = summary(path, root)["setups"]
+    if setup not in setups:
+        raise KeyError(f"{setup} is not a setup of {root / path / 'summary.json'}")
+    return setups[setup]
+
+
+def _diverged(path: str, setup: str, root: Path) -> list[int]:
+    s = _setup(path, setup, root)
+    return [seed for seed, d in zip(s["seeds"], s.get("diverged", [])) if d]
+
+
 def series(path: str, setup: str, metric: str, root: Path = RESULTS) -> dict[int, dict[int, float]]:
-    """``{seed: {step: value}}`` of one setup's metric; a KeyError (a bug, not a missing result)
-    if the committed runs never logged it."""
+    """``{seed: {step: value}}`` of one setup's metric, for exactly the seeds its summary lists:
+    a KeyError (a bug, not a missing result) if the committed runs never logged it, a
+    SeedMismatch if some of the summary's seeds did not (a runs.csv cut short), and Diverged if
+    one of them diverged (its curve stops there)."""
     by_seed = curves(path, root).get((setup, metric))
     if not by_seed:
         raise KeyError(f"{setup} never logged {metric} in {root / path / 'runs.csv'}")
+    listed = _setup(path, setup, root)["seeds"]
+    if sorted(by_seed) != sorted(listed):
+        raise SeedMismatch(
+            f"{root / path}: {setup}'s {metric} holds seeds {sorted(by_seed)}, its summary.json "
+            f"lists {sorted(listed)} (a runs.csv that does not match its summary)"
+        )
+    if bad := _diverged(path, setup, root):
+        raise Diverged(f"{setup} seed(s) {bad} diverged in {root / path}: no curve measure")
     return by_seed
 
 
-def per_seed(path: str, setup: str, key: str, root: Path = RESULTS) -> dict[int, float]:
-    """``{seed: value}`` of a per-seed summary entry (``summary.json``'s ``setups.<setup>.<key>``)."""
-    s = summary(path, root)["setups"][setup]
-    return dict(zip(s["seeds"], s[key]["per_seed"]))
+def per_seed(
+    path: str, setup: str, key: str, root: Path = RESULTS, diverged_as: float | None = None
+) -> dict[int, float]:
+    """``{seed: value}`` of a per-seed summary entry (``summary.json``'s
+    ``setups.<setup>.<key>``). A diverged seed takes ``diverged_as`` (chance, for an accuracy:
+    a network whose weights are no longer finite predicts no better); without it, Diverged."""
+    s = _setup(path, setup, root)
+    values = dict(zip(s["seeds"], s[key]["per_seed"]))
+    bad = _diverged(path, setup, root)
+    if bad and diverged_as is None:
+        raise Diverged(f"{setup} seed(s) {bad} diverged in {root / path}: no {key}")
+    return {seed: diverged_as if seed in bad else v for seed, v in values.items()}
 
 
 def rows(path: str, name: str, root: Path = RESULTS) -> list[dict[str, str]]:

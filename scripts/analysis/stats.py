@@ -23,8 +23,18 @@ from scipy import stats as _scipy
 LEVEL = 0.95  # every interval in the claims table, unless it says otherwise
 
 
-class NonFinite(ValueError):
+class AnalysisError(ValueError):
+    """Committed results the analysis plan cannot decide on as they are: the claims table stops
+    with this one line rather than print a verdict from them."""
+
+
+class NonFinite(AnalysisError):
     """A claim's numbers hold NaN or infinity (a diverged run?): no interval, no verdict."""
+
+
+class SeedMismatch(AnalysisError):
+    """Two setups compared seed by seed hold different seeds, or a setup's results lack seeds
+    its summary lists: a comparison over the seeds both happen to have would hide it."""
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -111,46 +121,53 @@ class Estimate:
         return f"{fmt(self.mean)}{unit} [{fmt(ci[0])}, {fmt(ci[1])}] ({self.n} seeds)"
 
 
+def same_seeds(a: dict[int, float], b: dict[int, float]) -> list[int]:
+    """The seeds of two per-seed sets, which must be the same (a SeedMismatch otherwise)."""
+    if a.keys() != b.keys():
+        raise SeedMismatch(
+            f"seeds {sorted(a)} and {sorted(b)} differ: every compared setup must hold the same "
+            "seeds (a missing seed is a missing run, not one to skip)"
+        )
+    return sorted(a)
+
+
 def paired(a: dict[int, float], b: dict[int, float]) -> Estimate:
-    """``a − b`` per seed over the seeds both have."""
-    seeds = sorted(a.keys() & b.keys())
-    return Estimate.of([a[s] - b[s] for s in seeds])
+    """``a − b`` per seed; both must hold the same seeds."""
+    return Estimate.of([a[s] - b[s] for s in same_seeds(a, b)])
 
 
 def log_ratios(a: dict[int, float], b: dict[int, float]) -> Estimate:
-    """``log10(a / b)`` per seed over the seeds both have: the geometric-mean ratio's estimate."""
-    seeds = sorted(a.keys() & b.keys())
-    values = [a[s] / b[s] for s in seeds]
+    """``log10(a / b)`` per seed (the same seeds in both): the geometric-mean ratio's estimate."""
+    values = [a[s] / b[s] for s in same_seeds(a, b)]
     if any(not v > 0 for v in values):
         raise NonFinite(f"a ratio of {values}: every ratio must be positive for its logarithm")
     return Estimate.of([math.log10(v) for v in values], log=True)
 
 
-def seeds_to_decide(
-    e: Estimate, distance: float, level: float = LEVEL, most: int = 100
-) -> float | None:
-    """The fewest seeds whose interval half-width, at the observed spread, is below ``distance``
-    (how far the observed mean sits from the bound the interval must clear): ``math.inf`` if
-    more than ``most``; ``None`` if no number would (one seed, so no spread; or a mean exactly
-    on the bound)."""
-    if e.sd is None or distance <= 0:
-        return None
-    for n in range(2, most + 1):
-        if t_quantile(0.5 + level / 2, n - 1) * e.sd / math.sqrt(n) < distance:
-            return n
-    return math.inf
-
-
 @dataclass(frozen=True)
 class Ratio:
-    """A ratio of two means with Fieller's interval (``low``/``high`` None when the
-    denominator's mean cannot be told from 0: the interval is unbounded)."""
+    """A ratio of two means with Fieller's confidence set, of one of three kinds: ``"interval"``
+    ``[low, high]``; ``"exclusive"``, everything *outside* ``(low, high)`` (the denominator
+    cannot be told from 0, but the numerator can); ``"whole line"``, every ratio (neither can
+    be told from 0: ``low``/``high`` None)."""
 
     value: float
     low: float | None
     high: float | None
     n: int
     den_mean: float  # the denominator's mean (a share needs a positive gap)
+    kind: str = "interval"
+
+    def text(self) -> str:
+        """``65% [22%, 99%]``, ``65% (outside (−30%, 10%))`` or ``65% (any value)``."""
+        if self.kind == "whole line":
+            return f"{self.value:.0%} (Fieller's set: every value; the gap cannot be told from 0)"
+        if self.kind == "exclusive":
+            return (
+                f"{self.value:.0%} (Fieller's set: outside ({self.low:.0%}, {self.high:.0%}); "
+                "the gap cannot be told from 0)"
+            )
+        return f"{self.value:.0%} [{self.low:.0%}, {self.high:.0%}]"
 
 
 def fieller(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -> Ratio:
@@ -173,10 +190,15 @@ def fieller(num: Sequence[float], den: Sequence[float], level: float = LEVEL) ->
     # (b² − t² v_bb) ρ² − 2 (ab − t² v_ab) ρ + (a² − t² v_aa) = 0
     qa, qb, qc = b * b - t2 * v_bb, a * b - t2 * v_ab, a * a - t2 * v_aa
     value = a / b if b else math.nan
-    if qa <= 0:  # the denominator cannot be told from 0: the interval is unbounded
-        return Ratio(value, None, None, n, b)
-    root = math.sqrt(max(qb * qb - qa * qc, 0.0))  # ≥ 0 when qa > 0, up to rounding
-    return Ratio(value, (qb - root) / qa, (qb + root) / qa, n, b)
+    disc = qb * qb - qa * qc
+    if qa > 0:  # the denominator is told from 0: a bounded interval (disc ≥ 0 up to rounding)
+        root = math.sqrt(max(disc, 0.0))
+        return Ratio(value, (qb - root) / qa, (qb + root) / qa, n, b)
+    if disc < 0 or qa == 0:  # every ratio is consistent with the data
+        return Ratio(value, None, None, n, b, "whole line")
+    root = math.sqrt(disc)  # qa < 0: the quadratic is ≤ 0 outside its roots
+    lo, hi = sorted(((qb - root) / qa, (qb + root) / qa))
+    return Ratio(value, lo, hi, n, b, "exclusive")
 
 
 def holm(p_values: Sequence[float], alpha: float = 1 - LEVEL) -> list[bool]:

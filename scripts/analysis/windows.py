@@ -18,8 +18,9 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from scripts.analysis.stats import NonFinite
+from scripts.analysis.stats import AnalysisError, NonFinite
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ class Plan:
     final_mean: bool = False  # an end-of-run accuracy as the late window's mean, not the last value
     target_offset: float = 0.0  # a steps-to-target claim's target, moved by this (accuracy)
     smoothing: int = 5  # evaluations in a steps-to-target claim's moving average
+    loss_levels: int = 8  # training-loss levels of an at-equal-loss comparison
+    root: str = "results"  # the results read: the pilot's, or the confirmatory seeds' folder
+
+    @property
+    def results(self) -> Path:
+        return Path(self.root)
 
     def early(self, steps: list[int], end: int, change: bool = False) -> list[int]:
         """The early window's steps out of a curve's logged ``steps``."""
@@ -61,18 +68,33 @@ class Plan:
         window: Callable[[list[int]], list[int]],
         geometric: bool,
     ) -> dict[int, float]:
-        """Per seed, the window's summary of its curve (a seed that logged nothing in the window
-        is left out); a NaN or infinite value in a window is a NonFinite error, not skipped."""
+        """Per seed, the window's summary of its curve; a seed with nothing in the window is an
+        EmptyWindow error and a NaN or infinite value a NonFinite one (a diverged run stops
+        logging, so either can be one): neither is skipped."""
+        ends = {seed: max(curve) for seed, curve in by_seed.items()}
+        if len(set(ends.values())) > 1:
+            raise EmptyWindow(
+                f"the seeds' curves end at different steps {ends}: a run cut short or diverged, "
+                "so one window would not be the same phase of training for every seed"
+            )
         out = {}
         for seed, curve in sorted(by_seed.items()):
             values = [curve[s] for s in window(list(curve))]
+            if not values:
+                raise EmptyWindow(
+                    f"seed {seed}: no evaluation in the window (steps {min(curve)}–{max(curve)} "
+                    "logged; a run cut short or diverged?)"
+                )
             if not all(math.isfinite(v) for v in values):
                 raise NonFinite(
                     f"seed {seed}: NaN or infinite values in a window (a diverged run?)"
                 )
-            if values:
-                out[seed] = self.average(values, geometric)
+            out[seed] = self.average(values, geometric)
         return out
+
+
+class EmptyWindow(AnalysisError):
+    """A seed logged nothing in a window the claim reads: the run is shorter than the plan."""
 
 
 PLAN = Plan()
@@ -88,7 +110,10 @@ ALTERNATIVES: dict[str, Plan] = {
     "late-window mean instead of the final accuracy": replace(PLAN, final_mean=True),
     "target 0.5 pp lower": replace(PLAN, target_offset=-0.005),
     "moving average of 3 evaluations": replace(PLAN, smoothing=3),
+    "at equal loss over 5 levels": replace(PLAN, loss_levels=5),
+    "at equal loss over 12 levels": replace(PLAN, loss_levels=12),
 }
+EQUAL_LOSS_ALTERNATIVES = ("at equal loss over 5 levels", "at equal loss over 12 levels")
 EARLY_ALTERNATIVES = (
     "early window one evaluation shorter",
     "early window one evaluation longer",

@@ -1,4 +1,5 @@
-"""``python -m scripts.claims [--check]``: write or check ``results/CLAIMS.md``."""
+"""``python -m scripts.claims [--check | --design]``: write or check ``results/CLAIMS.md``, or
+print the power calculation that fixes each confirmatory reproduction's seeds."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import argparse
 import sys
 
 from scripts.analysis.results import RESULTS
-from scripts.analysis.stats import NonFinite
-from scripts.claims.table import render
+from scripts.analysis.stats import AnalysisError
+from scripts.claims.claim import PLAN, design, planned
+from scripts.claims.table import CLAIMS, render
 
 OUT = RESULTS / "CLAIMS.md"
 
@@ -15,10 +17,16 @@ OUT = RESULTS / "CLAIMS.md"
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="The papers' claims against the committed results.")
     p.add_argument("--check", action="store_true", help="compare with the committed file")
+    p.add_argument(
+        "--design", action="store_true", help="the confirmatory seed counts the pilots give"
+    )
     args = p.parse_args(argv)
+    if args.design:
+        print_design()
+        return
     try:
         text = render()
-    except NonFinite as e:  # the committed results hold something no rule can decide on
+    except AnalysisError as e:  # the committed results hold something no rule can decide on
         sys.exit(f"error: {e}; {OUT} left as it was")
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
@@ -27,6 +35,19 @@ def main(argv: list[str] | None = None) -> None:
         return
     OUT.write_text(text)
     print(f"wrote {OUT}")
+
+
+def print_design() -> None:
+    """Each confirmatory claim's tests, the seeds each needs (from its pilot), and what every
+    confirmatory reproduction must therefore run (experiments/studies.py holds these counts)."""
+    for c in CLAIMS:
+        if c.confirm:
+            print(f"{c.claim}\n  reads {', '.join(c.confirm)}")
+            for key, need in design(c.rule, c.measure(PLAN).values):
+                print(f"  {key}: {need.text() if need else 'a one-seed pilot: no spread'}")
+    print()
+    for name, (n, claims) in planned(CLAIMS).items():
+        print(f"{name}: {n} seeds ({', '.join(f'{k}' for _, k in claims)})")
 
 
 if __name__ == "__main__":

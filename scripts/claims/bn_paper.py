@@ -7,30 +7,42 @@ import math
 
 from experiments.papers import BN_FIG3
 from experiments.studies import study
-from scripts.analysis import results
 from scripts.analysis import steps_to_target as fig3
 from scripts.analysis.stats import Estimate, paired
-from scripts.analysis.windows import (
-    EARLY_ALTERNATIVES,
-    LATE_ALTERNATIVES,
-    Plan,
-)
+from scripts.analysis.windows import EARLY_ALTERNATIVES, EQUAL_LOSS_ALTERNATIVES, Plan
 from scripts.claims.claim import Claim, Measured
-from scripts.claims.measure import accuracy_gain, early_ratio, late_ratio, matched
-from scripts.claims.rules import All, Compare, Equivalent, EverySeed
+from scripts.claims.measure import (
+    CHANCE,
+    EQUAL_LOSS_METHOD,
+    accuracy_gain,
+    early_ratio,
+    late_ratio,
+    matched,
+    series,
+    summary_values,
+)
+from scripts.claims.rules import RATIO_BAND, All, Compare, Equivalent, EverySeed, Margin
 
 MNIST = "mnist/mnist"
+FASHION = "mnist/fashion_mnist"
 # The Figure 1 networks' early phase: by step 5,000 both are within about 1 pp of their final
 # test accuracy (96.3% and 96.6% at step 5,000 against 97.2% and 97.6% after 50,000, seed 0),
 # and BN's lead of Fig. 1(a) has opened and closed.
 FIG1_EARLY_END = 5000
+# A difference of test accuracy on 10,000 images smaller than this is within one evaluation's
+# noise (the standard error of one accuracy near 97% is 0.17 pp): no reader of a curve could see it.
+VISIBLE = 0.002
+FIG1_DESIGN = (
+    "Smallest effects: 2 pp at the first evaluation (a lead smaller than that is not 'well above'); "
+    "0.2 pp at the end (one evaluation's standard error on 10,000 test images at 97% is 0.17 pp: a "
+    "smaller gap is invisible in Fig. 1(a)); a factor of 0.8 for the drift ratios (the 0.8–1.25 "
+    "band this table uses for every ratio)."
+)
 
 
 def _trains_faster(plan: Plan) -> Measured:
     acc = {
-        k: plan.per_seed(
-            results.series(MNIST, k, "test/acc"), lambda s: plan.early(s, 500), geometric=False
-        )
+        k: plan.per_seed(series(plan, MNIST, k, "test/acc"), lambda s: plan.early(s, 500), False)
         for k in ("bn", "baseline")
     }
     d = paired(acc["bn"], acc["baseline"])
@@ -47,38 +59,48 @@ def _final_accuracy(plan: Plan) -> Measured:
 def _stable_inputs(plan: Plan) -> Measured:
     metric = "shift/layer1/median"
     e = early_ratio(plan, MNIST, "bn", "baseline", metric, FIG1_EARLY_END, change=True)
+    at_loss = matched(plan, MNIST, "bn", "baseline", metric, change=True)
     lt = late_ratio(plan, MNIST, "bn", "baseline", metric)
-    at_loss = matched(MNIST, "bn", "baseline", metric, change=True)
     return Measured(
-        {"early": e, "late": lt},
-        f"BN / baseline, layer 1's median sigmoid input, change per 500 steps (geometric mean over "
-        f"the window): steps 1,000–{FIG1_EARLY_END:,} {e.text()}, second half {lt.text()} (at equal "
-        f"training loss, not decided on: {at_loss.text()})",
+        {"early": e, "at equal loss": at_loss},
+        f"BN / baseline, layer 1's median sigmoid input, change per 500 steps (moving averages; "
+        f"geometric mean over the window): steps 1,000–{FIG1_EARLY_END:,} {e.text()}; at equal "
+        f"training loss {at_loss.text()} (not decided on: second half by step {lt.text()}, where the "
+        f"baseline's training loss is far lower)",
     )
 
 
-def _population_vs_moving(plan: Plan) -> Measured:
-    d = paired(
-        results.per_seed(MNIST, "bn", "test_acc_population"),
-        results.per_seed(MNIST, "bn", "test_acc"),
-    )
-    return Measured(
-        {"population − moving": d}, f"population − moving average (MNIST BN): {d.text()}"
-    )
+def _population_vs_moving(path: str):
+    def measure(plan: Plan) -> Measured:
+        d = paired(
+            summary_values(plan, path, "bn", "test_acc_population"),
+            summary_values(plan, path, "bn", "test_acc"),
+        )
+        return Measured(
+            {"population − moving": d},
+            f"population − moving average, BN after 50,000 steps: {d.text()}",
+        )
+
+    return measure
 
 
-def _bessel(plan: Plan) -> Measured:
-    d = paired(
-        results.per_seed(MNIST, "bn", "test_acc_population"),
-        results.per_seed(MNIST, "bn", "test_acc_population_no_bessel"),
+def _population_claim(path: str, name: str, confirm: str) -> Claim:
+    return Claim(
+        "Wu & Johnson 2021 (question); BN paper, Alg. 2",
+        f"At the end of a constant-learning-rate run, population statistics (Algorithm 2) give the accuracy of the moving averages ({name})",
+        "(the paper uses population statistics and mentions moving averages for tracking; no comparison given)",
+        Equivalent("population − moving", "the difference", Margin(0.003, (0.002, 0.005))),
+        _population_vs_moving(path),
+        method="tested only at the end of 50,000 steps at a constant learning rate, where the moving averages (momentum 0.1) cannot lag the weights; where they can (early, or at large learning rates) is not tested here",
+        section="mnist" if path == MNIST else "fashion-mnist",
+        confirm=(confirm,),
+        design="Margin ±0.3 pp: the 0.2 pp one evaluation on 10,000 test images can resolve, plus the moving averages' own jitter; no true difference assumed.",
     )
-    return Measured({"with − without": d}, f"with − without (MNIST BN, m = 60): {d.text()}")
 
 
 # -- Figure 3: steps to Inception's maximum, the converged protocol at CPU scale -------------------
 PAPER = BN_FIG3["setups"]
 NAME = study("inception").labels
-CHANCE = 0.1  # ten classes
 
 
 def _speedup(setup: str):
@@ -109,8 +131,14 @@ def _speedup_claim(setup: str) -> Claim:
         f"{paper:.1f}× ({base:.1f}M vs {ours:.1f}M steps)",
         All(
             (
-                Compare("faster", "the speed-up", 0.0, unit="×"),
-                Compare("by the paper's factor", "the speed-up", math.log10(paper / 2), unit="×"),
+                Compare("faster", "the speed-up", 0.0, unit="×", effect=math.log10(2)),
+                Compare(
+                    "by the paper's factor",
+                    "the speed-up",
+                    math.log10(paper / 2),
+                    unit="×",
+                    effect=math.log10(2),
+                ),
             ),
             requires=EverySeed("reached", "the target reached within its run"),
         ),
@@ -122,27 +150,31 @@ def _speedup_claim(setup: str) -> Claim:
     )
 
 
-def _sigmoid_bn(plan: Plan) -> Measured:
-    target = fig3.target(plan)
-    best = {s: max(c.values()) for s, c in fig3.smoothed_curves("bn_x5_sigmoid", plan).items()}
-    raw = {s: max(c.values()) for s, c in fig3.curves("bn_x5_sigmoid").items()}
-    steps = fig3.steps("bn_x5_sigmoid", target)
-    shown = ", ".join("never" if s is None else f"{s:,}" for s in steps.values())
+# "Trains": a smoothed maximum more than this above chance; "at chance": within it.
+ABOVE_CHANCE = 0.05
+
+
+def _sigmoid(plan: Plan) -> Measured:
+    """The sigmoid arms' smoothed maxima: BN-x5-Sigmoid's well above chance (it trains),
+    Inception-Sigmoid's at chance (it does not)."""
+    best = {
+        k: {s: max(c.values()) for s, c in fig3.smoothed_curves(k, plan).items()}
+        for k in ("bn_x5_sigmoid", "inception_sigmoid")
+    }
+    shown = "; ".join(
+        f"{NAME[k]} {', '.join(f'{b:.1%}' for b in v.values())} ({len(v)} seed{'s' * (len(v) > 1)})"
+        for k, v in best.items()
+    )
     return Measured(
         {
-            "trains": [b > CHANCE + 0.05 for b in best.values()],
-            "never reaches": [s is None for s in steps.values()],
+            "BN-x5-Sigmoid trains": [
+                b > CHANCE + ABOVE_CHANCE for b in best["bn_x5_sigmoid"].values()
+            ],
+            "Inception-Sigmoid at chance": [
+                b <= CHANCE + ABOVE_CHANCE for b in best["inception_sigmoid"].values()
+            ],
         },
-        f"target {target:.2%} (test subset); maximum {', '.join(f'{b:.2%}' for b in raw.values())} "
-        f"(smoothed {', '.join(f'{b:.2%}' for b in best.values())}); first at or above the target at step {shown}",
-    )
-
-
-def _sigmoid_inception(plan: Plan) -> Measured:
-    best = {s: max(c.values()) for s, c in fig3.smoothed_curves("inception_sigmoid", plan).items()}
-    return Measured(
-        {"at chance": [b < CHANCE + 0.05 for b in best.values()]},
-        f"smoothed maximum {', '.join(f'{b:.1%}' for b in best.values())} on the test subset (chance {CHANCE:.0%}; {len(best)} seed)",
+        f"smoothed maximum test-subset accuracy (chance {CHANCE:.0%}): {shown}",
     )
 
 
@@ -150,57 +182,42 @@ CLAIMS = [
     Claim(
         "BN paper, Fig. 1(a)", "BN trains faster (higher test accuracy early in training)",
         "BN well above the baseline from the first steps",
-        Compare("BN − baseline", "BN − baseline"), _trains_faster,
+        Compare("BN − baseline", "BN − baseline", effect=0.02), _trains_faster,
         ("early window one evaluation longer",),
-        section="mnist", figure="mnist_fig1.png",
+        section="mnist", figure="mnist_fig1.png", confirm=("confirm-mnist",), design=FIG1_DESIGN,
     ),
     Claim(
         "BN paper, Fig. 1(a)", "BN ends with higher test accuracy (MNIST, 50k steps)",
         "≈ 98–99% vs ≈ 95–97% (read off the plot)",
-        Compare("BN − baseline", "BN − baseline"), _final_accuracy,
+        Compare("BN − baseline", "BN − baseline", effect=VISIBLE), _final_accuracy,
         ("late-window mean instead of the final accuracy",),
-        section="mnist", figure="mnist_fig1.png",
+        section="mnist", figure="mnist_fig1.png", confirm=("confirm-mnist",), design=FIG1_DESIGN,
     ),
     Claim(
         "BN paper, Fig. 1(b, c)", "BN's sigmoid inputs are more stable over training",
         "BN's distribution stays stable; the baseline's drifts",
         All((
-            Compare("early", "BN / baseline early", 0.0, above=False, unit="×"),
-            Compare("late", "BN / baseline in the second half", 0.0, above=False, unit="×"),
+            Compare("early", "BN / baseline early", above=False, unit="×", effect=RATIO_BAND),
+            Compare("at equal loss", "BN / baseline at equal training loss", above=False, unit="×", effect=RATIO_BAND),
         )),
-        _stable_inputs, EARLY_ALTERNATIVES + LATE_ALTERNATIVES[:2],
-        section="mnist", figure="mnist_covariate_shift.png",
+        _stable_inputs, EARLY_ALTERNATIVES + EQUAL_LOSS_ALTERNATIVES,
+        method=EQUAL_LOSS_METHOD,
+        section="mnist", figure="mnist_covariate_shift.png", confirm=("confirm-mnist",), design=FIG1_DESIGN,
     ),
-    Claim(
-        "BN paper, Alg. 2", "Population statistics give the accuracy of the moving averages",
-        "(the paper uses population statistics; no comparison given)",
-        Equivalent("population − moving", "the difference", 0.003), _population_vs_moving,
-        section="mnist",
-    ),
-    Claim(
-        "BN paper, Alg. 2", "Bessel's correction (m/(m−1)) makes no measurable difference",
-        "(used, not evaluated)",
-        Equivalent("with − without", "the difference", 0.003), _bessel,
-        section="mnist",
-    ),
+    _population_claim(MNIST, "MNIST", "confirm-mnist"),
+    _population_claim(FASHION, "Fashion-MNIST", "confirm-fashion-mnist"),
     _speedup_claim("bn_x5"),
     _speedup_claim("bn_x30"),
     _speedup_claim("bn_baseline"),
     Claim(
-        "BN paper, Fig. 3", "BN-x5-Sigmoid trains, but never reaches Inception's maximum",
-        f"{PAPER['bn_x5_sigmoid']['max_acc']:.1%} max vs Inception's {PAPER['inception']['max_acc']:.1%}",
-        All(
-            (EverySeed("never reaches", "no evaluation at or above the target"),),
-            requires=EverySeed("trains", "a smoothed maximum above chance + 5 pp"),
-        ),
-        _sigmoid_bn, ("target 0.5 pp lower", "moving average of 3 evaluations"),
-        section="inception-converged", figure="inception_fig2_fashion_mnist_converged.png",
-    ),
-    Claim(
-        "BN paper, Sec. 4.2.2", "Inception with sigmoid (no BN) never trains",
-        "stays at chance (1/1000)",
-        EverySeed("at chance", "a smoothed maximum within 5 pp of chance"), _sigmoid_inception,
-        ("moving average of 3 evaluations",),
+        "BN paper, Sec. 4.2.2 and Fig. 3", "BN makes sigmoid Inception trainable: with BN it trains, without BN it stays at chance",
+        f"BN-x5-Sigmoid {PAPER['bn_x5_sigmoid']['max_acc']:.1%}; without BN 'never achieves better than 1/1000 accuracy'",
+        All((
+            EverySeed("BN-x5-Sigmoid trains", f"BN-x5-Sigmoid's smoothed maximum more than {ABOVE_CHANCE * 100:g} pp above chance"),
+            EverySeed("Inception-Sigmoid at chance", f"Inception-Sigmoid's smoothed maximum within {ABOVE_CHANCE * 100:g} pp of chance"),
+        )),
+        _sigmoid, ("moving average of 3 evaluations",),
+        method="the paper's other sigmoid claim, that under BN the sigmoid network ends below the ReLU one (69.8% against 73.0%), needs the ReLU arms trained to their own plateau, which this protocol does not do (they stop at Inception's maximum)",
         section="inception-converged", figure="inception_fig2_fashion_mnist_converged.png",
     ),
 ]  # fmt: skip

@@ -1,15 +1,30 @@
-"""One claim: what the paper says, how we measure it, the rule that decides it, and the analysis
-choices it is re-decided under (its robustness)."""
+"""One claim: what the paper says, how we measure it, the rule that decides it, the analysis
+choices it is re-decided under (its robustness) and, for a claim with confirmatory seeds, the
+design that fixed their number before they ran.
+
+A claim with ``confirm`` reproductions is decided on their seeds alone (``results/confirmatory/``,
+the same layout as ``results/``); the pilot's seeds (``results/``), on which its rule and its
+smallest effects were chosen, are shown beside it as exploratory, and the power calculation over
+them is the design: :func:`design` gives the seeds each test needs, and the registry's seed count
+of each confirmatory reproduction must equal what :func:`seeds_to_run` says (a test holds them
+together). A claim without ``confirm`` is decided on the pilot: exploratory.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from experiments.studies import SECTIONS
-from scripts.analysis.results import MissingResult
+from experiments.studies import REPRODUCTIONS, SECTIONS
+from scripts.analysis.power import Need, seeds_for
+from scripts.analysis.results import Diverged, MissingResult
+from scripts.analysis.stats import Estimate
 from scripts.analysis.windows import ALTERNATIVES, PLAN, Plan
-from scripts.claims.rules import Decision, Rule, Values, Verdict
+from scripts.claims.rules import Compare, Decision, Rule, Values, Verdict, leaves
+
+CONFIRMATORY = "results/confirmatory"  # the confirmatory seeds' results, laid out as results/
+FEWEST = 5  # confirmatory seeds of any reproduction: an interval with 4 degrees of freedom
+MOST = 60  # confirmatory seeds this machine affords per setup; a test needing more is underpowered
 
 
 @dataclass(frozen=True)
@@ -31,6 +46,8 @@ class Claim:
     method: str = ""  # how the numbers are computed, where the table's header does not say it
     section: str = ""  # the study section (experiments.studies) that holds its results
     figure: str = ""  # the figure that shows it, one of that section's
+    confirm: tuple[str, ...] = ()  # the registry's confirmatory reproductions that decide it
+    design: str = ""  # why its smallest effects and margins are what they are
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.alternatives if a not in ALTERNATIVES]
@@ -42,34 +59,130 @@ class Claim:
             )
         if self.figure and self.figure not in {f.file for f in SECTIONS[self.section].figures}:
             raise ValueError(f"{self.claim}: {self.figure} is not a figure of {self.section!r}")
+        if missing := [r for r in self.confirm if r not in REPRODUCTIONS]:
+            raise ValueError(f"{self.claim}: confirmatory reproductions {missing} not registered")
+        if self.confirm and not self.design:
+            raise ValueError(f"{self.claim}: confirmatory seeds need a design (its rationale)")
+        untested = [p.key for p in leaves(self.rule) if isinstance(p, Compare) and p.effect is None]
+        if self.confirm and untested:
+            raise ValueError(f"{self.claim}: tests {untested} state no smallest effect of interest")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One set of seeds measured and decided under the plan."""
+
+    measured: Measured
+    decision: Decision
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """A claim decided: its numbers, its decision, and its verdict under each alternative."""
+    """A claim decided: the evidence its verdict rests on, its verdict under each alternative
+    that moves it, and, for a designed claim, the pilot (exploratory) and the design."""
 
     claim: Claim
-    measured: Measured | None  # None: no result
+    measured: Measured | None  # None: no result (``missing`` says why)
     decision: Decision
-    flips: tuple[tuple[str, Verdict], ...] = ()  # (alternative, verdict) where it differs
+    flips: tuple[tuple[str, Decision], ...] = ()  # (alternative, decision) where it differs
     missing: str = ""
+    pilot: Evidence | None = None  # a designed claim's pilot, shown as exploratory
+    needs: tuple[tuple[str, Need | None], ...] = ()  # the design: each test's seeds
 
     @property
     def verdict(self) -> Verdict:
         return self.decision.verdict
 
+    @property
+    def confirmatory(self) -> bool:
+        return bool(self.claim.confirm)
+
+
+def design(rule: Rule, pilot: Values) -> tuple[tuple[str, Need | None], ...]:
+    """Per test of ``rule``, the seeds for 90% power at its smallest effect, the pilot's SD at
+    its upper confidence limit (None: a pilot of one seed has no spread to go by)."""
+    out = []
+    for leaf in leaves(rule):
+        e = pilot[leaf.key]
+        assert isinstance(e, Estimate), f"{leaf.key}: a test reads an Estimate"
+        out.append((leaf.key, None if e.sd is None else seeds_for(leaf.power, e.sd, e.n - 1)))
+    return tuple(out)
+
+
+def seeds_to_run(needs: tuple[tuple[str, Need | None], ...]) -> int:
+    """A claim's confirmatory seed count: the most any of its tests needs, at least FEWEST and
+    at most MOST (a test needing more stays underpowered, and its row says so)."""
+    counts = [MOST if need is None or need.n is None else need.n for _, need in needs]
+    return min(MOST, max([FEWEST, *counts]))
+
 
 def decide(claim: Claim) -> Outcome:
-    """Measure and decide ``claim`` under the plan and under each of its alternatives. Only a
-    missing results folder is "no result"; every other error propagates."""
+    """Measure and decide ``claim`` on its confirmatory seeds (or the pilot's, if it has none),
+    under the plan and under each alternative and margin that could move it. A missing results
+    folder is "no result", a diverged run "inconclusive" (its measures are undefined); every
+    other error propagates."""
     try:
-        measured = claim.measure(PLAN)
+        pilot_measured = claim.measure(PLAN)
     except MissingResult as e:
         return Outcome(claim, None, Decision(Verdict.NO_RESULT), missing=str(e))
+    except Diverged as e:
+        return Outcome(
+            claim, None, Decision(Verdict.INCONCLUSIVE, undecidable=True), missing=str(e)
+        )
+    root, pilot, needs = PLAN.root, None, ()
+    if claim.confirm:
+        root = CONFIRMATORY
+        pilot = Evidence(pilot_measured, claim.rule.decide(pilot_measured.values))
+        needs = design(claim.rule, pilot_measured.values)
+        try:
+            measured = claim.measure(replace(PLAN, root=root))
+        except MissingResult:
+            missing = f"its confirmatory seeds have not run: make {' '.join(claim.confirm)}"
+            return Outcome(
+                claim, None, Decision(Verdict.NO_RESULT), missing=missing, pilot=pilot, needs=needs
+            )
+        except Diverged as e:
+            return Outcome(
+                claim, None, Decision(Verdict.INCONCLUSIVE, undecidable=True), missing=str(e),
+                pilot=pilot, needs=needs,
+            )  # fmt: skip
+    else:
+        measured = pilot_measured
     decision = claim.rule.decide(measured.values)
-    flips = []
-    for name in claim.alternatives:
-        other = claim.rule.decide(claim.measure(ALTERNATIVES[name]).values).verdict
-        if other is not decision.verdict:
-            flips.append((name, other))
-    return Outcome(claim, measured, decision, tuple(flips))
+    others = [
+        (name, claim.rule.decide(claim.measure(replace(ALTERNATIVES[name], root=root)).values))
+        for name in claim.alternatives
+    ] + [(name, rule.decide(measured.values)) for name, rule in claim.rule.variants()]
+    flips = tuple((n, d) for n, d in others if d.signature() != decision.signature())
+    return Outcome(claim, measured, decision, flips, pilot=pilot, needs=needs)
+
+
+def sharing(name: str) -> set[str]:
+    """The reproductions whose runs ``name``'s results share (``collect --reuse``, either way,
+    transitively): they must run the same seeds."""
+    out_of = {r.collect.out: r.name for r in REPRODUCTIONS.values() if r.collect is not None}
+    edges = {
+        (r.name, out_of[r.collect.reuse.folder])
+        for r in REPRODUCTIONS.values()
+        if r.collect is not None and r.collect.reuse is not None
+    }
+    group, grown = {name}, True
+    while grown:
+        linked = {b for a, b in edges if a in group} | {a for a, b in edges if b in group}
+        grown = not linked <= group
+        group |= linked
+    return group
+
+
+def planned(claims: list[Claim]) -> dict[str, tuple[int, list[tuple[Claim, int]]]]:
+    """Per confirmatory reproduction: the seeds the design asks for (the most that any claim
+    reading it, or a reproduction sharing its runs, needs) and each such claim's own count."""
+    wanted = [
+        (c, seeds_to_run(design(c.rule, c.measure(PLAN).values))) for c in claims if c.confirm
+    ]
+    out = {}
+    for name in sorted({r for c in claims for r in c.confirm}):
+        group = sharing(name)
+        mine = [(c, n) for c, n in wanted if group & set(c.confirm)]
+        out[name] = (max(n for _, n in mine), mine)
+    return out

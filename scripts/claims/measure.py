@@ -1,4 +1,5 @@
-"""The measurements the claims share: per-seed accuracies, window summaries, ratios."""
+"""The measurements the claims share: per-seed accuracies, window summaries, ratios. Every one
+reads the results ``plan.root`` holds (the pilot's, or the confirmatory seeds')."""
 
 from __future__ import annotations
 
@@ -6,17 +7,36 @@ import math
 import statistics
 
 from scripts.analysis import results
-from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired
+from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired, same_seeds
 from scripts.analysis.windows import Plan, matched_by_progress
+
+# Ten classes: every data set of the CPU-scale studies. A diverged run's accuracy (results.per_seed).
+CHANCE = 0.1
+
+
+def series(plan: Plan, path: str, setup: str, metric: str) -> dict[int, dict[int, float]]:
+    """``{seed: {step: value}}`` of one setup's metric in the results the plan reads."""
+    return results.series(path, setup, metric, plan.results)
+
+
+def metrics(plan: Plan, path: str, setup: str, ending: str) -> list[str]:
+    """The metrics of ``setup`` whose names end with ``ending``, in the order logged."""
+    return [m for s, m in results.curves(path, plan.results) if s == setup and m.endswith(ending)]
+
+
+def summary_values(plan: Plan, path: str, setup: str, key: str) -> dict[int, float]:
+    """``{seed: value}`` of a per-seed summary entry; a diverged run's is an error."""
+    return results.per_seed(path, setup, key, plan.results)
 
 
 def final_accuracy(plan: Plan, path: str, setup: str, key: str = "test_acc") -> dict[int, float]:
-    """Per seed, the end-of-run accuracy ``key`` of the summary; under the plan's ``final_mean``
-    alternative, the late window's mean of the matching curve (``test_acc`` → ``test/acc``)."""
+    """Per seed, the end-of-run accuracy ``key`` of the summary, a diverged run at chance;
+    under the plan's ``final_mean`` alternative, the late window's mean of the matching curve
+    (``test_acc`` → ``test/acc``)."""
     if not plan.final_mean:
-        return results.per_seed(path, setup, key)
-    metric = key.replace("test_acc", "test/acc", 1)
-    return plan.per_seed(results.series(path, setup, metric), plan.late, geometric=False)
+        return results.per_seed(path, setup, key, plan.results, diverged_as=CHANCE)
+    metric = key.replace("test_acc", "test/acc", 1).replace("train_acc", "train/acc", 1)
+    return plan.per_seed(series(plan, path, setup, metric), plan.late, geometric=False)
 
 
 def accuracy_gain(plan: Plan, path: str, a: str, b: str, key: str = "test_acc") -> Estimate:
@@ -29,7 +49,7 @@ def early(
 ) -> dict[int, float]:
     """Per seed, ``metric`` summarised over the early window (steps after 0 up to ``end``)."""
     return plan.per_seed(
-        results.series(path, setup, metric), lambda s: plan.early(s, end, change), geometric
+        series(plan, path, setup, metric), lambda s: plan.early(s, end, change), geometric
     )
 
 
@@ -37,7 +57,7 @@ def late(
     plan: Plan, path: str, setup: str, metric: str, geometric: bool = True
 ) -> dict[int, float]:
     """Per seed, ``metric`` summarised over the late window (the second half of the run)."""
-    return plan.per_seed(results.series(path, setup, metric), plan.late, geometric)
+    return plan.per_seed(series(plan, path, setup, metric), plan.late, geometric)
 
 
 def early_ratio(
@@ -54,21 +74,30 @@ def late_ratio(plan: Plan, path: str, a: str, b: str, metric: str) -> Estimate:
     return log_ratios(late(plan, path, a, metric), late(plan, path, b, metric))
 
 
-def matched(path: str, a: str, b: str, metric: str, change: bool) -> Estimate:
-    """``a / b`` of ``metric`` at equal training loss, per seed (geometric mean over the loss
-    levels both runs pass), on the log10 scale."""
-    loss = {k: results.series(path, k, "train/loss") for k in (a, b)}
-    value = {k: results.series(path, k, metric) for k in (a, b)}
+EQUAL_LOSS_METHOD = (
+    "at equal training loss: log-spaced training-loss levels both networks pass (8; 5 and 12 as "
+    "robustness alternatives), from the higher of their losses at the first evaluation after step "
+    "0 (the second, for a change between evaluations) to the higher of their lowest, each network's "
+    "value at its first evaluation at or below the level; geometric mean over levels"
+)
+
+
+def matched(plan: Plan, path: str, a: str, b: str, metric: str, change: bool) -> Estimate:
+    """``a / b`` of ``metric`` at equal training loss, per seed (geometric mean over the
+    plan's ``loss_levels`` levels both runs pass), on the log10 scale. A seed whose two runs
+    share no level is an error, not a seed to skip."""
+    loss = {k: series(plan, path, k, "train/loss") for k in (a, b)}
+    value = {k: series(plan, path, k, metric) for k in (a, b)}
     per_seed = {}
-    for seed in sorted(loss[a].keys() & loss[b].keys()):
+    for seed in same_seeds(loss[a], loss[b]):
         pairs = matched_by_progress(
-            loss[a][seed], value[a][seed], loss[b][seed], value[b][seed], change=change
-        )
+            loss[a][seed], value[a][seed], loss[b][seed], value[b][seed],
+            levels=plan.loss_levels, change=change,
+        )  # fmt: skip
         ratios = [va / vb for _, va, vb in pairs]
-        if not all(r > 0 and math.isfinite(r) for r in ratios):
+        if not ratios or not all(r > 0 and math.isfinite(r) for r in ratios):
             raise NonFinite(
-                f"seed {seed}: a ratio of {metric} at equal loss is not positive and finite"
+                f"seed {seed}: no positive, finite ratio of {metric} at equal loss ({ratios})"
             )
-        if ratios:
-            per_seed[seed] = statistics.geometric_mean(ratios)
+        per_seed[seed] = statistics.geometric_mean(ratios)
     return log_ratios(per_seed, dict.fromkeys(per_seed, 1.0))

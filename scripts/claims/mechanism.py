@@ -7,28 +7,46 @@ from __future__ import annotations
 import math
 import statistics
 
+from experiments.papers import YANG_RELU_RATE
 from scripts.analysis import results
 from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired
 from scripts.analysis.windows import (
     EARLY_ALTERNATIVES,
+    EQUAL_LOSS_ALTERNATIVES,
     LATE_ALTERNATIVES,
     Plan,
 )
-from scripts.claims.bn_paper import FIG1_EARLY_END
+from scripts.claims.bn_paper import FIG1_EARLY_END, VISIBLE
 from scripts.claims.claim import Claim, Measured
-from scripts.claims.measure import accuracy_gain, early_ratio, late, late_ratio, matched
-from scripts.claims.rules import All, Compare, Equivalent, NotLower, log_margin
+from scripts.claims.measure import (
+    EQUAL_LOSS_METHOD,
+    accuracy_gain,
+    early,
+    early_ratio,
+    late,
+    late_ratio,
+    matched,
+)
+from scripts.claims.rules import RATIO_BAND, All, Compare, Equivalent, Margin, NotLower, log_margin
 
 MECH = "mechanism/mlp"
 DEPTH = "mechanism/depth"
-# A ratio "about 1": within [0.8, 1.25], the conventional equivalence margin for ratios.
-RATIO_MARGIN = log_margin(1.25)
+CONFIRM = ("confirm-mechanism",)
+RATIO_MARGIN = Margin(RATIO_BAND, (log_margin(1.15), log_margin(1.5)))
+DESIGN = (
+    "Smallest effects: a factor of 0.8 (or 1.25) for a ratio, the 0.8–1.25 band this table uses "
+    "for 'about 1'; 0.2 pp of test accuracy (one evaluation's standard error on 10,000 images); "
+    "no true difference for a margin."
+)
+# The landscape measures vary by about a factor of 2 from seed to seed (a pilot SD of 0.15–0.27
+# in log10) and Santurkar et al.'s differences span several-fold: these are powered for a halving.
+LANDSCAPE_EFFECT = math.log10(2)
 
 
 def _ics_population(plan: Plan) -> Measured:
     metric = "shift/population/layer3/median_mean"
     e = early_ratio(plan, MECH, "mech_bn", "mech_baseline", metric, FIG1_EARLY_END, change=True)
-    at_loss = matched(MECH, "mech_bn", "mech_baseline", metric, change=True)
+    at_loss = matched(plan, MECH, "mech_bn", "mech_baseline", metric, change=True)
     by_step = late_ratio(plan, MECH, "mech_bn", "mech_baseline", metric)
     moving = late_ratio(plan, MECH, "mech_bn", "mech_baseline", "shift/moving/layer3/median_mean")
     return Measured(
@@ -42,20 +60,17 @@ def _ics_population(plan: Plan) -> Measured:
 
 def _gradient_ics(plan: Plan) -> Measured:
     metric = "grad_ics/layer4/ics_relative"
-
-    def ratio(a: str, b: str) -> Estimate:
-        return early_ratio(plan, MECH, a, b, metric, FIG1_EARLY_END, change=False)
-
-    e = ratio("mech_bn", "mech_baseline")
+    e = early_ratio(plan, MECH, "mech_bn", "mech_baseline", metric, FIG1_EARLY_END, change=False)
+    at_loss = matched(plan, MECH, "mech_bn", "mech_baseline", metric, change=False)
     lt = late_ratio(plan, MECH, "mech_bn", "mech_baseline", metric)
-    noisy, relu = (
-        ratio("mech_noisy_bn", "mech_baseline"),
-        ratio("mech_relu_bn", "mech_relu_baseline"),
+    noisy = early_ratio(
+        plan, MECH, "mech_noisy_bn", "mech_baseline", metric, FIG1_EARLY_END, change=False
     )
     return Measured(
-        {"early": e, "late": lt},
-        f"output layer's ‖G − G′‖/‖G‖, BN / no BN: steps 1,000–{FIG1_EARLY_END:,} {e.text()}, "
-        f"second half {lt.text()}; noisy BN / no BN (early) {noisy.text()}; ReLU MLP (early) {relu.text()}",
+        {"early": e, "at equal loss": at_loss},
+        f"output layer's ‖G − G′‖/‖G‖, BN / no BN: steps 1,000–{FIG1_EARLY_END:,} {e.text()}; at "
+        f"equal training loss {at_loss.text()} (not decided on: second half by step {lt.text()}, "
+        f"where the baseline's training loss is far lower; noisy BN / no BN, early, {noisy.text()})",
     )
 
 
@@ -91,35 +106,62 @@ def _noisy_bn(plan: Plan) -> Measured:
     )
 
 
+JACOBIAN = "jacobian_normalized/layer2to3"
+
+
 def _jacobian(plan: Plan) -> Measured:
-    band = {
-        k: late(plan, MECH, k, "jacobian/layer3/sv_in_band", geometric=False)
+    """The Jacobian between the normalized pre-activations of hidden layers 2 and 3 (unit-
+    variance coordinates: BN's with population statistics, the baseline's own standardized)."""
+    median = late(plan, MECH, "mech_bn", f"{JACOBIAN}/sv_median")
+    near = log_ratios(median, dict.fromkeys(median, 1.0))
+    gap = late_ratio(plan, MECH, "mech_bn", "mech_baseline", f"{JACOBIAN}/isometry_gap")
+    shown = []
+    for name, window in (("at init", lambda s: [0]), ("early", None), ("late", plan.late)):
+        for k, label in (("mech_bn", "BN"), ("mech_baseline", "no BN")):
+            metric = f"{JACOBIAN}/sv_median"
+            if window is None:
+                v = early(plan, MECH, k, metric, FIG1_EARLY_END, change=False)
+            else:
+                v = plan.per_seed(results.series(MECH, k, metric, plan.results), window, True)
+            shown.append(
+                f"{label} {name} {Estimate.of([math.log10(x) for x in v.values()], log=True).text(unit='')}"
+            )
+    corr = {
+        k: Estimate.of(
+            list(late(plan, MECH, k, "jacobian_normalized/layer2/mean_abs_corr", False).values())
+        )
         for k in ("mech_bn", "mech_baseline")
     }
-    median = late(plan, MECH, "mech_bn", "jacobian/layer3/sv_median")
-    d = paired(band["mech_bn"], band["mech_baseline"])
-    near = log_ratios(median, dict.fromkeys(median, 1.0))
     return Measured(
-        {"BN's median singular value": near, "in band, BN − no BN": d},
-        f"∂h3/∂h2 per example (inference mode), second half of training: BN's median singular value "
-        f"{near.text(unit='')} (geometric mean); fraction of singular values in [0.5, 2], BN − no BN {d.text()}",
+        {"BN's median singular value": near, "isometry gap, BN / no BN": gap},
+        f"∂x̂3/∂x̂2 per example (inference, population statistics), second half of training: BN's "
+        f"median singular value {near.text(unit='')} (geometric mean over seeds); mean |log10 σ|, "
+        f"BN / no BN {gap.text()} (not decided on: median singular values {'; '.join(shown)}; mean "
+        f"|correlation| between the components of x̂2, second half, BN {corr['mech_bn'].text(1, '', 3)}, "
+        f"no BN {corr['mech_baseline'].text(1, '', 3)}: the conjecture assumes 0)",
     )
 
 
 def _weight_decay(plan: Plan) -> Measured:
-    e = late_ratio(plan, MECH, "mech_bn_wd1e-3", "mech_bn", "weights/layer2/relative_update")
-    norms = late_ratio(plan, MECH, "mech_bn_wd1e-3", "mech_bn", "weights/layer2/norm")
+    """L2 against BN without it, over the seeds the L2 arm ran (BN without L2 ran more)."""
+
+    def ratio(metric: str) -> Estimate:
+        wd, bn = (late(plan, MECH, k, metric) for k in ("mech_bn_wd1e-3", "mech_bn"))
+        return log_ratios(wd, {s: bn[s] for s in wd})
+
+    e, norms = ratio("weights/layer2/relative_update"), ratio("weights/layer2/norm")
     return Measured(
         {"relative update": e},
-        f"hidden layer 2, second half of training, L2 1e-3 / no L2: ‖W‖ {norms.text()}, ‖ΔW‖/‖W‖ per step {e.text()}",
+        f"hidden layer 2, second half of training, L2 1e-3 / no L2, over the {e.n} seeds the L2 "
+        f"arm ran: ‖W‖ {norms.text()}, ‖ΔW‖/‖W‖ per step {e.text()}",
     )
 
 
 # -- Gradients across depth at initialization (the depth study) --------------------------------
-def _depth_ratios(setup_base: str, step: int) -> dict[int, dict[int, float]]:
+def _depth_ratios(plan: Plan, setup_base: str, step: int) -> dict[int, dict[int, float]]:
     """``{seed: {depth: gradient ratio at step}}`` of ``setup_base`` from the depth sweep."""
     out: dict[int, dict[int, float]] = {}
-    for (setup, metric), by_seed in results.curves(DEPTH).items():
+    for (setup, metric), by_seed in results.curves(DEPTH, plan.results).items():
         if metric == "grad_ratio" and setup.startswith(f"{setup_base}_d"):
             depth = int(setup.rsplit("_d", 1)[1])
             for seed, curve in by_seed.items():
@@ -139,7 +181,7 @@ def _log10_slope(by_depth: dict[int, float]) -> float:
 
 
 def _explode(plan: Plan) -> Measured:
-    bn, plain = _depth_ratios("deep_mlp_bn_relu", 0), _depth_ratios("deep_mlp_relu", 0)
+    bn, plain = (_depth_ratios(plan, k, 0) for k in ("deep_mlp_bn_relu", "deep_mlp_relu"))
     slope_bn = {s: _log10_slope(v) for s, v in bn.items()}
     slope_plain = {s: _log10_slope(v) for s, v in plain.items()}
     e_bn, diff = Estimate.of(list(slope_bn.values())), paired(slope_bn, slope_plain)
@@ -152,9 +194,19 @@ def _explode(plan: Plan) -> Measured:
     )
 
 
+def _rate(plan: Plan) -> Measured:
+    slopes = [_log10_slope(v) for v in _depth_ratios(plan, "deep_mlp_bn_relu", 0).values()]
+    d = Estimate.of([v - YANG_RELU_RATE for v in slopes])
+    return Measured(
+        {"measured − predicted": d},
+        f"ReLU with BN, log10 of the gradient ratio per hidden layer: measured "
+        f"{Estimate.of(slopes).text(1, '', 4)}, predicted {YANG_RELU_RATE:.4f}; measured − predicted "
+        f"{d.text(1, '', 4)}",
+    )
+
+
 def _shrinks(plan: Plan) -> Measured:
-    at0, at1 = _depth_ratios("deep_mlp_bn_relu", 0), _depth_ratios("deep_mlp_bn_relu", 1)
-    at100 = _depth_ratios("deep_mlp_bn_relu", 100)
+    at0, at1, at100 = (_depth_ratios(plan, "deep_mlp_bn_relu", k) for k in (0, 1, 100))
     deepest = max(next(iter(at0.values())))
     seeds = [s for s in sorted(at0) if deepest in at1.get(s, {})]
     e = log_ratios({s: at1[s][deepest] for s in seeds}, {s: at0[s][deepest] for s in seeds})
@@ -170,14 +222,25 @@ CLAIMS = [
     Claim(
         "Yang et al. 2019", "At initialization BN makes gradients explode exponentially with depth",
         "exponential growth of the gradient norm towards the input (fully connected, BN, ReLU)",
-        All((Compare("BN's slope", "BN's slope", unit=""), Compare("BN − no BN", "BN's slope − no BN's (paired by seed)", unit=""))),
+        All((
+            Compare("BN's slope", "BN's slope", unit="", effect=0.02),
+            Compare("BN − no BN", "BN's slope − no BN's (paired by seed)", unit="", effect=0.02),
+        )),
         _explode,
+        section="depth", figure="depth_gradient_ratio.png",
+    ),
+    Claim(
+        "Yang et al. 2019 (their rate)", "BN's gradient explosion at initialization grows at the mean-field rate, ½·log10(π/(π−1)) decades per ReLU layer",
+        f"{YANG_RELU_RATE:.4f} decades per layer (the gradient norm's square grows by π/(π−1) per layer, infinite width and batch)",
+        Equivalent("measured − predicted", "measured − predicted", Margin(0.2 * YANG_RELU_RATE, (0.1 * YANG_RELU_RATE, 0.3 * YANG_RELU_RATE)), unit=""),
+        _rate,
+        method="margin ±20% of the predicted rate: the prediction is for infinite width and batch size, and these networks have width 100 and batches of 60, whose corrections are of order 1/width + 1/batch",
         section="depth", figure="depth_gradient_ratio.png",
     ),
     Claim(
         "Yang et al. 2019", "After one optimization step the gradient explosion of a deep BN network shrinks",
         "the dynamic range shrinks after one step",
-        Compare("after one step / at init", "the ratio after one step / at init", above=False, unit="×"),
+        Compare("after one step / at init", "the ratio after one step / at init", above=False, unit="×", effect=math.log10(2)),
         _shrinks,
         section="depth", figure="depth_gradient_ratio.png",
     ),
@@ -185,54 +248,57 @@ CLAIMS = [
         "BN paper, Sec. 2 and Fig. 1(b, c)", "BN reduces internal covariate shift (distributional; moving-average jitter removed)",
         "BN's sigmoid inputs stay stable; the baseline's drift",
         All((
-            Compare("early", "BN / no BN early", above=False, unit="×"),
-            Compare("at equal loss", "BN / no BN at equal training loss", above=False, unit="×"),
+            Compare("early", "BN / no BN early", above=False, unit="×", effect=RATIO_BAND),
+            Compare("at equal loss", "BN / no BN at equal training loss", above=False, unit="×", effect=RATIO_BAND),
         )),
-        _ics_population, EARLY_ALTERNATIVES,
-        method="at equal loss: 8 log-spaced training-loss levels both networks pass (from the higher of their losses at the second evaluation to the higher of their lowest), each network's change at its first evaluation at or below the level; geometric mean over levels",
-        section="mechanism", figure="mechanism_ics_three_ways.png",
+        _ics_population, EARLY_ALTERNATIVES + EQUAL_LOSS_ALTERNATIVES,
+        method=EQUAL_LOSS_METHOD,
+        section="mechanism", figure="mechanism_ics_three_ways.png", confirm=CONFIRM, design=DESIGN,
     ),
     Claim(
         "Santurkar et al. 2018", "BN does not reduce gradient-based ICS (Def. 2.1)",
         "BN's ‖G − G′‖ not lower, often higher (VGG, DLN)",
         All((
             NotLower("early", "BN / no BN early", RATIO_MARGIN),
-            NotLower("late", "BN / no BN in the second half", RATIO_MARGIN),
+            NotLower("at equal loss", "BN / no BN at equal training loss", RATIO_MARGIN),
         )),
-        _gradient_ics, EARLY_ALTERNATIVES + LATE_ALTERNATIVES[:2],
-        section="mechanism", figure="mechanism_santurkar.png",
+        _gradient_ics, EARLY_ALTERNATIVES + EQUAL_LOSS_ALTERNATIVES,
+        method=EQUAL_LOSS_METHOD,
+        section="mechanism", figure="mechanism_santurkar.png", confirm=CONFIRM, design=DESIGN,
     ),
     Claim(
         "Santurkar et al. 2018", "BN makes the loss landscape smoother along the gradient",
         "smaller loss band, gradient change and β-smoothness with BN",
-        All(tuple(Compare(name, f"BN / no BN's {name}", above=False, unit="×") for name in LANDSCAPE.values())),
+        All(tuple(Compare(name, f"BN / no BN's {name}", above=False, unit="×", effect=LANDSCAPE_EFFECT) for name in LANDSCAPE.values())),
         _landscape, EARLY_ALTERNATIVES,
-        section="mechanism", figure="mechanism_santurkar.png",
+        section="mechanism", figure="mechanism_santurkar.png", confirm=CONFIRM,
+        design="Smallest effect: a halving. The landscape measures vary by about a factor of 2 from seed to seed, and Santurkar et al.'s differences span several-fold.",
     ),
     Claim(
         "Santurkar et al. 2018", "BN with injected covariate shift (noisy BN) still trains about as well as BN",
         "noisy BN ≈ BN ≫ baseline",
         All((
-            Compare("noisy BN − no BN", "noisy BN − no BN"),
-            NotLower("noisy BN − BN", "noisy BN − BN", 0.005, unit="pp"),
+            Compare("noisy BN − no BN", "noisy BN − no BN", effect=VISIBLE),
+            NotLower("noisy BN − BN", "noisy BN − BN", Margin(0.005, (0.003, 0.01)), unit="pp"),
         )),
         _noisy_bn, ("late-window mean instead of the final accuracy",),
-        section="mechanism", figure="mechanism_santurkar.png",
+        section="mechanism", figure="mechanism_santurkar.png", confirm=CONFIRM, design=DESIGN,
     ),
     Claim(
-        "BN paper, Sec. 3.3 (conjecture)", "BN keeps the layer Jacobians' singular values near 1",
-        "conjecture, no number",
+        "BN paper, Sec. 3.3 (conjecture)", "BN keeps the Jacobian between consecutive normalized layers near an isometry (singular values near 1)",
+        "conjecture: if x̂ and ẑ = F(x̂) are Gaussian, uncorrelated and F linear, J Jᵀ = I",
         All((
-            Equivalent("BN's median singular value", "BN's median singular value", log_margin(2), unit="×"),
-            Compare("in band, BN − no BN", "the in-band fraction, BN − no BN"),
+            Equivalent("BN's median singular value", "BN's median singular value", Margin(log_margin(2), (log_margin(1.5), log_margin(3))), unit="×"),
+            Compare("isometry gap, BN / no BN", "BN / no BN's mean |log10 σ|", above=False, unit="×", effect=RATIO_BAND),
         )),
         _jacobian, LATE_ALTERNATIVES,
-        section="mechanism", figure="mechanism_jacobian.png",
+        method="both networks in unit-variance coordinates: BN's x̂ with population statistics (Algorithm 2 on 20 fixed training batches), the baseline's pre-activations standardized by their own population mean and standard deviation on the same batches; J = ∂x̂3/∂x̂2 on 100 test images",
+        section="mechanism", figure="mechanism_jacobian.png", confirm=CONFIRM, design=DESIGN,
     ),
     Claim(
         "BN paper, Sec. 3.3; van Laarhoven 2017", "With BN, larger weights get smaller gradients, so weight decay raises the effective step",
         "∂BN((aW)u)/∂(aW) = (1/a) ∂BN(Wu)/∂W",
-        Compare("relative update", "the relative update's ratio, L2 / no L2", unit="×"),
+        Compare("relative update", "the relative update's ratio, L2 / no L2", unit="×", effect=RATIO_BAND),
         _weight_decay, LATE_ALTERNATIVES,
         section="mechanism", figure="mechanism_weights.png",
     ),

@@ -1,16 +1,31 @@
 """Verdicts and the rules that decide them: each rule renders its own sentence and computes its
-verdict from the same fields, so the text and the code cannot disagree."""
+verdict from the same fields, so the text and the code cannot disagree.
+
+Every rule decides at one level in both directions: a one-sided test at :data:`ALPHA` (2.5%),
+which is the two-sided 95% interval every row prints. A claim is reproduced when that interval
+is on its side of the bound (inside the margin, for *no difference*), and refuted when it is on
+the other side. Each test states the smallest effect of interest its power calculation uses
+(:mod:`scripts.analysis.power`): how many seeds would show the claim with 90% power if it held
+by that much. Margins and bounds chosen by the plan (not 0) are :class:`Margin` values with the
+alternatives the robustness check re-decides under.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from enum import Enum
 
-from scripts.analysis.stats import LEVEL, Estimate, Ratio, seeds_to_decide
+from scripts.analysis import power
+from scripts.analysis.power import Need
+from scripts.analysis.stats import LEVEL, Estimate
 
-ALPHA = 1 - LEVEL
-EQUIVALENCE_LEVEL = 1 - 2 * ALPHA  # two one-sided tests at α: the 90% interval inside the margin
+ALPHA = power.ALPHA_ONE_SIDED
+assert math.isclose(ALPHA, (1 - LEVEL) / 2), "the rules decide on the interval they print"
+# Holm's method runs over the one-sided p-values of the claims' own directions, at the rules'
+# one-sided level: a family-wise error rate of 2.5% per direction (the two-sided 5% of the intervals)
+HOLM_ALPHA = ALPHA
 
 
 class Verdict(str, Enum):
@@ -25,30 +40,47 @@ MEANING = {
     Verdict.REPRODUCED: "every part of the rule holds",
     Verdict.PARTLY: "some parts of the rule hold and others do not or cannot be decided",
     Verdict.NOT_REPRODUCED: "the data decide against the claim (no part holds, at least one is refuted)",
-    Verdict.INCONCLUSIVE: "the intervals can decide neither way at this number of seeds; the row says how many seeds would, at the observed mean and spread",
+    Verdict.INCONCLUSIVE: "the intervals decide neither way at this number of seeds; the row says what they rule out and how many seeds a power calculation says would decide it",
     Verdict.NO_RESULT: "the study's results are not committed",
 }
+
+SHOW, REFUTE = "show it", "refute it"
 
 
 @dataclass(frozen=True)
 class Decision:
     """A verdict; for a rule with a test, the p-value of the claim's own direction (whatever the
-    verdict: the multiplicity correction runs over every such test); when inconclusive, how many
-    seeds would decide it."""
+    verdict: the multiplicity correction runs over every test of the design); when
+    inconclusive, what the interval rules out and the seeds a power calculation says would
+    decide it, in the direction the data lean."""
 
     verdict: Verdict
     p: float | None = None  # the test of the claim as stated; None: no test (EverySeed, All)
-    seeds_needed: float | None = None  # a count, or math.inf: more than 100
-    undecidable: bool = False  # inconclusive, and more seeds would not help (no interval, no trend)
+    need: Need | None = None  # inconclusive: seeds for 90% power at the smallest effect
+    direction: str = ""  # inconclusive: SHOW or REFUTE, the side the mean is on
+    rules_out: str = ""  # inconclusive: the effects the 95% interval excludes
+    undecidable: bool = False  # inconclusive, and more seeds would not help (one seed, no test)
     parts: tuple[tuple[str, Decision], ...] = ()  # a claim of several parts: each part's decision
 
+    def signature(self) -> tuple:
+        """The verdict with every part's: what the robustness check compares."""
+        return (self.verdict, tuple((k, p.verdict) for k, p in self.parts))
 
-Values = dict[str, "Estimate | Ratio | bool | list[bool]"]
+
+Values = dict[str, "Estimate | bool | list[bool]"]
 
 
-def _inconclusive(e: Estimate, p: float, distance: float, level: float = LEVEL) -> Decision:
-    n = seeds_to_decide(e, distance, level)
-    return Decision(Verdict.INCONCLUSIVE, p, n, undecidable=n is None)
+@dataclass(frozen=True)
+class Margin:
+    """A margin or bound the analysis plan chose (not 0, not the data's), with its pre-declared
+    alternatives: the robustness check re-decides the claim under each."""
+
+    value: float
+    alternatives: tuple[float, ...] = ()
+
+
+def _value(m: float | Margin) -> float:
+    return m.value if isinstance(m, Margin) else m
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -57,137 +89,194 @@ def _fmt(v: float, unit: str) -> str:
         return f"{10**v:.3g}"
     if v == 0:
         return "0"
-    return f"{v * 100:+g} pp" if unit == "pp" else f"{v:g}"
+    return f"{v * 100:+.3g} pp" if unit == "pp" else f"{v:.3g}"
+
+
+def _effect_text(v: float, unit: str) -> str:
+    """A smallest effect as a distance: a factor for ratios, pp for accuracies."""
+    if unit == "×":
+        return f"a factor of {10**v:.3g}"
+    return f"{v * 100:.3g} pp" if unit == "pp" else f"{v:.3g}"
+
+
+def _undecidable(e: Estimate, p: float) -> Decision:
+    return Decision(Verdict.INCONCLUSIVE, p, undecidable=True)
+
+
+def _inconclusive(e: Estimate, p: float, direction: str, power_at, rules_out: str) -> Decision:
+    """Inconclusive, with the seeds a power calculation at this data's spread says would decide
+    it in ``direction`` (``power_at(n, sd)``; None: no smallest effect stated)."""
+    if e.sd is None:
+        return _undecidable(e, p)
+    need = None if power_at is None else power.seeds_for(power_at, e.sd, e.n - 1)
+    return Decision(Verdict.INCONCLUSIVE, p, need, direction, rules_out)
 
 
 @dataclass(frozen=True)
 class Compare:
     """``value > bound`` (``above=True``) or ``value < bound``: reproduced if the 95% interval is
-    on the claimed side of ``bound``, not reproduced if it is on the other side."""
+    on the claimed side of ``bound``, not reproduced if it is on the other side. ``effect`` is
+    the smallest effect of interest past the bound (in the estimate's units: log10 for ratios),
+    for the power calculation."""
 
     key: str
     what: str
-    bound: float = 0.0
+    bound: float | Margin = 0.0
     above: bool = True
     unit: str = "pp"  # "pp": accuracies (fractions); "×": log10 ratios; "": plain numbers
+    effect: float | None = None
 
     def condition(self) -> str:
         side = "above" if self.above else "below"
-        return f"the 95% interval of {self.what} is {side} {_fmt(self.bound, self.unit)}"
+        return f"the 95% interval of {self.what} is {side} {_fmt(_value(self.bound), self.unit)}"
 
     def text(self) -> str:
         other = "below" if self.above else "above"
         return f"reproduced if {self.condition()}; not reproduced if it is {other}"
 
+    def _side(self, e: Estimate) -> tuple[float, float]:
+        """(p of the claimed side, p of the other side), one-sided."""
+        b = _value(self.bound)
+        return (e.p_greater(b), e.p_less(b)) if self.above else (e.p_less(b), e.p_greater(b))
+
+    def power(self, n: int, sd: float) -> float:
+        """The design's power: the claim holding by ``effect``."""
+        return power.power_directional(self.effect, sd, n)
+
     def decide(self, values: Values) -> Decision:
         e = values[self.key]
-        one_sided = e.p_greater(self.bound) if self.above else e.p_less(self.bound)
-        other = e.p_less(self.bound) if self.above else e.p_greater(self.bound)
-        p = min(1.0, 2 * one_sided)  # two-sided: compared with α, as the 95% interval is
-        if one_sided < ALPHA / 2:
-            return Decision(Verdict.REPRODUCED, p)
-        if other < ALPHA / 2:
-            return Decision(Verdict.NOT_REPRODUCED, p)
-        return _inconclusive(e, p, abs(e.mean - self.bound))
+        claimed, other = self._side(e)
+        if claimed < ALPHA:
+            return Decision(Verdict.REPRODUCED, claimed)
+        if other < ALPHA:
+            return Decision(Verdict.NOT_REPRODUCED, claimed)
+        if e.se is None:
+            return _undecidable(e, claimed)
+        lo, hi = e.interval()
+        b = _value(self.bound)
+        on_side = (e.mean > b) == self.above
+        # the effects the interval excludes, on the claimed side of the bound
+        far = hi if self.above else lo
+        rules_out = f"{'above' if self.above else 'below'} {_fmt(far, self.unit)}"
+        power_at = None if self.effect is None else self.power
+        return _inconclusive(e, claimed, SHOW if on_side else REFUTE, power_at, rules_out)
+
+    def variants(self) -> Iterator[tuple[str, Compare]]:
+        if isinstance(self.bound, Margin):
+            for alt in self.bound.alternatives:
+                yield (
+                    f"bound {_fmt(alt, self.unit)} for {self.what}",
+                    replace(self, bound=Margin(alt)),
+                )
 
 
 @dataclass(frozen=True)
 class Equivalent:
-    """No difference: reproduced if the 90% interval lies inside ``±margin`` (two one-sided tests
-    at 5%), not reproduced if the 95% interval lies outside it."""
+    """No difference: reproduced if the 95% interval lies inside ``±margin`` (two one-sided tests
+    at 2.5%), not reproduced if it lies outside it. Its power calculation assumes no difference;
+    refuting it, a difference ``effect`` (default: the margin) beyond the margin."""
 
     key: str
     what: str
-    margin: float  # an accuracy difference (fraction), or log10 of a ratio margin
+    margin: float | Margin  # an accuracy difference (fraction), or log10 of a ratio margin
     unit: str = "pp"
+    effect: float | None = None
+
+    def _within(self) -> str:
+        m = _value(self.margin)
+        if self.unit == "×":
+            return f"[{1 / 10**m:.3g}, {10**m:.3g}]"
+        return f"±{_fmt(m, self.unit).lstrip('+')}"
 
     def condition(self) -> str:
-        if self.unit == "×":
-            m = 10**self.margin
-            return f"the 90% interval of {self.what} lies within [{1 / m:.3g}, {m:.3g}]"
-        return f"the 90% interval of {self.what} lies within ±{_fmt(self.margin, self.unit).lstrip('+')}"
+        return f"the 95% interval of {self.what} lies within {self._within()}"
 
     def text(self) -> str:
-        return f"reproduced if {self.condition()} (two one-sided tests); not reproduced if the 95% interval lies outside it"
+        return f"reproduced if {self.condition()} (two one-sided tests); not reproduced if it lies outside it"
+
+    def power(self, n: int, sd: float) -> float:
+        return power.power_equivalence(_value(self.margin), sd, n)
 
     def decide(self, values: Values) -> Decision:
-        e = values[self.key]
-        p = e.tost(-self.margin, self.margin)
+        e, m = values[self.key], _value(self.margin)
+        p = e.tost(-m, m)
         if p < ALPHA:
             return Decision(Verdict.REPRODUCED, p)
-        if min(e.p_greater(self.margin), e.p_less(-self.margin)) < ALPHA / 2:
+        if min(e.p_greater(m), e.p_less(-m)) < ALPHA:
             return Decision(Verdict.NOT_REPRODUCED, p)
-        inside = self.margin - abs(e.mean)
-        if inside > 0:
-            return _inconclusive(e, p, inside, EQUIVALENCE_LEVEL)
-        return _inconclusive(e, p, -inside)
+        if e.se is None:
+            return _undecidable(e, p)
+        lo, hi = e.interval()
+        rules_out = f"outside [{_fmt(lo, self.unit)}, {_fmt(hi, self.unit)}]"
+        if abs(e.mean) < m:
+            return _inconclusive(e, p, SHOW, self.power, rules_out)
+        beyond = m if self.effect is None else self.effect
+        return _inconclusive(
+            e, p, REFUTE, lambda n, sd: power.power_directional(beyond, sd, n), rules_out
+        )
+
+    def variants(self) -> Iterator[tuple[str, Equivalent]]:
+        if isinstance(self.margin, Margin):
+            for alt in self.margin.alternatives:
+                yield (
+                    f"margin {replace(self, margin=alt)._within()} for {self.what}",
+                    replace(self, margin=Margin(alt)),
+                )
 
 
 @dataclass(frozen=True)
 class NotLower:
-    """Non-inferiority: reproduced if the 90% interval's lower end is above ``−margin`` (any
-    loss is smaller than the margin; a one-sided test at 5%), not reproduced if the 95% interval
-    lies below it (a loss larger than the margin)."""
+    """Non-inferiority: reproduced if the 95% interval's lower end is above ``−margin`` (any
+    loss is smaller than the margin; a one-sided test at 2.5%), not reproduced if the interval
+    lies below it. Its power calculation assumes no difference; refuting it, a loss ``effect``
+    (default: the margin) beyond the margin."""
 
     key: str
     what: str
-    margin: float  # an accuracy difference (fraction), or log10 of a ratio margin
+    margin: float | Margin  # an accuracy difference (fraction), or log10 of a ratio margin
     unit: str = "×"
+    effect: float | None = None
 
     def condition(self) -> str:
-        return f"the 90% interval of {self.what} is above {_fmt(-self.margin, self.unit)}"
+        return f"the 95% interval of {self.what} is above {_fmt(-_value(self.margin), self.unit)}"
 
     def text(self) -> str:
-        return f"reproduced if {self.condition()} (a one-sided test at 5%); not reproduced if the 95% interval is below it"
+        return f"reproduced if {self.condition()} (a one-sided test at 2.5%); not reproduced if it is below"
+
+    def power(self, n: int, sd: float) -> float:
+        return power.power_directional(_value(self.margin), sd, n)
 
     def decide(self, values: Values) -> Decision:
-        e = values[self.key]
-        p = e.p_greater(-self.margin)
+        e, m = values[self.key], _value(self.margin)
+        p = e.p_greater(-m)
         if p < ALPHA:
             return Decision(Verdict.REPRODUCED, p)
-        if e.p_less(-self.margin) < ALPHA / 2:
+        if e.p_less(-m) < ALPHA:
             return Decision(Verdict.NOT_REPRODUCED, p)
-        above = e.mean + self.margin  # how far the mean sits above the margin
-        if above > 0:
-            return _inconclusive(e, p, above, EQUIVALENCE_LEVEL)
-        return _inconclusive(e, p, -above)  # below it: more seeds would refute the claim
+        if e.se is None:
+            return _undecidable(e, p)
+        rules_out = f"below {_fmt(e.interval()[0], self.unit)}"
+        if e.mean > -m:
+            return _inconclusive(e, p, SHOW, self.power, rules_out)
+        beyond = m if self.effect is None else self.effect
+        return _inconclusive(
+            e, p, REFUTE, lambda n, sd: power.power_directional(beyond, sd, n), rules_out
+        )
 
-
-@dataclass(frozen=True)
-class ShareAbove:
-    """A ratio of means (a share of a gap, Fieller's interval) above ``bound``. Reproduced if the
-    interval is bounded, the gap is there (its mean positive) and the interval lies above
-    ``bound``; not reproduced if it lies below; inconclusive otherwise, the unbounded case
-    included. Its p-value is that of ``mean(num) − bound · mean(den) > 0`` over the per-seed
-    pairs, the test Fieller's interval inverts."""
-
-    key: str  # the Ratio
-    what: str
-    bound: float
-    test_key: str  # the per-seed Estimate of num − bound · den
-
-    def condition(self) -> str:
-        return f"Fieller's 95% interval of {self.what} is above {self.bound:.0%}"
-
-    def text(self) -> str:
-        return f"reproduced if {self.condition()}; not reproduced if it is below"
-
-    def decide(self, values: Values) -> Decision:
-        r, e = values[self.key], values[self.test_key]
-        p = min(1.0, 2 * e.p_greater(0.0))
-        if r.low is not None and r.den_mean > 0:
-            if r.low > self.bound:
-                return Decision(Verdict.REPRODUCED, p)
-            if r.high < self.bound:
-                return Decision(Verdict.NOT_REPRODUCED, p)
-        return _inconclusive(e, p, abs(e.mean))
+    def variants(self) -> Iterator[tuple[str, NotLower]]:
+        if isinstance(self.margin, Margin):
+            for alt in self.margin.alternatives:
+                yield (
+                    f"margin {_fmt(-alt, self.unit)} for {self.what}",
+                    replace(self, margin=Margin(alt)),
+                )
 
 
 @dataclass(frozen=True)
 class EverySeed:
-    """A property checked run by run (no interval applies: one seed, or a yes/no outcome):
-    reproduced if every seed has it, not reproduced if one lacks it; no test, so outside the
-    multiplicity family."""
+    """A property checked run by run (no interval applies: a yes/no outcome): reproduced if
+    every seed has it, not reproduced if one lacks it; no test, so outside the multiplicity
+    family."""
 
     key: str
     what: str
@@ -204,16 +293,22 @@ class EverySeed:
             return Decision(Verdict.INCONCLUSIVE, undecidable=True)
         return Decision(Verdict.REPRODUCED if all(seen) else Verdict.NOT_REPRODUCED)
 
+    def variants(self) -> Iterator[tuple[str, EverySeed]]:
+        return iter(())
+
+
+Leaf = Compare | Equivalent | NotLower | EverySeed
+
 
 @dataclass(frozen=True)
 class All:
     """A claim of several parts: reproduced if every part is, partly if some are, not reproduced
-    if none is and one is refuted, inconclusive otherwise. The multiplicity correction reads its
-    parts' tests. ``requires`` is a precondition checked first (a speed-up needs every run to
-    reach the target)."""
+    if none is and one is refuted, inconclusive otherwise. ``requires`` is a precondition
+    checked first (not reproduced unless it holds); the parts' tests stay in the multiplicity
+    family whether or not it holds."""
 
-    parts: tuple
-    requires: EverySeed | None = None  # a precondition: not reproduced unless every seed meets it
+    parts: tuple[Leaf, ...]
+    requires: EverySeed | None = None
 
     def condition(self) -> str:
         return "; and ".join(p.condition() for p in self.parts)
@@ -242,19 +337,31 @@ class All:
             return Decision(Verdict.PARTLY, parts=named)
         if refuted:
             return Decision(Verdict.NOT_REPRODUCED, parts=named)
-        needed = [d.seeds_needed for d in ds if d.verdict is Verdict.INCONCLUSIVE]
         return Decision(
-            Verdict.INCONCLUSIVE,
-            None,
-            None if None in needed else max(needed),
-            undecidable=None in needed,
-            parts=named,
+            Verdict.INCONCLUSIVE, undecidable=all(d.undecidable for d in ds), parts=named
         )
 
+    def variants(self) -> Iterator[tuple[str, All]]:
+        for i, part in enumerate(self.parts):
+            for name, alt in part.variants():
+                yield name, replace(self, parts=(*self.parts[:i], alt, *self.parts[i + 1 :]))
 
-Rule = Compare | Equivalent | NotLower | ShareAbove | EverySeed | All
+
+Rule = Compare | Equivalent | NotLower | EverySeed | All
+
+
+def leaves(rule: Rule) -> tuple[Leaf, ...]:
+    """The parts of a rule that carry a test (its design, whatever the data): what the
+    multiplicity family and the power calculation run over."""
+    parts = rule.parts if isinstance(rule, All) else (rule,)
+    return tuple(p for p in parts if not isinstance(p, EverySeed))
 
 
 def log_margin(ratio: float) -> float:
     """A ratio margin (e.g. 1.25: within [0.8, 1.25]) on the log10 scale the estimates use."""
     return math.log10(ratio)
+
+
+# "About 1" for a ratio: within [0.8, 1.25], the conventional equivalence band for ratios; as a
+# smallest effect, a change by a factor of 0.8 (or 1.25).
+RATIO_BAND = log_margin(1.25)

@@ -36,3 +36,31 @@ def test_reuse_setups_takes_every_comma_separated_setup(tmp_path):
     summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
     assert set(summary["setups"]) == {"zeta", "alpha", "beta"}
     assert summary["reused"]["setups"] == ["zeta", "alpha"]
+
+
+def test_metrics_keeps_only_the_named_prefixes_in_runs_csv_reused_rows_too(tmp_path):
+    for seed in (0, 1):
+        for setup in ("zeta", "beta"):
+            folder = tmp_path / ("earlier_runs" if setup == "zeta" else "sweep") / f"{setup}{seed}"
+            _write_run(folder, setup, seed, 0.5, 0.5)
+            with (folder / "metrics.csv").open("a", newline="") as f:
+                csv.writer(f).writerow([10, "train/acc", 0.6])  # not asked for
+    collect.main(["renorm", str(tmp_path / "earlier_runs"), "--out", str(tmp_path / "earlier")])
+    collect.main(
+        ["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out"), "--reuse",
+         str(tmp_path / "earlier"), "--reuse-setups", "zeta", "--metrics", "test/,train/loss"]
+    )  # fmt: skip
+    with (tmp_path / "out" / "mnist" / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert {r["metric"] for r in rows} == {"test/acc", "train/loss"}
+    assert {r["setup"] for r in rows} == {"zeta", "beta"}
+    summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
+    assert summary["metrics_kept"] == ["test/", "train/loss"]
+
+
+def test_metrics_refuses_an_empty_prefix(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        collect.main(["renorm", str(tmp_path), "--out", str(tmp_path / "o"), "--metrics", "a,,b"])
+    assert "comma-separated metric prefixes" in capsys.readouterr().err

@@ -119,7 +119,10 @@ def test_values_read_from_files_cannot_inject_markup(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "FIGURES", tmp_path)
     sec = SECTIONS["mnist"].__class__("a", "A", "study", "t")
     monkeypatch.setattr(report, "STUDIES", [STUDIES[0].__class__("x", "X", (sec,))])
-    monkeypatch.setattr(report, "claim_rows", lambda: ([], __import__("collections").Counter()))
+    monkeypatch.setattr(
+        report, "claim_rows", lambda: ([], __import__("collections").Counter(), "<i>x</i>")
+    )
     page = report.render()
     assert "<script>x" not in page and "&lt;script&gt;x" in page
     assert "<b>s</b>" not in page and "&lt;b&gt;s&lt;/b&gt;" in page
+    assert "<i>x</i>" not in page

@@ -1,5 +1,5 @@
 """scripts/analysis/stats.py: exact t intervals, p-values that agree with them, Fieller's
-interval, equivalence tests, Holm's method and the seeds a row needs."""
+set of its three kinds, equivalence tests, Holm's method, seeds compared only when they agree."""
 
 import math
 import random
@@ -10,11 +10,11 @@ import pytest
 from scripts.analysis.stats import (
     Estimate,
     NonFinite,
+    SeedMismatch,
     fieller,
     holm,
     log_ratios,
     paired,
-    seeds_to_decide,
     t_quantile,
 )
 
@@ -55,9 +55,12 @@ def test_non_finite_and_empty_values_are_refused():
         log_ratios({0: 1.0}, {0: -1.0})
 
 
-def test_paired_and_log_ratios_use_the_seeds_both_have():
+def test_paired_and_log_ratios_refuse_setups_with_different_seeds():
     a, b = {0: 3.0, 1: 5.0, 7: 1.0}, {0: 1.0, 1: 2.0, 2: 9.0}
-    assert paired(a, b).mean == pytest.approx(2.5)
+    for compare in (paired, log_ratios):
+        with pytest.raises(SeedMismatch, match=r"seeds \[0, 1, 7\] and \[0, 1, 2\] differ"):
+            compare(a, b)
+    assert paired({0: 3.0, 1: 5.0}, {1: 2.0, 0: 1.0}).mean == pytest.approx(2.5)
     e = log_ratios({0: 10.0, 1: 1000.0}, {0: 1.0, 1: 1.0})
     assert 10**e.mean == pytest.approx(100.0)  # the geometric mean of 10× and 1000×
     assert e.text().startswith("100×")
@@ -82,9 +85,23 @@ def test_fieller_with_a_constant_denominator_is_the_t_interval_of_the_numerator(
     assert (r.low, r.high) == (pytest.approx(low / 2), pytest.approx(high / 2))
 
 
-def test_fieller_is_unbounded_when_the_denominator_may_be_zero():
-    r = fieller([0.5, 0.6, 0.4], [0.1, -0.1, 0.05])
-    assert r.low is None and r.high is None
+def test_fieller_is_exclusive_when_only_the_denominator_may_be_zero():
+    num, den = [0.5, 0.6, 0.4], [0.1, -0.1, 0.05]
+    r = fieller(num, den)
+    assert r.kind == "exclusive" and r.low < r.high
+    # the set is the ratios whose t statistic is within the quantile: outside (low, high)
+    t = t_quantile(0.975, 2)
+    for rho, inside in ((r.low - 1, True), (r.high + 1, True), ((r.low + r.high) / 2, False)):
+        d = [a - rho * b for a, b in zip(num, den)]
+        stat = statistics.fmean(d) / (statistics.stdev(d) / math.sqrt(3))
+        assert (abs(stat) <= t) is inside, rho
+    assert "outside" in r.text()
+
+
+def test_fieller_is_the_whole_line_when_neither_mean_can_be_told_from_zero():
+    r = fieller([0.1, -0.1, 0.05, 0.02], [0.08, 0.1, -0.09, -0.05])
+    assert r.kind == "whole line" and r.low is None and r.high is None
+    assert "every value" in r.text()
 
 
 def test_fieller_edge_cases():
@@ -97,13 +114,5 @@ def test_holm_steps_down():
     assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
     assert holm([0.001, 0.012, 0.02]) == [True, True, True]  # 0.0167, 0.025, 0.05
     assert holm([]) == []
-
-
-def test_seeds_to_decide_is_the_fewest_that_clear_the_distance():
-    e = Estimate.of([0.1, 0.5, -0.2, 0.4])
-    n = seeds_to_decide(e, 0.3)
-    half = lambda k: t_quantile(0.975, k - 1) * e.sd / math.sqrt(k)  # noqa: E731
-    assert half(n) < 0.3 <= half(n - 1)
-    assert seeds_to_decide(e, 0.0) is None  # the mean sits on the bound
-    assert seeds_to_decide(Estimate.of([1.0]), 0.3) is None  # one seed: no spread to go by
-    assert seeds_to_decide(e, 0.001) == math.inf  # more than 100
+    # the first step's threshold is alpha / m, not alpha / (m + 1)
+    assert holm([0.02, 0.5]) == [True, False]

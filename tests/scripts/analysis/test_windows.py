@@ -7,6 +7,7 @@ from scripts.analysis.stats import NonFinite
 from scripts.analysis.windows import (
     ALTERNATIVES,
     PLAN,
+    EmptyWindow,
     first_step,
     matched_by_progress,
     smoothed,
@@ -44,15 +45,27 @@ def test_late_window_is_the_second_half():
 
 
 def test_window_summaries():
-    by_seed = {0: {0: 1e6, 10: 1.0, 20: 100.0}, 1: {0: 5.0}}
+    by_seed = {0: {0: 1e6, 10: 1.0, 20: 100.0}, 1: {0: 5.0, 10: 2.0, 20: 8.0}}
     window = lambda steps: [s for s in steps if s > 0]  # noqa: E731
-    assert PLAN.per_seed(by_seed, window, geometric=True) == {0: pytest.approx(10.0)}
-    assert PLAN.per_seed(by_seed, window, geometric=False) == {0: pytest.approx(50.5)}
+    assert PLAN.per_seed(by_seed, window, geometric=True) == {
+        0: pytest.approx(10.0),
+        1: pytest.approx(4.0),
+    }
+    assert PLAN.per_seed(by_seed, window, geometric=False)[0] == pytest.approx(50.5)
     with pytest.raises(NonFinite, match="diverged"):  # never averaged over what is left
         PLAN.per_seed({0: {10: 1.0, 20: float("nan")}}, window, geometric=False)
     with pytest.raises(NonFinite, match="positive"):
         PLAN.per_seed({0: {10: 1.0, 20: 0.0}}, window, geometric=True)
     median = ALTERNATIVES["median over a window's evaluations"]
+    # a seed with nothing in the window, or a curve shorter than the others: never skipped
+    with pytest.raises(EmptyWindow, match="seed 1: no evaluation in the window"):
+        PLAN.per_seed(
+            {0: {0: 1.0, 10: 2.0}, 1: {0: 1.0, 5: 2.0, 10: 3.0}},
+            lambda s: [10] if 10 in s and 5 not in s else [],
+            False,
+        )
+    with pytest.raises(EmptyWindow, match="end at different steps"):
+        PLAN.per_seed({0: {0: 1.0, 10: 2.0}, 1: {0: 1.0, 5: 2.0}}, window, False)
     assert median.per_seed({0: {1: 1.0, 2: 2.0, 3: 30.0}}, window, True) == {0: 2.0}
 
 
@@ -61,6 +74,7 @@ def test_smoothing_and_first_step():
     s = smoothed(curve, 3)
     assert s[0] == pytest.approx(0.45) and s[200] == pytest.approx(0.6)
     assert first_step(curve, 0.8) == 100
+    assert first_step(curve, 0.9) == 100  # at the target counts, not only above it
     assert first_step(s, 0.8) is None  # the one noisy evaluation is averaged away
 
 

@@ -1,18 +1,25 @@
-"""scripts/claims/rules.py: a truth table for every rule, covering each branch of its sentence."""
+"""scripts/claims/rules.py: a truth table for every rule, covering each branch of its sentence;
+one level in both directions; inconclusive rows with what they rule out and a power
+calculation's seed count; margins with their alternatives."""
 
 import math
 
 import pytest
 
-from scripts.analysis.stats import Estimate, Ratio, fieller
+from scripts.analysis import power
+from scripts.analysis.stats import Estimate, t_quantile
 from scripts.claims.rules import (
+    ALPHA,
+    REFUTE,
+    SHOW,
     All,
     Compare,
     Equivalent,
     EverySeed,
+    Margin,
     NotLower,
-    ShareAbove,
     Verdict,
+    leaves,
     log_margin,
 )
 
@@ -28,6 +35,11 @@ def est(mean: float, se: float = 0.001, n: int = 5, log: bool = False) -> Estima
     return Estimate(mean, se, n, log)
 
 
+def at(level: float, mean: float, n: int = 5) -> Estimate:
+    """An estimate whose two-sided ``level`` interval ends exactly at ``mean ± 1``."""
+    return Estimate(mean, 1 / t_quantile(0.5 + level / 2, n - 1), n)
+
+
 @pytest.mark.parametrize(
     ("above", "mean", "se", "verdict"),
     [
@@ -40,7 +52,7 @@ def est(mean: float, se: float = 0.001, n: int = 5, log: bool = False) -> Estima
     ],
 )
 def test_compare(above, mean, se, verdict):
-    rule = Compare("d", "the difference", 0.0, above=above)
+    rule = Compare("d", "the difference", 0.0, above=above, effect=0.01)
     d = rule.decide({"d": est(mean, se)})
     assert d.verdict is verdict
     assert d.p is not None  # every test enters the multiplicity family, whatever its verdict
@@ -48,24 +60,51 @@ def test_compare(above, mean, se, verdict):
 
 
 def test_compare_against_a_bound_other_than_zero():
-    rule = Compare("s", "the speed-up", math.log10(7.4), unit="×")
+    rule = Compare("s", "the speed-up", Margin(math.log10(7.4), (math.log10(5),)), unit="×")
     assert rule.decide({"s": est(math.log10(20), log=True)}).verdict is R
     assert rule.decide({"s": est(math.log10(3), log=True)}).verdict is N
     assert "above 7.4" in rule.text()
+    [(name, alt)] = list(rule.variants())
+    assert name == "bound 5 for the speed-up" and alt.decide({"s": est(math.log10(6))}).verdict is R
 
 
-def test_an_inconclusive_row_says_how_many_seeds_would_decide_it():
-    d = Compare("d", "d").decide({"d": est(0.002, 0.0015, n=3)})
-    assert d.verdict is I and d.seeds_needed is not None and d.seeds_needed > 3
-    assert not d.undecidable
-    one_seed = Compare("d", "d").decide({"d": Estimate(0.01, None, 1)})
-    assert one_seed.verdict is I and one_seed.undecidable
+def test_every_rule_decides_on_the_95_interval_both_ways():
+    """Acceptance and refutation at one level: an interval just inside a bound at 95% decides,
+    one inside it only at 90% does not, in either direction and for every kind of rule."""
+    inside95, inside90 = at(0.95, 2.0), at(0.90, 2.0)  # the interval is [1.0x, 3.0x]
+    margin = 3.0000001
+    assert Equivalent("d", "d", margin, unit="").decide({"d": at(0.95, 1.999999)}).verdict is R
+    assert Equivalent("d", "d", margin, unit="").decide({"d": at(0.90, 1.999999)}).verdict is I
+    assert NotLower("d", "d", -0.9999999, unit="").decide({"d": inside95}).verdict is R
+    assert NotLower("d", "d", -0.9999999, unit="").decide({"d": inside90}).verdict is I
+    assert Compare("d", "d", 0.9999999, unit="").decide({"d": inside95}).verdict is R
+    assert Compare("d", "d", 0.9999999, unit="").decide({"d": inside90}).verdict is I
+    # refuted symmetrically: the 95% interval wholly past the bound on the other side
+    assert Equivalent("d", "d", 0.9999999, unit="").decide({"d": inside95}).verdict is N
+    assert Equivalent("d", "d", 0.9999999, unit="").decide({"d": inside90}).verdict is I
+    assert NotLower("d", "d", -3.0000001, unit="").decide({"d": inside95}).verdict is N
+    assert NotLower("d", "d", -3.0000001, unit="").decide({"d": inside90}).verdict is I
+    assert ALPHA == 0.025
+
+
+def test_an_inconclusive_row_says_what_it_rules_out_and_how_many_seeds_would_decide_it():
+    e = Estimate.of([0.004, -0.001, 0.006])
+    d = Compare("d", "d", effect=0.01).decide({"d": e})
+    assert d.verdict is I and d.direction == SHOW and not d.undecidable
+    assert d.rules_out == f"above {e.interval()[1] * 100:+.3g} pp"
+    # the power calculation, not a plug-in: the SD at its upper limit, 90% power at the effect
+    assert d.need == power.seeds_for(lambda n, sd: power.power_directional(0.01, sd, n), e.sd, 2)
+    assert d.need.sd_used > e.sd
+    lean = Compare("d", "d", effect=0.01).decide({"d": Estimate.of([-0.004, 0.001, -0.006])})
+    assert lean.direction == REFUTE
+    one_seed = Compare("d", "d", effect=0.01).decide({"d": Estimate(0.01, None, 1)})
+    assert one_seed.verdict is I and one_seed.undecidable and one_seed.need is None
 
 
 @pytest.mark.parametrize(
     ("mean", "se", "verdict"),
     [
-        (0.0005, 0.0005, R),  # 90% interval inside ±0.3 pp
+        (0.0005, 0.0005, R),  # 95% interval inside ±0.3 pp
         (0.01, 0.0005, N),  # 95% interval above +0.3 pp
         (-0.01, 0.0005, N),  # ... or below −0.3 pp
         (0.0, 0.01, I),  # wide: neither
@@ -75,7 +114,21 @@ def test_an_inconclusive_row_says_how_many_seeds_would_decide_it():
 def test_equivalent(mean, se, verdict):
     rule = Equivalent("d", "the difference", 0.003)
     assert rule.decide({"d": est(mean, se)}).verdict is verdict
-    assert "±0.3 pp" in rule.text() and "90%" in rule.text()
+    assert "±0.3 pp" in rule.text() and "95%" in rule.text()
+
+
+def test_an_undecided_equivalence_is_powered_as_tost_inside_the_margin_and_refutation_outside():
+    rule = Equivalent("d", "d", 0.003)
+    inside = rule.decide({"d": Estimate.of([0.001, -0.002, 0.004])})
+    assert inside.direction == SHOW
+    assert (
+        inside.need.n
+        == power.seeds_for(
+            lambda n, sd: power.power_equivalence(0.003, sd, n), inside.need.sd_pilot, 2
+        ).n
+    )
+    outside = rule.decide({"d": Estimate.of([0.006, 0.001, 0.008])})
+    assert outside.direction == REFUTE and outside.need.n is not None
 
 
 def test_equivalence_of_a_ratio():
@@ -102,35 +155,19 @@ def test_not_lower(mean, se, verdict):
 
 def test_not_lower_below_the_margin_can_be_decided_by_more_seeds():
     d = NotLower("d", "d", 0.005, unit="pp").decide({"d": Estimate.of([-0.02, -0.005, -0.03])})
-    assert d.verdict is I and not d.undecidable and d.seeds_needed > 3
+    assert d.verdict is I and d.direction == REFUTE and not d.undecidable and d.need.n > 3
 
 
 def test_not_lower_in_accuracy():
-    rule = NotLower("d", "without − with", 0.005, unit="pp")
+    rule = NotLower("d", "without − with", Margin(0.005, (0.003, 0.01)), unit="pp")
     assert "above -0.5 pp" in rule.text()
     assert rule.decide({"d": est(-0.001)}).verdict is R
     assert rule.decide({"d": est(-0.02)}).verdict is N
-
-
-def test_share_above_reads_fiellers_interval():
-    rule = ShareAbove("share", "the recovered share", 0.5, "share − 50%")
-    test = {"share − 50%": est(0.01)}
-    assert rule.decide({"share": Ratio(0.8, 0.6, 0.9, 5, 1.0), **test}).verdict is R
-    assert rule.decide({"share": Ratio(0.3, 0.2, 0.4, 5, 1.0), **test}).verdict is N
-    assert rule.decide({"share": Ratio(0.5, 0.3, 0.7, 5, 1.0), **test}).verdict is I
-    # unbounded (the gap cannot be told from 0), or a negative gap: never reproduced
-    assert rule.decide({"share": Ratio(0.8, None, None, 5, 0.1), **test}).verdict is I
-    assert rule.decide({"share": Ratio(-0.1, -0.2, -0.05, 5, -1.0), **test}).verdict is I
-    assert "above 50%" in rule.text()
-
-
-def test_a_share_from_real_numbers():
-    gain, gap = [0.8, 0.9, 1.0, 0.85, 0.95], [1.0, 1.1, 1.2, 1.05, 1.15]
-    values = {
-        "share": fieller(gain, gap),
-        "share − 50%": Estimate.of([g - 0.5 * d for g, d in zip(gain, gap)]),
-    }
-    assert ShareAbove("share", "s", 0.5, "share − 50%").decide(values).verdict is R
+    names = [name for name, _ in rule.variants()]
+    assert names == ["margin -0.3 pp for without − with", "margin -1 pp for without − with"]
+    tight = dict(rule.variants())["margin -0.3 pp for without − with"]
+    assert tight.decide({"d": est(-0.006)}).verdict is N  # a loss the tighter margin refutes
+    assert rule.decide({"d": est(-0.006)}).verdict is I
 
 
 def test_every_seed():
@@ -141,7 +178,7 @@ def test_every_seed():
     assert rule.decide({"ok": [True]}).p is None  # outside the multiplicity family
 
 
-TWO = All((Compare("a", "a"), Compare("b", "b")))
+TWO = All((Compare("a", "a", effect=0.01), Compare("b", "b", effect=0.01)))
 
 
 @pytest.mark.parametrize(
@@ -166,6 +203,7 @@ def test_all_keeps_each_parts_test_for_the_multiplicity_correction():
     d = TWO.decide({"a": est(0.01), "b": est(0.01, 0.003)})
     assert d.verdict is R and d.p is None
     assert all(p.p is not None and p.p < 0.05 for _, p in d.parts)
+    assert [leaf.key for leaf in leaves(TWO)] == ["a", "b"]
 
 
 def test_a_failed_precondition_is_not_reproduced_whatever_the_parts():
@@ -173,21 +211,42 @@ def test_a_failed_precondition_is_not_reproduced_whatever_the_parts():
     assert rule.decide({"reached": [True, False]}).verdict is N
     assert rule.decide({"reached": [True, True], "s": est(0.01)}).verdict is R
     assert rule.text().startswith("not reproduced unless every seed shows the target reached")
+    assert [leaf.key for leaf in leaves(rule)] == ["s"]  # its test stays in the family
 
 
-def test_early_below_and_late_containing_one_is_partly_not_reproduced():
-    # the Fig. 1(b, c) rule: "reproduced if below 1 early and late; partly if only early"
+def test_a_part_that_moves_changes_the_signature_even_when_the_verdict_does_not():
+    three = All((*TWO.parts, Compare("c", "c", effect=0.01)))
+    both = three.decide({"a": est(0.01), "b": est(-0.01), "c": est(0.0, 0.01)})
+    other = three.decide({"a": est(0.01), "b": est(0.0, 0.01), "c": est(-0.01)})
+    assert both.verdict is other.verdict is P
+    assert both.signature() != other.signature()
+
+
+def test_all_varies_each_parts_margin_in_turn():
+    rule = All((
+        Equivalent("a", "a", Margin(0.003, (0.002,))),
+        NotLower("b", "b", Margin(0.005, (0.01,)), unit="pp"),
+    ))  # fmt: skip
+    variants = dict(rule.variants())
+    assert list(variants) == ["margin ±0.2 pp for a", "margin -1 pp for b"]
+    assert variants["margin ±0.2 pp for a"].parts[1] is rule.parts[1]
+
+
+def test_early_below_and_late_containing_one_is_partly():
+    # the Fig. 1(b, c) rule: "reproduced if below 1 early and at equal loss; partly if only one"
     from scripts.claims.bn_paper import CLAIMS
 
     rule = next(c for c in CLAIMS if c.source == "BN paper, Fig. 1(b, c)").rule
-    d = rule.decide({"early": est(-0.5, log=True), "late": est(0.0, 0.5, log=True)})
+    d = rule.decide({"early": est(-0.5, log=True), "at equal loss": est(0.0, 0.5, log=True)})
     assert d.verdict is P
 
 
-def test_early_containing_one_and_late_below_is_not_reproduced_in_full():
-    # the ICS rule needs both of its parts: one alone is partly
-    from scripts.claims.mechanism import CLAIMS
+def test_both_ics_rows_share_one_rule():
+    from scripts.claims.bn_paper import CLAIMS as BN
+    from scripts.claims.mechanism import CLAIMS as MECH
 
-    rule = next(c for c in CLAIMS if "internal covariate shift" in c.claim).rule
-    d = rule.decide({"early": est(0.0, 0.5, log=True), "at equal loss": est(-0.5, log=True)})
-    assert d.verdict is P
+    fig1 = next(c for c in BN if c.source == "BN paper, Fig. 1(b, c)").rule
+    mech = next(c for c in MECH if "internal covariate shift" in c.claim).rule
+    assert [(p.key, p.above, p.bound, p.effect) for p in fig1.parts] == [
+        (p.key, p.above, p.bound, p.effect) for p in mech.parts
+    ]

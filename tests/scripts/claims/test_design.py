@@ -1,0 +1,77 @@
+"""The confirmatory design: each confirmatory reproduction of the registry runs the seeds the
+power calculation over the committed pilots asks for, new seed ids disjoint from the pilots',
+and a claim decided on them reads them alone."""
+
+from pathlib import Path
+
+import pytest
+
+from experiments.studies import FIRST_CONFIRMATORY_SEED, REPRODUCTIONS
+from scripts.analysis.power import Need
+from scripts.claims import claim as claims
+from scripts.claims import table
+
+REPO = Path(__file__).resolve().parents[3]
+CONFIRMATORY = {name: r for name, r in REPRODUCTIONS.items() if r.seeds}
+
+
+def _pilot_seeds() -> set[int]:
+    """Every seed id a pilot reproduction's jobs name (``seed=[0,1]``, ``seed=0,1,2``, ``seed=3``)."""
+    seeds = set()
+    for r in REPRODUCTIONS.values():
+        if r.seeds:
+            continue
+        for stage in r.stages:
+            for job in stage:
+                for arg in job.args:
+                    if arg.startswith("seed="):
+                        seeds |= {int(s) for s in arg[5:].strip("[]").split(",")}
+    return seeds
+
+
+def test_a_claims_seed_count_is_the_most_any_of_its_tests_needs():
+    need = lambda n: Need(n, 1.0, 4, 1.5)  # noqa: E731
+    assert claims.seeds_to_run((("a", need(7)), ("b", need(30)))) == 30
+    assert claims.seeds_to_run((("a", need(2)),)) == claims.FEWEST
+    assert claims.seeds_to_run((("a", need(500)),)) == claims.MOST
+    assert claims.seeds_to_run((("a", need(None)), ("b", need(3)))) == claims.MOST
+    assert claims.seeds_to_run((("a", None),)) == claims.MOST  # a one-seed pilot: no spread
+
+
+def test_confirmatory_seeds_are_new_ids_disjoint_from_every_pilots():
+    assert CONFIRMATORY, "no confirmatory reproduction registered"
+    pilots = _pilot_seeds()
+    assert pilots and max(pilots) < FIRST_CONFIRMATORY_SEED
+    for name, r in CONFIRMATORY.items():
+        assert r.seeds == tuple(
+            range(FIRST_CONFIRMATORY_SEED, FIRST_CONFIRMATORY_SEED + len(r.seeds))
+        ), name
+        for stage in r.stages:  # every job runs exactly the registered seeds, each once
+            named = []
+            for job in stage:
+                arg = next(a for a in job.args if a.startswith("seed="))
+                named += [int(s) for s in arg[5:].strip("[]").split(",")]
+            setups = {next(a for a in job.args if a.startswith("setup=")) for job in stage}
+            assert sorted(named) == sorted(r.seeds * len(setups)), name
+
+
+def test_reproductions_that_share_runs_share_their_seeds():
+    for name, r in CONFIRMATORY.items():
+        for other in claims.sharing(name):
+            assert REPRODUCTIONS[other].seeds == r.seeds, (name, other)
+
+
+@pytest.mark.slow
+def test_every_confirmatory_count_is_the_power_calculation_over_the_committed_pilots(monkeypatch):
+    monkeypatch.chdir(REPO)  # the pilots' results are read from results/
+    planned = claims.planned(table.CLAIMS)
+    assert set(planned) == set(CONFIRMATORY)
+    for name, (n, mine) in planned.items():
+        assert mine, name
+        assert len(CONFIRMATORY[name].seeds) == n, (name, n, [(c.claim, k) for c, k in mine])
+
+
+def test_a_claim_with_confirmatory_seeds_names_its_smallest_effects_and_design():
+    for c in table.CLAIMS:
+        if c.confirm:
+            assert c.design and all(r in CONFIRMATORY for r in c.confirm), c.claim
