@@ -378,7 +378,10 @@ def prepare_data(rs: list[Reproduction], extra: list[str], dry_run: bool) -> Non
     at once); with ``data.download=false`` the jobs read ``data.root`` as it is."""
     if any(_is_false_override(e, "data.download") for e in extra):
         return
-    root = next((e.split("=", 1)[1] for e in extra if e.startswith("data.root=")), "data")
+    root = next(
+        (e.split("=", 1)[1] for e in extra if e.split("=", 1)[0].lstrip("+") == "data.root"),
+        "data",
+    )
     for name in dict.fromkeys(d for r in rs for d in r.data):
         cmd = [sys.executable, "-m", "experiments.kit.data", name, root]
         if dry_run:

@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from scripts import collect
 from tests.experiments.kit.test_results import _write_run
 
@@ -64,3 +66,24 @@ def test_metrics_refuses_an_empty_prefix(tmp_path, capsys):
     with pytest.raises(SystemExit):
         collect.main(["renorm", str(tmp_path), "--out", str(tmp_path / "o"), "--metrics", "a,,b"])
     assert "comma-separated metric prefixes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--reuse", "earlier"], ["--reuse-setups", "zeta"], ["--sweep", "--reuse", "e", "--reuse-setups", "z"]],
+)  # fmt: skip
+def test_reuse_and_reuse_setups_go_together_without_sweep(tmp_path, capsys, extra):
+    with pytest.raises(SystemExit) as e:
+        collect.main(["renorm", str(tmp_path), "--out", str(tmp_path / "o"), *extra])
+    assert e.value.code == 2
+    assert "--reuse and --reuse-setups go together, without --sweep" in capsys.readouterr().err
+
+
+def test_curve_metrics_needs_curves(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        collect.main(
+            ["mnist", str(tmp_path), "--sweep", "--out", str(tmp_path / "s.csv"),
+             "--curve-metrics", "test/acc"]
+        )  # fmt: skip
+    assert e.value.code == 2
+    assert "--curve-metrics needs --curves PATH" in capsys.readouterr().err

@@ -56,6 +56,19 @@ def test_a_worker_that_dies_fails_its_job_only(tmp_path):
     assert _pid(tmp_path / "after.log") != _pid(tmp_path / "before.log")
 
 
+@pytest.mark.slow
+def test_a_worker_that_ends_with_status_0_mid_job_fails_the_job(tmp_path):
+    """A worker that ends before it answers failed its job even where its exit status reads 0:
+    the job did not finish (a status of 0 would count it done and collect its missing runs)."""
+    pool = WorkerPool(_env(), REPO)
+    try:
+        assert pool.run(_job("vanish"), tmp_path / "vanished.log") == 1
+        assert pool.run(_job("ok"), tmp_path / "after.log") == 0
+    finally:
+        pool.close()
+    assert "ended with exit status 1" in (tmp_path / "vanished.log").read_text()
+
+
 def test_a_job_s_folder_environment_and_threads_do_not_reach_the_next(tmp_path):
     pool = WorkerPool(_env(), REPO)
     try:

@@ -241,6 +241,18 @@ def test_data_download_false_in_any_spelling_prepares_no_data(monkeypatch, spell
     assert [c[2:4] for c in ran] == [["experiments.kit.data", "mnist"]]
 
 
+@pytest.mark.parametrize("prefix", ["", "+", "++"])
+def test_the_data_are_prepared_where_the_jobs_read_them(monkeypatch, prefix):
+    """``data.root`` set with Hydra's ``+``/``++`` prefixes too: the jobs read it, so the data
+    must be fetched there, not into ./data."""
+    ran = []
+    monkeypatch.setattr(reproduce, "_run", lambda cmd, log=None, cwd=REPO: ran.append(cmd) or 0)
+    reproduce.prepare_data(
+        [REPRODUCTIONS["reproduce-mnist"]], [f"{prefix}data.root=/elsewhere"], dry_run=False
+    )
+    assert [c[2:] for c in ran] == [["experiments.kit.data", "mnist", "/elsewhere"]]
+
+
 @pytest.mark.slow
 def test_a_job_s_time_is_taken_where_it_ran(tmp_path):
     before = time.monotonic()
@@ -262,3 +274,46 @@ def test_collection_gets_a_run_folder_when_every_run_was_reused(monkeypatch, tmp
     )
     runner.collect(REPRODUCTIONS["reproduce-mnist"])
     assert seen and all(seen)
+
+
+def test_prefixed_overrides_name_the_key_they_set():
+    """Hydra's ``+key=``, ``++key=`` and ``~key`` set (or delete) ``key``: they replace the job's
+    own ``key=`` (or ``+key=``) as a plain ``key=`` would."""
+    args = ("setup=bn", "train.lr=0.1", "+probe.unit=3")
+    for given in ("+train.lr=0.5", "++train.lr=0.5", "~train.lr"):
+        assert reproduce.with_overrides(args, [given]) == ["setup=bn", "+probe.unit=3", given]
+    assert reproduce.with_overrides(args, ["probe.unit=4"]) == [
+        "setup=bn", "train.lr=0.1", "probe.unit=4"
+    ]  # fmt: skip
+
+
+def test_a_prefixed_override_counts_as_its_key_in_the_requests_checks(capsys):
+    with pytest.raises(SystemExit):
+        reproduce.main(["reproduce-mnist", "+data=fashion_mnist", "--dry-run"])
+    assert "a reproduction's data are part of it" in capsys.readouterr().err
+    lines = _dry(capsys, "reproduce-inception", "++data.root=/images")  # it needs data.root
+    assert any("-m experiments.inception " in line for line in lines)
+
+
+def _timed_reproduction(estimates: tuple[float, ...]) -> Reproduction:
+    jobs = tuple(Job(f"j{s:g}", ("setup=bn",), estimate_s=s) for s in estimates)
+    return Reproduction("timed", "jobs of several lengths", module="mnist", stages=(jobs,))
+
+
+def test_jobs_start_longest_first(tmp_path, capsys):
+    """The longest jobs first, so that no long job starts last and runs on alone."""
+    runner = reproduce.Runner([_timed_reproduction((60, 600, 5, 120))], tmp_path, [], 2, 1, False, True)  # fmt: skip
+    assert runner.run() == 0
+    started = re.findall(r"hydra\.run\.dir=\S+/timed/(j\d+) ", capsys.readouterr().out)
+    assert started == ["j600", "j120", "j60", "j5"]
+
+
+@pytest.mark.parametrize("jobs,left", [(1, "40 min"), (2, "20 min"), (4, "10 min")])
+def test_the_time_left_is_shared_among_the_jobs_at_a_time(monkeypatch, tmp_path, capsys, jobs, left):  # fmt: skip
+    """The estimate divides the jobs' time by the number run at a time."""
+    monkeypatch.setattr(reproduce, "_run", lambda cmd, log=None, cwd=REPO: 0)
+    r = _timed_reproduction((600, 600.5, 601, 601.5))  # 40 min of jobs
+    assert reproduce.Runner([r], tmp_path, [], jobs, 1, False, False, tmp_path).run() == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    want = f"4 jobs, {jobs} at a time; about {left} left (the registry's estimates)"
+    assert first.startswith(want)

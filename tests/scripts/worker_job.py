@@ -2,9 +2,10 @@
 <how>`` prints its process id (through Python and through the C library's file descriptor),
 its working folder, an environment variable and torch's thread count, then ends as ``how``
 says: ``ok``, ``exit3``, ``exit256`` (a status a process cannot have), ``message``
-(``sys.exit`` with a text), ``raise``, ``kill`` (the process dies), ``dirty`` (it changes those
-three first), ``cprint`` (a line through the C library's buffered ``printf``, not flushed) or
-``warn`` (a warning from a library module, which Python shows once per process)."""
+(``sys.exit`` with a text), ``raise``, ``kill`` (the process dies), ``vanish`` (the process
+ends at once with exit status 0), ``dirty`` (it changes those three first), ``cprint`` (a line
+through the C library's buffered ``printf``, not flushed) or ``warn`` (a warning from a library
+module, which Python shows once per process)."""
 
 import ctypes
 import os
@@ -42,3 +43,5 @@ if __name__ == "__main__":
         torch.set_num_threads(torch.get_num_threads() + 1)
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if how == "vanish":
+        os._exit(0)

@@ -5,6 +5,7 @@ a value out of its range are refused before anything runs (the ``norm`` group: t
 import copy
 import functools
 import importlib
+import math
 import re
 
 import pytest
@@ -138,3 +139,57 @@ def test_every_numeric_setting_out_of_its_range_is_one_line_naming_it(key):
             OmegaConf.update(cfg, key, rule.high + 1, force_add=True)
         with pytest.raises(ConfigError, match=re.escape(f"{key}=")):
             check_ranges(cfg)
+
+
+# --- closed lower bounds: the bound itself is a value the setting takes ---------------------------
+
+
+def test_a_closed_lower_bound_admits_its_value_and_refuses_just_below():
+    """``at_least(x)`` and ``Range(low=x, ...)`` take ``x``; ``positive()`` and an open low end
+    do not."""
+    from experiments.kit.ranges import FRACTION, Range, at_least, positive
+
+    closed = [(at_least(0), 0), (at_least(1), 1), (at_least(2.5), 2.5), (FRACTION, 0)]
+    closed += [(Range(low=0, high=1, null="a cumulative average"), 0)]
+    for rule, low in closed:
+        assert rule.admits(low) and rule.admits(float(low)), rule
+        assert not rule.admits(math.nextafter(low, -math.inf)), rule
+    for rule in (positive(), Range(low=0, high=1, low_open=True)):
+        assert not rule.admits(0) and rule.admits(math.nextafter(0, 1)), rule
+
+
+@pytest.mark.parametrize(
+    "key,low",
+    [
+        ("train.steps", 1),
+        ("train.weight_decay", 0),
+        ("threads", 1),
+        ("data.num_workers", 0),  # load in the training process
+        ("norm.momentum", 0),
+        ("norm.schedule.r_max", 1),  # no r correction
+        ("norm.schedule.d_max", 0),  # no d correction
+        ("norm.schedule.warmup", 0),
+        ("eval.test_subset", 0),  # the full test set
+        ("eval.pair_batch_size", 2),  # the smallest batch with a statistic
+        ("model.dropout", 0),
+    ],
+)
+def test_a_setting_at_its_closed_lower_bound_passes_and_just_below_is_refused(key, low):
+    from omegaconf import OmegaConf
+
+    from experiments.kit.ranges import check_ranges
+
+    cfg = OmegaConf.create({})
+    OmegaConf.update(cfg, key, low, force_add=True)
+    check_ranges(cfg)
+    OmegaConf.update(cfg, key, math.nextafter(low, -math.inf))
+    with pytest.raises(ConfigError, match=re.escape(f"{key}=")):
+        check_ranges(cfg)
+
+
+def test_a_microbatch_of_one_example_is_refused():
+    """A microbatch of 1 has one value per channel: no batch variance to normalize with."""
+    check = _check("renorm")
+    with pytest.raises(ConfigError, match=r"norm\.microbatch=1 must be at least 2"):
+        check(compose_config("renorm", ["setup=bn_micro4", "norm.microbatch=1"]))
+    check(compose_config("renorm", ["setup=bn_micro4", "norm.microbatch=2"]))  # the smallest

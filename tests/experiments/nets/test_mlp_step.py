@@ -338,6 +338,17 @@ def test_what_the_compiled_step_does_not_serve_takes_the_pytorch_step(make, reas
     assert reason in step.fallback_reason
 
 
+@pytest.mark.parametrize("setting,value", [("eps", 1e-2), ("momentum", 0.5)])
+def test_norms_with_different_eps_or_momentum_take_the_pytorch_step(setting, value):
+    """The compiled step takes one eps and one momentum for every norm: a model whose norms
+    differ in either trains with the PyTorch step; the same non-default value in all is served."""
+    model = _model(norm_kw={"eps": 1e-3, "momentum": 0.3})
+    assert fused_reason(model) is None
+    setattr(model.norms[1], setting, value)
+    assert "norms with different momentum or eps" in fused_reason(model)
+    assert "different momentum or eps" in SGDStep(model, 0.1).fallback_reason
+
+
 def test_a_frozen_parameter_and_a_subclass_take_the_pytorch_step():
     model = _model()
     model.norms[0].weight.requires_grad_(False)
