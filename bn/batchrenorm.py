@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -112,17 +113,22 @@ def _check_bound(layer: str, name: str, value: float | Schedule, minimum: float)
     """Check a bound when it is set: a number, or a :class:`LinearRamp`'s smallest value (other
     schedules are checked at each use, :meth:`BatchRenormBase._bounds`)."""
     if isinstance(value, LinearRamp):
-        lo = value.bounds()[0]
+        lo, hi = value.bounds()
     elif callable(value):
         return
     elif isinstance(value, numbers.Real) or (isinstance(value, Tensor) and value.numel() == 1):
-        lo = float(value)
+        lo = hi = float(value)
     else:
         raise ValueError(
             f"{layer}: {name}={value!r} must be a number or a schedule (a callable step -> value)"
         )
     if not lo >= minimum:  # also rejects NaN
         raise _bound_error(layer, name, repr(value), lo, minimum)
+    if not math.isfinite(hi):  # an infinite bound makes the correction inf * 0 = NaN
+        raise ValueError(
+            f"{layer}: {name}={value!r} reaches {hi}; a bound must be finite (for no clipping in "
+            "practice, a large finite value)"
+        )
 
 
 class BatchRenormBase(BatchNormBase):

@@ -2,11 +2,13 @@
 
 A key a study does not have is skipped, so one table serves every study; rules that tie keys
 together (a microbatch that divides the batch, a ramp that ends after its warm-up) stay with the
-checks in :mod:`experiments.kit.config` and in each study's ``check``.
+checks in :mod:`experiments.kit.config` and in each study's ``check``. One rule covers every
+setting, listed here or not: no number in a config may be NaN or infinite.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,8 @@ class Range:
 
     def admits(self, value: Any) -> bool:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if not math.isfinite(value):
             return False
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
@@ -58,6 +62,8 @@ RANGES: dict[str, Range] = {
     "train.steps": at_least(1),
     "train.batch_size": at_least(1),
     "train.weight_decay": at_least(0),
+    "train.momentum": Range(low=0, high=1, high_open=True, why="SGD's momentum"),
+    "train.grad_clip": positive(null="no clipping"),
     "eval.every": at_least(1),
     "eval.batch_size": at_least(1),
     "threads": at_least(1, null="torch's default"),
@@ -99,10 +105,27 @@ RANGES: dict[str, Range] = {
 }
 
 
-def check_ranges(cfg: DictConfig) -> None:
-    """Raise :class:`~experiments.kit.errors.ConfigError` for the first setting of ``cfg`` outside
-    its range in :data:`RANGES`, naming it, its value and the range."""
+def non_finite(cfg: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of every number in ``cfg`` (a config or a plain container) that is NaN
+    or infinite."""
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    if isinstance(cfg, dict):
+        return [k for key, v in cfg.items() for k in non_finite(v, f"{prefix}{key}.")]
+    if isinstance(cfg, (list, tuple)):
+        return [k for i, v in enumerate(cfg) for k in non_finite(v, f"{prefix}{i}.")]
+    if isinstance(cfg, float) and not math.isfinite(cfg):
+        return [prefix.rstrip(".")]
+    return []
 
+
+def check_ranges(cfg: DictConfig) -> None:
+    """Raise :class:`~experiments.kit.errors.ConfigError` for the first setting of ``cfg`` that is
+    NaN or infinite (any setting), or outside its range in :data:`RANGES`, naming it, its value
+    and the range."""
+    if bad := non_finite(cfg):
+        value = OmegaConf.select(cfg, bad[0])
+        raise ConfigError(f"{bad[0]}={value} must be a finite number")
     missing = object()
     for key, rule in RANGES.items():
         value = OmegaConf.select(cfg, key, default=missing)

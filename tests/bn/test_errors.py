@@ -59,6 +59,14 @@ def test_r_max_below_one(r_max):
         bn.BatchRenorm2d(3, r_max=r_max)
 
 
+@pytest.mark.parametrize("name", ["r_max", "d_max"])
+@pytest.mark.parametrize("bound", [float("inf"), bn.LinearRamp(1.0, float("inf"), 0, 10)])
+def test_an_infinite_bound_is_refused(name, bound):
+    # r clipped to [0, inf] gives NaN on the PyTorch path and finite values on the compiled kernel
+    with pytest.raises(ValueError, match=f"{name}=.*a bound must be finite"):
+        bn.BatchRenorm2d(3, **{name: bound})
+
+
 @pytest.mark.parametrize("d_max", [-0.1, bn.LinearRamp(0.0, -1.0, 0, 10)])
 def test_d_max_negative(d_max):
     with pytest.raises(ValueError, match="d_max=.*set d_max >= 0"):

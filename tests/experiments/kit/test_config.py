@@ -193,3 +193,66 @@ def test_a_microbatch_of_one_example_is_refused():
     with pytest.raises(ConfigError, match=r"norm\.microbatch=1 must be at least 2"):
         check(compose_config("renorm", ["setup=bn_micro4", "norm.microbatch=1"]))
     check(compose_config("renorm", ["setup=bn_micro4", "norm.microbatch=2"]))  # the smallest
+
+
+# --- numbers that are not numbers: one rule for every setting --------------------------------------
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize(
+    "key",
+    # listed with a range that a NaN or an infinity would pass by comparison alone, and not listed
+    ["train.lr", "norm.schedule.r_max", "train.stop.plateau", "norm.eps", "train.lr_decay_factor"],
+)
+def test_a_non_finite_setting_is_one_line_naming_it(key, value):
+    from omegaconf import OmegaConf, open_dict
+
+    from experiments.kit.ranges import check_ranges
+
+    cfg = copy.deepcopy(
+        next(c for c in _study_configs() if OmegaConf.select(c, key, default="x") != "x")
+    )
+    with open_dict(cfg):
+        OmegaConf.update(cfg, key, value, force_add=True)
+    with pytest.raises(ConfigError, match=re.escape(f"{key}={value} must be a finite number")):
+        check_ranges(cfg)
+
+
+def test_a_non_finite_number_anywhere_in_a_config_is_refused():
+    from omegaconf import OmegaConf
+
+    from experiments.kit.ranges import check_ranges, non_finite
+
+    cfg = OmegaConf.create({"a": {"b": [1.0, math.nan]}, "c": 1.0, "d": "nan", "e": math.inf})
+    assert non_finite(cfg) == ["a.b.1", "e"]  # a string is not a number
+    with pytest.raises(ConfigError, match=r"a\.b\.1=nan must be a finite number"):
+        check_ranges(cfg)
+
+
+@pytest.mark.parametrize(
+    "key,value,ok",
+    [
+        ("train.momentum", -1.0, False),
+        ("train.momentum", 1.0, False),  # no decay of the velocity: it never forgets
+        ("train.momentum", 0.0, True),
+        ("train.grad_clip", 0.0, False),  # 0 used to mean "no clipping" silently: null does
+        ("train.grad_clip", -1.0, False),  # a negative norm reversed the gradient
+        ("train.grad_clip", None, True),
+        ("train.grad_clip", 2.0, True),
+    ],
+)
+def test_sgd_momentum_and_gradient_clipping_ranges(key, value, ok):
+    from omegaconf import OmegaConf, open_dict
+
+    from experiments.kit.ranges import check_ranges
+
+    cfg = copy.deepcopy(
+        next(c for c in _study_configs() if OmegaConf.select(c, key, default="x") != "x")
+    )
+    with open_dict(cfg):
+        OmegaConf.update(cfg, key, value, force_add=True)
+    if ok:
+        check_ranges(cfg)
+    else:
+        with pytest.raises(ConfigError, match=re.escape(f"{key}={value} must be")):
+            check_ranges(cfg)
