@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no reproduction {', '.join(unknown)}; --list lists them")
     if args.jobs < 1 or args.nproc < 1:
         p.error("--jobs and --nproc must be at least 1")
-    if data := [e for e in extra if e.split("=", 1)[0].lstrip("+~") == "data"]:
+    if data := [e for e in extra if e.split("=", 1)[0].lstrip("+~") in ("data", "data.name")]:
         p.error(
             f"{data[0]}: a reproduction's data are part of it (its results folder names them); "
             "choose the reproduction for those data, or run python -m experiments.<study> data=..."

@@ -211,9 +211,11 @@ def test_a_failing_stage_hook_stops_only_its_reproduction(monkeypatch, tmp_path,
     assert [c for c in ran if c[2] == "scripts.collect" and "lr_sweep.csv" in " ".join(c)]
 
 
-def test_a_data_override_is_refused(capsys):
+@pytest.mark.parametrize("item", ["data=fashion_mnist", "data.name=fashion_mnist", "++data.name=x"])
+def test_a_data_override_is_refused(capsys, item):
+    # data.name= used to pass: MNIST's reproduction trained on Fashion-MNIST and filed it as MNIST
     with pytest.raises(SystemExit):
-        reproduce.main(["reproduce-mnist", "data=fashion_mnist", "--dry-run"])
+        reproduce.main(["reproduce-mnist", item, "--dry-run"])
     assert "a reproduction's data are part of it" in capsys.readouterr().err
 
 
