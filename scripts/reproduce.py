@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -265,7 +266,7 @@ class Runner:
             task = self.pending.pop(0)
             self.begun.setdefault(task.r.name, time.monotonic())
             if self.dry_run:
-                print(" ".join(task.args))
+                print(shlex.join(task.args))
                 self._finish(task, 0)
                 continue
             task.started = time.monotonic()
@@ -328,7 +329,7 @@ class Runner:
         steps += [plot_command(p) for p in r.plots]
         for cmd in steps:
             if self.dry_run:
-                print(" ".join(cmd))
+                print(shlex.join(cmd))
             elif _run(cmd, cwd=self.home):
                 self.failed.setdefault(r.name, []).append(" ".join(cmd[2:4]))
                 print(f"failed: {' '.join(cmd)}", flush=True)
@@ -385,7 +386,7 @@ def prepare_data(rs: list[Reproduction], extra: list[str], dry_run: bool) -> Non
     for name in dict.fromkeys(d for r in rs for d in r.data):
         cmd = [sys.executable, "-m", "experiments.kit.data", name, root]
         if dry_run:
-            print(" ".join(cmd))
+            print(shlex.join(cmd))
         elif _run(cmd):
             raise SystemExit(f"error: the {name} data could not be prepared (above)")
 
@@ -493,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     for plot in group_plots(names, runner.failed):
         cmd = plot_command(plot)
         if args.dry_run:
-            print(" ".join(cmd))
+            print(shlex.join(cmd))
         elif _run(cmd, cwd=home):
             code = 1
     if not args.dry_run:

@@ -5,6 +5,7 @@ its own reproduction's collection."""
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -103,7 +104,7 @@ def test_overrides_replace_a_jobs_own_value_and_reach_every_job(capsys):
     trained = [line for line in lines if "-m experiments.mnist" in line]
     assert len(trained) == 2
     for line in trained:
-        assert line.count("seed=") == 1 and line.endswith("seed=[7] train.steps=10")
+        assert line.count("seed=") == 1 and shlex.split(line)[-2:] == ["seed=[7]", "train.steps=10"]
 
 
 def test_a_group_runs_its_members_once_and_its_figures_last(capsys):
@@ -319,3 +320,11 @@ def test_the_time_left_is_shared_among_the_jobs_at_a_time(monkeypatch, tmp_path,
     first = capsys.readouterr().out.splitlines()[0]
     want = f"4 jobs, {jobs} at a time; about {left} left (the registry's estimates)"
     assert first.startswith(want)
+
+
+def test_a_dry_run_prints_commands_a_shell_runs_as_they_are(capsys):
+    """``seed=[0,1,2]`` unquoted is a glob to a shell (zsh refuses it; bash may expand it)."""
+    lines = _dry(capsys, "reproduce-mnist")
+    jobs = [line for line in lines if "-m experiments.mnist" in line]
+    assert jobs and all("'seed=[0,1,2]'" in line for line in jobs)
+    assert all("seed=[0,1,2]" in shlex.split(line) for line in jobs)
