@@ -33,7 +33,7 @@ from scipy import stats as _scipy
 ALPHA_ONE_SIDED = 0.025  # each direction: what the two-sided 95% interval decides
 POWER = 0.9
 SD_CONFIDENCE = 0.8  # the pilot's SD at its one-sided 80% upper confidence limit
-MOST = 1000  # a search bound, far above any seed count this repository could afford
+SEARCH_LIMIT = 1000  # a search bound, far above any seed count this repository could afford
 
 
 def sd_upper(sd: float, df: int, confidence: float = SD_CONFIDENCE) -> float:
@@ -53,7 +53,30 @@ def power_directional(effect: float, sd: float, n: int, alpha: float = ALPHA_ONE
     the true mean is ``effect`` past the bound (``effect`` ≤ 0: at most ``alpha``)."""
     if n < 2:
         return 0.0
-    return float(_scipy.nct.sf(_critical(n, alpha), n - 1, effect * math.sqrt(n) / sd))
+    nc = effect * math.sqrt(n) / sd
+    value = float(_scipy.nct.sf(_critical(n, alpha), n - 1, nc))
+    return value if math.isfinite(value) else float(nc > 0)  # scipy's nan far in the tails
+
+
+def power_refuting(distance: float, sd: float, n: int, alpha: float = ALPHA_ONE_SIDED) -> float:
+    """The probability that ``n`` seeds show the mean on the other side of a bound (one-sided at
+    ``alpha``) when it truly sits ``distance`` past the bound on the claimed side (a negative
+    ``distance``: on the other side by that much)."""
+    if n < 2:
+        return 0.0
+    nc = distance * math.sqrt(n) / sd
+    value = float(_scipy.nct.cdf(-_critical(n, alpha), n - 1, nc))
+    return value if math.isfinite(value) else float(nc < 0)  # scipy's nan far in the tails
+
+
+def power_outside(
+    margin: float, sd: float, n: int, assumed: float, alpha: float = ALPHA_ONE_SIDED
+) -> float:
+    """The probability that the interval lies wholly outside ``±margin`` (a claim of no
+    difference refuted) when the true difference is ``assumed``."""
+    return power_refuting(margin - assumed, sd, n, alpha) + power_refuting(
+        margin + assumed, sd, n, alpha
+    )
 
 
 def power_equivalence(
@@ -84,16 +107,26 @@ def power_equivalence(
 class Need:
     """A seed count from a power calculation and what went into it."""
 
-    n: int | None  # None: more than MOST seeds
+    n: int | None  # None: more than SEARCH_LIMIT seeds
     sd_pilot: float
     df_pilot: int
     sd_used: float  # the pilot's SD at its upper confidence limit
 
-    def text(self) -> str:
-        count = f"{self.n} seeds" if self.n is not None else f"more than {MOST} seeds"
+    def count(self) -> str:
+        return f"{self.n} seeds" if self.n is not None else f"more than {SEARCH_LIMIT} seeds"
+
+    def text(self, unit: str = "") -> str:
+        """``"32 seeds (pilot SD 1.08 pp from 5 seeds, 80% upper limit 1.68 pp)"``: the SDs in
+        the estimate's unit (``"pp"`` for accuracy fractions, ``"×"`` for log10 ratios)."""
+
+        def sd(v: float) -> str:
+            if unit == "pp":
+                return f"{v * 100:.3g} pp"
+            return f"{v:.3g} (log10)" if unit == "×" else f"{v:.3g}"
+
         return (
-            f"{count} (pilot SD {self.sd_pilot:.3g} from {self.df_pilot + 1} seeds, "
-            f"{SD_CONFIDENCE:.0%} upper limit {self.sd_used:.3g})"
+            f"{self.count()} (pilot SD {sd(self.sd_pilot)} from {self.df_pilot + 1} seeds, "
+            f"{SD_CONFIDENCE:.0%} upper limit {sd(self.sd_used)})"
         )
 
 
@@ -106,9 +139,9 @@ def seeds_for(power_at, sd_pilot: float, df_pilot: int, least: int = 2) -> Need:
     if sd == 0:
         return Need(least, sd_pilot, df_pilot, sd)
     enough = lambda n: power_at(n, sd) >= POWER  # noqa: E731  (power grows with n)
-    if not enough(MOST):
+    if not enough(SEARCH_LIMIT):
         return Need(None, sd_pilot, df_pilot, sd)
-    lo, hi = least - 1, MOST  # enough(hi); not enough(lo) unless lo < least
+    lo, hi = least - 1, SEARCH_LIMIT  # enough(hi); not enough(lo) unless lo < least
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if enough(mid) else (mid, hi)

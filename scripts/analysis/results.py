@@ -114,7 +114,7 @@ def per_seed(
     ``setups.<setup>.<key>``). A diverged seed takes ``diverged_as`` (chance, for an accuracy:
     a network whose weights are no longer finite predicts no better); without it, Diverged."""
     s = _setup(path, setup, root)
-    values = dict(zip(s["seeds"], s[key]["per_seed"]))
+    values = dict(zip(s["seeds"], s[key]["per_seed"], strict=True))
     bad = _diverged(path, setup, root)
     if bad and diverged_as is None:
         raise Diverged(f"{setup} seed(s) {bad} diverged in {root / path}: no {key}")

@@ -90,11 +90,6 @@ class Estimate:
             return 0.0 if self.mean < null else 1.0
         return float(_scipy.t.cdf((self.mean - null) / self.se, self.n - 1))
 
-    def p_differs(self, null: float) -> float:
-        """Two-sided p-value of "mean != null": below 1 − LEVEL exactly when the interval
-        excludes ``null``."""
-        return min(1.0, 2 * min(self.p_greater(null), self.p_less(null)))
-
     def tost(self, low: float, high: float) -> float:
         """Two one-sided tests of ``low < mean < high``: the larger of the two p-values (below
         α exactly when the ``1 - 2α`` interval lies inside the margin)."""

@@ -47,7 +47,9 @@ def print_design() -> None:
                 print(f"  {key}: {need.text() if need else 'a one-seed pilot: no spread'}")
     print()
     for name, (n, claims) in planned(CLAIMS).items():
-        print(f"{name}: {n} seeds ({', '.join(f'{k}' for _, k in claims)})")
+        print(f"{name}: {n} seeds, the most that these rows need:")
+        for c, k in claims:
+            print(f"  {k:3d}  {c.claim}")
 
 
 if __name__ == "__main__":

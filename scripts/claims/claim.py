@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from experiments.studies import REPRODUCTIONS, SECTIONS
-from scripts.analysis.power import Need, seeds_for
+from scripts.analysis.power import Need, sd_upper, seeds_for
 from scripts.analysis.results import Diverged, MissingResult
 from scripts.analysis.stats import Estimate
 from scripts.analysis.windows import ALTERNATIVES, PLAN, Plan
@@ -88,6 +88,7 @@ class Outcome:
     missing: str = ""
     pilot: Evidence | None = None  # a designed claim's pilot, shown as exploratory
     needs: tuple[tuple[str, Need | None], ...] = ()  # the design: each test's seeds
+    at_pilot: tuple[tuple[str, float, float], ...] = ()  # power to show, refute at the pilot's
 
     @property
     def verdict(self) -> Verdict:
@@ -98,14 +99,34 @@ class Outcome:
         return bool(self.claim.confirm)
 
 
+def _estimate(values: Values, key: str) -> Estimate:
+    e = values[key]
+    if not isinstance(e, Estimate):
+        raise TypeError(f"{key}: a test reads an Estimate, got {type(e).__name__}")
+    return e
+
+
 def design(rule: Rule, pilot: Values) -> tuple[tuple[str, Need | None], ...]:
     """Per test of ``rule``, the seeds for 90% power at its smallest effect, the pilot's SD at
     its upper confidence limit (None: a pilot of one seed has no spread to go by)."""
     out = []
     for leaf in leaves(rule):
-        e = pilot[leaf.key]
-        assert isinstance(e, Estimate), f"{leaf.key}: a test reads an Estimate"
+        e = _estimate(pilot, leaf.key)
         out.append((leaf.key, None if e.sd is None else seeds_for(leaf.power, e.sd, e.n - 1)))
+    return tuple(out)
+
+
+def at_pilot_estimate(claim: Claim, pilot: Values) -> tuple[tuple[str, float, float], ...]:
+    """Per test, with the seeds the confirmatory reproductions run, the power to show and to
+    refute it if the truth is the pilot's estimate (the pilot's SD at its upper limit): what
+    the design assumes (the smallest effect, or no difference) is not what the pilot saw."""
+    n = min(len(REPRODUCTIONS[r].seeds) for r in claim.confirm)
+    out = []
+    for leaf in leaves(claim.rule):
+        e = _estimate(pilot, leaf.key)
+        if e.sd is not None and n >= 2:
+            sd = sd_upper(e.sd, e.n - 1)
+            out.append((leaf.key, *leaf.at_estimate(e.mean, sd, n)))
     return tuple(out)
 
 
@@ -116,45 +137,59 @@ def seeds_to_run(needs: tuple[tuple[str, Need | None], ...]) -> int:
     return min(MOST, max([FEWEST, *counts]))
 
 
+def _undecided(claim: Claim, e: Exception, **kw) -> Outcome:
+    """A claim whose measures are undefined (a diverged run): inconclusive, the run named."""
+    return Outcome(
+        claim, None, Decision(Verdict.INCONCLUSIVE, undecidable=True), missing=str(e), **kw
+    )
+
+
+def _decide_under(claim: Claim, plan: Plan) -> Decision:
+    try:
+        return claim.rule.decide(claim.measure(plan).values)
+    except Diverged:
+        return Decision(Verdict.INCONCLUSIVE, undecidable=True)
+
+
 def decide(claim: Claim) -> Outcome:
     """Measure and decide ``claim`` on its confirmatory seeds (or the pilot's, if it has none),
     under the plan and under each alternative and margin that could move it. A missing results
     folder is "no result", a diverged run "inconclusive" (its measures are undefined); every
-    other error propagates."""
+    other error propagates. A designed claim's pilot is measured for its column and its design;
+    its verdict does not wait on it."""
+    root, pilot, needs, at_pilot = PLAN.root, None, (), ()
     try:
         pilot_measured = claim.measure(PLAN)
     except MissingResult as e:
-        return Outcome(claim, None, Decision(Verdict.NO_RESULT), missing=str(e))
+        if not claim.confirm:
+            return Outcome(claim, None, Decision(Verdict.NO_RESULT), missing=str(e))
     except Diverged as e:
-        return Outcome(
-            claim, None, Decision(Verdict.INCONCLUSIVE, undecidable=True), missing=str(e)
-        )
-    root, pilot, needs = PLAN.root, None, ()
+        if not claim.confirm:
+            return _undecided(claim, e)
+    else:
+        if claim.confirm:
+            pilot = Evidence(pilot_measured, claim.rule.decide(pilot_measured.values))
+            needs = design(claim.rule, pilot_measured.values)
+            at_pilot = at_pilot_estimate(claim, pilot_measured.values)
+    kept = {"pilot": pilot, "needs": needs, "at_pilot": at_pilot}
     if claim.confirm:
         root = CONFIRMATORY
-        pilot = Evidence(pilot_measured, claim.rule.decide(pilot_measured.values))
-        needs = design(claim.rule, pilot_measured.values)
         try:
             measured = claim.measure(replace(PLAN, root=root))
         except MissingResult:
             missing = f"its confirmatory seeds have not run: make {' '.join(claim.confirm)}"
-            return Outcome(
-                claim, None, Decision(Verdict.NO_RESULT), missing=missing, pilot=pilot, needs=needs
-            )
+            return Outcome(claim, None, Decision(Verdict.NO_RESULT), missing=missing, **kept)
         except Diverged as e:
-            return Outcome(
-                claim, None, Decision(Verdict.INCONCLUSIVE, undecidable=True), missing=str(e),
-                pilot=pilot, needs=needs,
-            )  # fmt: skip
+            return _undecided(claim, e, **kept)
     else:
         measured = pilot_measured
     decision = claim.rule.decide(measured.values)
     others = [
-        (name, claim.rule.decide(claim.measure(replace(ALTERNATIVES[name], root=root)).values))
+        (name, _decide_under(claim, replace(ALTERNATIVES[name], root=root)))
         for name in claim.alternatives
     ] + [(name, rule.decide(measured.values)) for name, rule in claim.rule.variants()]
     flips = tuple((n, d) for n, d in others if d.signature() != decision.signature())
-    return Outcome(claim, measured, decision, flips, pilot=pilot, needs=needs)
+    return Outcome(claim, measured, decision, flips, **kept)
 
 
 def sharing(name: str) -> set[str]:

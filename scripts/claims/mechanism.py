@@ -9,7 +9,7 @@ import statistics
 
 from experiments.papers import YANG_RELU_RATE
 from scripts.analysis import results
-from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired
+from scripts.analysis.stats import Estimate, NonFinite, SeedMismatch, log_ratios, paired, same_seeds
 from scripts.analysis.windows import (
     EARLY_ALTERNATIVES,
     EQUAL_LOSS_ALTERNATIVES,
@@ -33,10 +33,8 @@ MECH = "mechanism/mlp"
 DEPTH = "mechanism/depth"
 CONFIRM = ("confirm-mechanism",)
 RATIO_MARGIN = Margin(RATIO_BAND, (log_margin(1.15), log_margin(1.5)))
-DESIGN = (
-    "Smallest effects: a factor of 0.8 (or 1.25) for a ratio, the 0.8–1.25 band this table uses "
-    "for 'about 1'; 0.2 pp of test accuracy (one evaluation's standard error on 10,000 images); "
-    "no true difference for a margin."
+RATIO_DESIGN = (
+    "Smallest effect: a factor of 0.8 (or 1.25), the 0.8–1.25 band this table uses for 'about 1'."
 )
 # The landscape measures vary by about a factor of 2 from seed to seed (a pilot SD of 0.15–0.27
 # in log10) and Santurkar et al.'s differences span several-fold: these are powered for a halving.
@@ -159,14 +157,23 @@ def _weight_decay(plan: Plan) -> Measured:
 
 # -- Gradients across depth at initialization (the depth study) --------------------------------
 def _depth_ratios(plan: Plan, setup_base: str, step: int) -> dict[int, dict[int, float]]:
-    """``{seed: {depth: gradient ratio at step}}`` of ``setup_base`` from the depth sweep."""
+    """``{seed: {depth: gradient ratio at step}}`` of ``setup_base`` from the depth sweep; every
+    seed must hold every depth at ``step`` (a SeedMismatch otherwise: no depth is dropped)."""
     out: dict[int, dict[int, float]] = {}
     for (setup, metric), by_seed in results.curves(DEPTH, plan.results).items():
         if metric == "grad_ratio" and setup.startswith(f"{setup_base}_d"):
             depth = int(setup.rsplit("_d", 1)[1])
             for seed, curve in by_seed.items():
-                if step in curve:
-                    out.setdefault(seed, {})[depth] = curve[step]
+                out.setdefault(seed, {})[depth] = curve.get(step, math.nan)
+    grids = {
+        seed: sorted(d for d, v in by.items() if not math.isnan(v)) for seed, by in out.items()
+    }
+    if len({tuple(g) for g in grids.values()}) > 1 or any(
+        math.isnan(v) for by in out.values() for v in by.values()
+    ):
+        raise SeedMismatch(
+            f"{setup_base} at step {step}: not every seed logged every depth ({grids})"
+        )
     return out
 
 
@@ -208,9 +215,8 @@ def _rate(plan: Plan) -> Measured:
 def _shrinks(plan: Plan) -> Measured:
     at0, at1, at100 = (_depth_ratios(plan, "deep_mlp_bn_relu", k) for k in (0, 1, 100))
     deepest = max(next(iter(at0.values())))
-    seeds = [s for s in sorted(at0) if deepest in at1.get(s, {})]
-    e = log_ratios({s: at1[s][deepest] for s in seeds}, {s: at0[s][deepest] for s in seeds})
-    r100 = [at100[s][deepest] for s in sorted(at0) if deepest in at100.get(s, {})]
+    e = log_ratios({s: v[deepest] for s, v in at1.items()}, {s: v[deepest] for s, v in at0.items()})
+    r100 = [at100[s][deepest] for s in same_seeds(at100, at0)]
     return Measured(
         {"after one step / at init": e},
         f"depth {deepest}, ReLU, with BN: ratio after 1 step / at init {e.text()}; the ratio after 100 steps "
@@ -253,7 +259,7 @@ CLAIMS = [
         )),
         _ics_population, EARLY_ALTERNATIVES + EQUAL_LOSS_ALTERNATIVES,
         method=EQUAL_LOSS_METHOD,
-        section="mechanism", figure="mechanism_ics_three_ways.png", confirm=CONFIRM, design=DESIGN,
+        section="mechanism", figure="mechanism_ics_three_ways.png", confirm=CONFIRM, design=RATIO_DESIGN,
     ),
     Claim(
         "Santurkar et al. 2018", "BN does not reduce gradient-based ICS (Def. 2.1)",
@@ -264,7 +270,8 @@ CLAIMS = [
         )),
         _gradient_ics, EARLY_ALTERNATIVES + EQUAL_LOSS_ALTERNATIVES,
         method=EQUAL_LOSS_METHOD,
-        section="mechanism", figure="mechanism_santurkar.png", confirm=CONFIRM, design=DESIGN,
+        section="mechanism", figure="mechanism_santurkar.png", confirm=CONFIRM,
+        design="Margin: not lower by more than a factor of 0.8, the 0.8–1.25 band this table uses for 'about 1'; no true difference assumed.",
     ),
     Claim(
         "Santurkar et al. 2018", "BN makes the loss landscape smoother along the gradient",
@@ -282,7 +289,8 @@ CLAIMS = [
             NotLower("noisy BN − BN", "noisy BN − BN", Margin(0.005, (0.003, 0.01)), unit="pp"),
         )),
         _noisy_bn, ("late-window mean instead of the final accuracy",),
-        section="mechanism", figure="mechanism_santurkar.png", confirm=CONFIRM, design=DESIGN,
+        section="mechanism", figure="mechanism_santurkar.png", confirm=CONFIRM,
+        design="Smallest effect 0.2 pp for noisy BN above no BN (one evaluation's standard error on 10,000 test images); margin 0.5 pp for 'about as well as BN' (this table's 'as good as'), no true difference assumed.",
     ),
     Claim(
         "BN paper, Sec. 3.3 (conjecture)", "BN keeps the Jacobian between consecutive normalized layers near an isometry (singular values near 1)",
@@ -293,7 +301,8 @@ CLAIMS = [
         )),
         _jacobian, LATE_ALTERNATIVES,
         method="both networks in unit-variance coordinates: BN's x̂ with population statistics (Algorithm 2 on 20 fixed training batches), the baseline's pre-activations standardized by their own population mean and standard deviation on the same batches; J = ∂x̂3/∂x̂2 on 100 test images",
-        section="mechanism", figure="mechanism_jacobian.png", confirm=CONFIRM, design=DESIGN,
+        section="mechanism", figure="mechanism_jacobian.png", confirm=CONFIRM,
+        design="'Near 1' as within a factor of 2 either way ([0.5, 2], the band this row used before; 1.5 and 3 as alternatives), no departure assumed; a factor of 0.8 for 'closer to an isometry than without BN'.",
     ),
     Claim(
         "BN paper, Sec. 3.3; van Laarhoven 2017", "With BN, larger weights get smaller gradients, so weight decay raises the effective step",

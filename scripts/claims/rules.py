@@ -58,6 +58,7 @@ class Decision:
     p: float | None = None  # the test of the claim as stated; None: no test (EverySeed, All)
     need: Need | None = None  # inconclusive: seeds for 90% power at the smallest effect
     direction: str = ""  # inconclusive: SHOW or REFUTE, the side the mean is on
+    assumed: str = ""  # inconclusive: the true effect the power calculation assumes
     rules_out: str = ""  # inconclusive: the effects the 95% interval excludes
     undecidable: bool = False  # inconclusive, and more seeds would not help (one seed, no test)
     parts: tuple[tuple[str, Decision], ...] = ()  # a claim of several parts: each part's decision
@@ -84,32 +85,37 @@ def _value(m: float | Margin) -> float:
 
 
 def _fmt(v: float, unit: str) -> str:
-    """A bound as the row shows it: pp for accuracies, a factor for log10 ratios."""
+    """A bound as the row shows it: pp for accuracies, a factor for log10 ratios, a percentage
+    for shares."""
     if unit == "×":
-        return f"{10**v:.3g}"
+        return f"{10**v:.3g}×"
+    if unit == "%":
+        return f"{v:.3g}" if v == 0 else f"{v * 100:.3g}%"
     if v == 0:
         return "0"
     return f"{v * 100:+.3g} pp" if unit == "pp" else f"{v:.3g}"
 
 
-def _effect_text(v: float, unit: str) -> str:
-    """A smallest effect as a distance: a factor for ratios, pp for accuracies."""
+def _distance(v: float, unit: str) -> str:
+    """An effect as a distance: a factor for log10 ratios, pp for accuracies."""
     if unit == "×":
-        return f"a factor of {10**v:.3g}"
-    return f"{v * 100:.3g} pp" if unit == "pp" else f"{v:.3g}"
+        return f"a factor of {10 ** abs(v):.3g}"
+    return f"{v * 100:.3g} pp" if unit == "pp" else _fmt(v, unit)
 
 
-def _undecidable(e: Estimate, p: float) -> Decision:
+def _undecidable(p: float) -> Decision:
     return Decision(Verdict.INCONCLUSIVE, p, undecidable=True)
 
 
-def _inconclusive(e: Estimate, p: float, direction: str, power_at, rules_out: str) -> Decision:
+def _inconclusive(
+    e: Estimate, p: float, direction: str, power_at, rules_out: str, assumed: str
+) -> Decision:
     """Inconclusive, with the seeds a power calculation at this data's spread says would decide
-    it in ``direction`` (``power_at(n, sd)``; None: no smallest effect stated)."""
+    it in ``direction`` (``power_at(n, sd)``, at the true effect ``assumed`` says)."""
     if e.sd is None:
-        return _undecidable(e, p)
-    need = None if power_at is None else power.seeds_for(power_at, e.sd, e.n - 1)
-    return Decision(Verdict.INCONCLUSIVE, p, need, direction, rules_out)
+        return _undecidable(p)
+    need = power.seeds_for(power_at, e.sd, e.n - 1)
+    return Decision(Verdict.INCONCLUSIVE, p, need, direction, assumed, rules_out)
 
 
 @dataclass(frozen=True)
@@ -123,7 +129,7 @@ class Compare:
     what: str
     bound: float | Margin = 0.0
     above: bool = True
-    unit: str = "pp"  # "pp": accuracies (fractions); "×": log10 ratios; "": plain numbers
+    unit: str = "pp"  # "pp": accuracies (fractions); "×": log10 ratios; "%": shares; "": numbers
     effect: float | None = None
 
     def condition(self) -> str:
@@ -143,6 +149,12 @@ class Compare:
         """The design's power: the claim holding by ``effect``."""
         return power.power_directional(self.effect, sd, n)
 
+    def at_estimate(self, mean: float, sd: float, n: int) -> tuple[float, float]:
+        """With ``n`` seeds, the power to show and to refute the claim if its true value is
+        ``mean``."""
+        past = (mean - _value(self.bound)) * (1 if self.above else -1)
+        return power.power_directional(past, sd, n), power.power_refuting(past, sd, n)
+
     def decide(self, values: Values) -> Decision:
         e = values[self.key]
         claimed, other = self._side(e)
@@ -150,16 +162,19 @@ class Compare:
             return Decision(Verdict.REPRODUCED, claimed)
         if other < ALPHA:
             return Decision(Verdict.NOT_REPRODUCED, claimed)
-        if e.se is None:
-            return _undecidable(e, claimed)
+        if e.se is None or self.effect is None:
+            return _undecidable(claimed)
         lo, hi = e.interval()
-        b = _value(self.bound)
-        on_side = (e.mean > b) == self.above
+        on_side = (e.mean > _value(self.bound)) == self.above
         # the effects the interval excludes, on the claimed side of the bound
-        far = hi if self.above else lo
-        rules_out = f"{'above' if self.above else 'below'} {_fmt(far, self.unit)}"
-        power_at = None if self.effect is None else self.power
-        return _inconclusive(e, claimed, SHOW if on_side else REFUTE, power_at, rules_out)
+        rules_out = (
+            f"{'above' if self.above else 'below'} {_fmt(hi if self.above else lo, self.unit)}"
+        )
+        side = "past the bound" if on_side else "the other side of the bound"
+        assumed = f"at a true effect {_distance(self.effect, self.unit)} {side}"
+        return _inconclusive(
+            e, claimed, SHOW if on_side else REFUTE, self.power, rules_out, assumed
+        )
 
     def variants(self) -> Iterator[tuple[str, Compare]]:
         if isinstance(self.bound, Margin):
@@ -180,7 +195,6 @@ class Equivalent:
     what: str
     margin: float | Margin  # an accuracy difference (fraction), or log10 of a ratio margin
     unit: str = "pp"
-    effect: float | None = None
 
     def _within(self) -> str:
         m = _value(self.margin)
@@ -197,6 +211,10 @@ class Equivalent:
     def power(self, n: int, sd: float) -> float:
         return power.power_equivalence(_value(self.margin), sd, n)
 
+    def at_estimate(self, mean: float, sd: float, n: int) -> tuple[float, float]:
+        m = _value(self.margin)
+        return power.power_equivalence(m, sd, n, mean), power.power_outside(m, sd, n, mean)
+
     def decide(self, values: Values) -> Decision:
         e, m = values[self.key], _value(self.margin)
         p = e.tost(-m, m)
@@ -205,14 +223,17 @@ class Equivalent:
         if min(e.p_greater(m), e.p_less(-m)) < ALPHA:
             return Decision(Verdict.NOT_REPRODUCED, p)
         if e.se is None:
-            return _undecidable(e, p)
+            return _undecidable(p)
         lo, hi = e.interval()
         rules_out = f"outside [{_fmt(lo, self.unit)}, {_fmt(hi, self.unit)}]"
         if abs(e.mean) < m:
-            return _inconclusive(e, p, SHOW, self.power, rules_out)
-        beyond = m if self.effect is None else self.effect
+            return _inconclusive(
+                e, p, SHOW, self.power, rules_out, "if there is no true difference"
+            )
+        # refuting it: a true difference twice the margin, the margin beyond it
+        refute = lambda n, sd: power.power_directional(m, sd, n)  # noqa: E731
         return _inconclusive(
-            e, p, REFUTE, lambda n, sd: power.power_directional(beyond, sd, n), rules_out
+            e, p, REFUTE, refute, rules_out, "at a true difference twice the margin"
         )
 
     def variants(self) -> Iterator[tuple[str, Equivalent]]:
@@ -235,7 +256,6 @@ class NotLower:
     what: str
     margin: float | Margin  # an accuracy difference (fraction), or log10 of a ratio margin
     unit: str = "×"
-    effect: float | None = None
 
     def condition(self) -> str:
         return f"the 95% interval of {self.what} is above {_fmt(-_value(self.margin), self.unit)}"
@@ -246,6 +266,10 @@ class NotLower:
     def power(self, n: int, sd: float) -> float:
         return power.power_directional(_value(self.margin), sd, n)
 
+    def at_estimate(self, mean: float, sd: float, n: int) -> tuple[float, float]:
+        past = mean + _value(self.margin)
+        return power.power_directional(past, sd, n), power.power_refuting(past, sd, n)
+
     def decide(self, values: Values) -> Decision:
         e, m = values[self.key], _value(self.margin)
         p = e.p_greater(-m)
@@ -254,14 +278,14 @@ class NotLower:
         if e.p_less(-m) < ALPHA:
             return Decision(Verdict.NOT_REPRODUCED, p)
         if e.se is None:
-            return _undecidable(e, p)
+            return _undecidable(p)
         rules_out = f"below {_fmt(e.interval()[0], self.unit)}"
         if e.mean > -m:
-            return _inconclusive(e, p, SHOW, self.power, rules_out)
-        beyond = m if self.effect is None else self.effect
-        return _inconclusive(
-            e, p, REFUTE, lambda n, sd: power.power_directional(beyond, sd, n), rules_out
-        )
+            return _inconclusive(
+                e, p, SHOW, self.power, rules_out, "if there is no true difference"
+            )
+        refute = lambda n, sd: power.power_directional(m, sd, n)  # noqa: E731
+        return _inconclusive(e, p, REFUTE, refute, rules_out, "at a true loss twice the margin")
 
     def variants(self) -> Iterator[tuple[str, NotLower]]:
         if isinstance(self.margin, Margin):

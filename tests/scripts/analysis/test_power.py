@@ -89,3 +89,24 @@ def test_equivalence_power_of_a_spread_far_inside_the_margin_is_near_one():
     # whole range of s would miss it and report no power at all
     assert power.power_equivalence(0.003, 0.00129, 50) > 0.999
     assert power.power_equivalence(0.003, 0.00129, 5) == pytest.approx(0.93, abs=0.01)
+
+
+@pytest.mark.parametrize(("n", "distance"), [(5, -1.0), (12, -0.4), (20, 0.2)])
+def test_the_power_to_refute_matches_simulation(n, distance):
+    # the truth `distance` past the bound on the claimed side; refuted: the interval below it
+    exact = power.power_refuting(distance, 1.0, n)
+    assert _simulated(n, distance, 1.0, lambda lo, hi: hi < 0) == pytest.approx(exact, abs=0.004)
+
+
+@pytest.mark.parametrize(
+    ("n", "margin", "assumed"), [(8, 0.3, 1.0), (30, 0.5, 0.6), (6, 0.2, -0.9)]
+)
+def test_the_power_to_find_a_difference_outside_the_margin_matches_simulation(n, margin, assumed):
+    exact = power.power_outside(margin, 1.0, n, assumed)
+    outside = lambda lo, hi: (lo > margin) | (hi < -margin)  # noqa: E731
+    assert _simulated(n, assumed, 1.0, outside) == pytest.approx(exact, abs=0.004)
+
+
+def test_powers_far_in_the_tails_are_0_or_1_not_nan():
+    assert power.power_directional(50.0, 1.0, 40) == 1.0
+    assert power.power_refuting(50.0, 1.0, 40) == 0.0

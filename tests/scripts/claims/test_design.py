@@ -75,3 +75,16 @@ def test_a_claim_with_confirmatory_seeds_names_its_smallest_effects_and_design()
     for c in table.CLAIMS:
         if c.confirm:
             assert c.design and all(r in CONFIRMATORY for r in c.confirm), c.claim
+
+
+@pytest.mark.slow
+def test_every_confirmatory_design_reports_what_its_seeds_could_show_at_the_pilots_estimate(
+    monkeypatch,
+):
+    monkeypatch.chdir(REPO)
+    for c in table.CLAIMS:
+        if c.confirm:
+            o = claims.decide(c)
+            assert [k for k, _, _ in o.at_pilot] == [k for k, need in o.needs if need], c.claim
+            assert all(0 <= show <= 1 and 0 <= refute <= 1 for _, show, refute in o.at_pilot)
+            assert "If the truth were the pilot's estimate" in table.design_text(o), c.claim

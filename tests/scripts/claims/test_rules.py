@@ -63,9 +63,11 @@ def test_compare_against_a_bound_other_than_zero():
     rule = Compare("s", "the speed-up", Margin(math.log10(7.4), (math.log10(5),)), unit="×")
     assert rule.decide({"s": est(math.log10(20), log=True)}).verdict is R
     assert rule.decide({"s": est(math.log10(3), log=True)}).verdict is N
-    assert "above 7.4" in rule.text()
+    assert "above 7.4×" in rule.text()
     [(name, alt)] = list(rule.variants())
-    assert name == "bound 5 for the speed-up" and alt.decide({"s": est(math.log10(6))}).verdict is R
+    assert (
+        name == "bound 5× for the speed-up" and alt.decide({"s": est(math.log10(6))}).verdict is R
+    )
 
 
 def test_every_rule_decides_on_the_95_interval_both_ways():
