@@ -68,6 +68,9 @@ def enabled() -> bool:
     return _enabled
 
 
+OPERATORS: list[LazyOp] = []  # every LazyOp made, in order: what used() reports
+
+
 class LazyOp:
     """A compiled operator, built on first call: ``op()`` returns it, or ``None`` when compiled
     kernels are turned off (:func:`enabled`) or when its build failed. A failed build is warned
@@ -78,6 +81,7 @@ class LazyOp:
         self.op: Callable | None = None
         self.error: str | None = None
         self._lock = threading.Lock()
+        OPERATORS.append(self)
 
     def __call__(self) -> Callable | None:
         if not _enabled or self.error is not None:
@@ -99,6 +103,18 @@ class LazyOp:
                 RuntimeWarning,
                 stacklevel=3,  # the layer that asked for the operator
             )
+
+
+def used() -> str:
+    """What a run's compiled operators were, for its record: ``"off"`` (``BN_COMPILED=0`` or
+    :func:`set_enabled`), else each operator built so far (those a run called) and each whose
+    build failed, or ``"on, none used"``. The compiled and PyTorch paths agree to rounding, not bit
+    for bit, so a result names the one it took."""
+    if not _enabled:
+        return "off"
+    built = [op.what for op in OPERATORS if op.op is not None]
+    failed = [f"{op.what} failed to build ({op.error})" for op in OPERATORS if op.error]
+    return "on: " + "; ".join(built + failed) if built or failed else "on, none used"
 
 
 def status() -> str:

@@ -23,6 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from torch import nn
 from tqdm import tqdm
 
+from bn import compiled as bn_compiled
 from experiments.kit.distributed import any_rank, every_rank, rank_and_world
 from experiments.kit.errors import ConfigError
 from experiments.kit.runlog import (
@@ -430,6 +431,7 @@ class TrainLoop:
         ``test_acc``, ..., and ``finals``: the study's end-of-run numbers per run, also logged at
         the last step), close the logs and write each ``summary.json``. Returns the summaries."""
         commit, capability = self.commit or git_commit(), cpu_capability()
+        kernels = bn_compiled.used()
         final_evaluate = getattr(self.training, "final_evaluate", None)
         if finals is None and final_evaluate is not None:
             finals = final_evaluate()  # None: nothing beyond the last evaluation
@@ -439,6 +441,7 @@ class TrainLoop:
             s = run.summary
             s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
             s.update(git_commit=commit, cpu_capability=capability, steps_per_s=result.steps_per_s)
+            s["compiled_kernels"] = kernels
             s.update(git_dirty=self.code_changes is not None, code_changes=self.code_changes)
             s["config"] = comparable_config(self.config)  # what collection compares across seeds
             if self.stopped:

@@ -296,6 +296,8 @@ def collect(
         summary["git_dirty"] = any(s.get("git_dirty") for _, s in runs)
         if capabilities := sorted({s["cpu_capability"] for _, s in runs if "cpu_capability" in s}):
             summary["cpu_capability"] = "; ".join(capabilities)
+        if kernels := sorted({s["compiled_kernels"] for _, s in runs if "compiled_kernels" in s}):
+            summary["compiled_kernels"] = " | ".join(kernels)
         if resumed := sorted(
             {s["resumed_at_commit"] for _, s in runs if s.get("resumed_at_commit")}
         ):

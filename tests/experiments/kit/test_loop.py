@@ -20,6 +20,7 @@ import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+import bn
 from experiments.kit.errors import ConfigError
 from experiments.kit.loop import Run, TrainLoop
 from tests.interrupt import dies_at_step
@@ -351,6 +352,7 @@ def test_resume_with_more_steps_continues_the_run(tmp_path):
     [summary], model, _ = _train(_cfg("train.steps=12", "resume=true"), tmp_path / "longer")
     assert summary["steps_done"] == 12
     assert summary["cpu_capability"].startswith(torch.backends.cpu.get_cpu_capability())
+    assert summary["compiled_kernels"] == bn.compiled.used()
     assert metric_rows(tmp_path / "longer" / "seed0") == metric_rows(tmp_path / "full" / "seed0")
     _assert_same_weights(model, full_model)
 

@@ -79,6 +79,17 @@ def test_the_instruction_sets_the_runs_used_are_recorded(sweep, tmp_path):
     assert summary["cpu_capability"] == "AVX2; AVX512"
 
 
+def test_the_compiled_kernels_the_runs_took_are_recorded(sweep, tmp_path):
+    """The compiled and PyTorch paths agree to rounding, not bit for bit: a collection says
+    which each run took (``BN_COMPILED``), every distinct record once."""
+    kernels = ["off", "on: the kernel", "on: the kernel", "off", "on: the kernel"]
+    for run, used in zip(sorted(sweep.iterdir()), kernels):
+        record = json.loads((run / "summary.json").read_text())
+        (run / "summary.json").write_text(json.dumps({**record, "compiled_kernels": used}))
+    [summary] = collect(SPEC, sweep, tmp_path / "out")
+    assert summary["compiled_kernels"] == "off | on: the kernel"
+
+
 def test_statistics_are_the_mean_of_each_setups_own_seeds(sweep, tmp_path):
     [summary] = collect(SPEC, sweep, tmp_path / "out", command="make it", wall_time=12.5)
     assert summary == json.loads((tmp_path / "out" / "summary.json").read_text())
