@@ -20,7 +20,7 @@ $(ENV): pyproject.toml research/pyproject.toml uv.lock | $(UV)
 
 install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build the compiled CPU kernels
 
-test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU, about a minute)
+test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU, about two minutes on 2 cores)
 	$(PY) -m pytest -m "not slow" -q
 
 test-slow: $(ENV) ## the slow tier alone: other processes, torchrun, whole study runs, compile, the wheel (~9 min)
