@@ -18,11 +18,13 @@ from .batchrenorm import (
     is_batch_renorm,
 )
 from .convert import (
+    ConversionReport,
     bn_affine,
     convert_norm,
     convert_sync_batchnorm,
     fuse_bn_eval,
     fuse_linear_bn,
+    revert_sync_batchnorm,
     to_torch,
 )
 from .factory import get_norm_layer
@@ -41,6 +43,7 @@ __all__ = [
     "BatchRenorm3d",
     "BatchRenormAct2d",
     "BatchRenormBase",
+    "ConversionReport",
     "LinearRamp",
     "bn_affine",
     "convert_norm",
@@ -52,6 +55,7 @@ __all__ = [
     "is_batch_renorm",
     "paper_d_max",
     "paper_r_max",
+    "revert_sync_batchnorm",
     "scaled_paper_schedules",
     "set_population_statistics",
     "to_torch",

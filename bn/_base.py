@@ -11,7 +11,7 @@ from torch import Tensor
 from torch.fx import Proxy
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from . import distributed
+from . import _fx, distributed
 from .functional import (
     BatchNormFunction,
     BatchNormFunctionForwardAD,
@@ -159,7 +159,8 @@ class BatchNormBase(_BatchNorm):
     # -- forward ------------------------------------------------------------------------------
     def forward(self, x: Tensor) -> Tensor:
         if isinstance(x, Proxy):  # torch.fx symbolic tracing
-            return self._forward_traced(x)
+            fused = _fx.record_for_fusion(self, x, self._unlike_torch())
+            return self._forward_traced(x) if fused is None else fused
         self._check_input_dim(x)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         if not use_batch_stats:
@@ -192,6 +193,24 @@ class BatchNormBase(_BatchNorm):
             self.eps,
             torch.backends.cudnn.enabled,
         )
+
+    def _unlike_torch(self) -> str | None:
+        """Why this layer's forward pass, as it stands, is not what its ``torch.nn`` class
+        computes; ``None`` when it is (inference with the running statistics, whatever the
+        options; whole-batch, single-process BN in training)."""
+        if not self.training and self.running_mean is not None:
+            return None
+        if self.microbatch is not None:
+            return f"statistics per microbatch of {self.microbatch}"
+        if self.sync_stats:
+            return "statistics across processes (sync_stats=True)"
+        return None
+
+    @property
+    def _fx_torch_layer(self) -> _BatchNorm:
+        """This layer as its ``torch.nn`` class, on the same parameters and buffers: what a graph
+        traced by torch's FX fusion tools calls in its place (see ``bn._fx``)."""
+        return _fx.torch_layer(self)
 
     def _forward_traced(self, x: Tensor) -> Tensor:
         """What ``torch.fx`` records: the same computation without the shape checks and the

@@ -324,6 +324,11 @@ class BatchRenormBase(BatchNormBase):
         self._update_running_stats(mean, var, count)
         return y
 
+    def _unlike_torch(self) -> str | None:
+        if self.training:
+            return "Batch Renorm's r, d"
+        return super()._unlike_torch()
+
     def _forward_traced(self, x: Tensor) -> Tensor:
         """What ``torch.fx`` records in training: Algorithm 1 in plain tensor operations
         (:func:`bn.functional.batch_renorm`), the bounds computed from the step buffer. A graph

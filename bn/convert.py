@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
+import re
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Literal, overload
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.batchnorm import _BatchNorm, _NormBase
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from ._base import TORCH_TAKES_BIAS, BatchNormBase
@@ -45,6 +51,18 @@ _TIMM_NORM_ACT = {
     "timm.layers.norm_act.BatchNormAct2d": 1,
     "timm.layers.norm_act.SyncBatchNormAct": 3,
 }
+# Frozen BN (statistics and affine parameters as buffers, no training step): torchvision's (which
+# timm uses too) and timm's with dropout and activation; by name, as neither need be installed.
+# The value: whether the layer has ``drop`` and ``act``. All are 2d (index 1).
+_FROZEN = {
+    "torchvision.ops.misc.FrozenBatchNorm2d": False,
+    "timm.layers.norm_act.FrozenBatchNormAct2d": True,
+}
+
+
+def _class_name(layer: nn.Module) -> str:
+    cls = type(layer)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _classify(layer: nn.Module) -> tuple[int, bool] | None:
@@ -59,18 +77,21 @@ def _classify(layer: nn.Module) -> tuple[int, bool] | None:
                 return i, True
     if cls in _TORCH_DIMS:
         return _TORCH_DIMS[cls], False
-    name = f"{cls.__module__}.{cls.__qualname__}"
+    name = _class_name(layer)
     if name in _TIMM_NORM_ACT and isinstance(layer, _BatchNorm):
         return _TIMM_NORM_ACT[name], True
     return None
 
 
-def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | None:
-    """:func:`_classify`, ``None`` for the ``skip`` classes, and an error for any other BN layer:
-    a subclass may compute more than the normalization (timm's ``BatchNormAct2d`` adds an
-    activation), which replacing it would silently drop."""
-    if isinstance(layer, skip):
-        return None
+def _frozen_act(layer: nn.Module) -> bool | None:
+    """For a frozen BN layer (:data:`_FROZEN`), whether it has ``drop`` and ``act``; else ``None``."""
+    return _FROZEN.get(_class_name(layer))
+
+
+def _kind_of(layer: nn.Module) -> tuple[int, bool] | None:
+    """:func:`_classify`, and an error for any other BN layer: a subclass may compute more than
+    the normalization (timm's ``BatchNormAct2d`` adds an activation), which replacing it would
+    silently drop."""
     if isinstance(layer, torch.jit.ScriptModule) and "BatchNorm" in layer.original_name:
         raise ValueError(
             f"bn: cannot convert a TorchScript {layer.original_name}: convert the eager model, "
@@ -87,30 +108,107 @@ def _kind_of(layer: nn.Module, skip: tuple[type, ...]) -> tuple[int, bool] | Non
                 "conversion would drop; convert it yourself, or pass skip=(" + cls.__name__ + ",) "
                 "to leave it as it is"
             )
-        raise ValueError(f"bn: cannot convert {cls.__module__}.{cls.__qualname__}: {why}")
+        raise ValueError(f"bn: cannot convert {_class_name(layer)}: {why}")
     return found
 
 
-def _swap_all(module: nn.Module, skip: tuple[type, ...], make) -> nn.Module:
-    """``module`` with every BN layer ``m`` the converters know replaced by ``make(m, found)``
-    (``found`` from :func:`_kind_of`; ``make`` may return ``m``). Every replacement is built
-    before any is put in place, so a refusal leaves the model as it was; a layer that appears
-    twice gets one replacement."""
-    found = _kind_of(module, skip)
-    if found is not None:  # a single layer
-        return make(module, found)
-    built: dict[int, nn.Module] = {}
+# make(layer, found) builds a known BN layer's replacement (or returns the layer, to keep it);
+# make_frozen(layer, act) a frozen one's. Neither given for frozen layers: they are kept.
+_Make = Callable[[nn.Module, tuple[int, bool]], nn.Module]
+_MakeFrozen = Callable[[nn.Module, bool], nn.Module]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversionReport:
+    """What :func:`bn.convert_norm` or :func:`bn.convert_sync_batchnorm` did to a model
+    (``return_report=True``).
+
+    Attributes:
+        replaced: how many normalization layers were replaced (a layer held in two places counts once).
+        by_class: the replaced layers counted by their class name, e.g. ``{"BatchNorm2d": 20}``.
+        kept: the normalization layers left as they were, by class name: frozen BN layers without
+            ``frozen=True``, the classes in ``skip``, and (for ``convert_sync_batchnorm``) layers
+            with ``microbatch`` set.
+    """
+
+    replaced: int
+    by_class: dict[str, int]
+    kept: dict[str, int]
+
+
+def _plan(
+    layer: nn.Module, skip: tuple[type, ...], make: _Make, make_frozen: _MakeFrozen | None
+) -> nn.Module | None:
+    """What goes in ``layer``'s place: ``None`` if it is no BN layer, ``layer`` itself if kept."""
+    if isinstance(layer, skip):
+        return layer
+    act = _frozen_act(layer)
+    if act is not None:
+        return layer if make_frozen is None else make_frozen(layer, act)
+    found = _kind_of(layer)
+    return None if found is None else make(layer, found)
+
+
+def _swap_all(
+    module: nn.Module,
+    skip: tuple[type, ...],
+    make: _Make,
+    make_frozen: _MakeFrozen | None = None,
+) -> tuple[nn.Module, ConversionReport]:
+    """``module`` with every BN layer the converters know replaced as :func:`_plan` says, and
+    what was done. Every replacement is built before any is put in place, so a refusal leaves
+    the model as it was; a layer that appears twice gets one replacement."""
+    top = _plan(module, skip, make, make_frozen)
+    if top is not None and not isinstance(module, skip):  # a single layer
+        return top, _report({id(module): (module, top)})
+    built: dict[int, tuple[nn.Module, nn.Module | None]] = {}
     places = []
     for parent in module.modules():
         for name, child in parent._modules.items():  # every slot (named_children skips repeats)
-            found = None if child is None else _kind_of(child, skip)
-            if found is not None:
-                if id(child) not in built:
-                    built[id(child)] = make(child, found)
-                places.append((parent, name, built[id(child)]))
+            if child is None:
+                continue
+            if id(child) not in built:
+                built[id(child)] = (child, _plan(child, skip, make, make_frozen))
+            new = built[id(child)][1]
+            if new is not None and new is not child:
+                places.append((parent, name, new))
     for parent, name, new in places:
         parent.add_module(name, new)
-    return module
+    return module, _report(built)
+
+
+def _report(built: dict[int, tuple[nn.Module, nn.Module | None]]) -> ConversionReport:
+    replaced, kept = Counter(), Counter()
+    for old, new in built.values():
+        if new is not None:
+            (kept if new is old else replaced)[type(old).__name__] += 1
+    return ConversionReport(sum(replaced.values()), dict(replaced), dict(kept))
+
+
+# torch's normalization layers, and others by name (timm's LayerNorm2d, RmsNorm2d, norm-act and
+# frozen layers), not blocks that hold one (torchvision's Conv2dNormActivation).
+_TORCH_NORMS = (_NormBase, nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.LocalResponseNorm)
+_NORM_NAME = re.compile(r"Norm(Act)?(\dd)?$")
+
+
+def _is_norm(m: nn.Module) -> bool:
+    return isinstance(m, _TORCH_NORMS) or bool(_NORM_NAME.search(type(m).__name__))
+
+
+def _warn_if_nothing_replaced(
+    function: str, module: nn.Module, report: ConversionReport, hint: str
+) -> None:
+    """A warning naming the normalization classes in ``module``, and ``hint``, when ``report``
+    shows no layer replaced (e.g. a detector whose backbone holds only ``FrozenBatchNorm2d``)."""
+    if report.replaced:
+        return
+    norms = Counter(type(m).__name__ for m in module.modules() if _is_norm(m))
+    held = ", ".join(f"{n} {name}" for name, n in norms.most_common()) or "no normalization layer"
+    warnings.warn(f"bn.{function} replaced no layer: the model holds {held}{hint}", stacklevel=3)
+
+
+def _kept_frozen(report: ConversionReport) -> bool:
+    return any(name.rsplit(".", 1)[1] in report.kept for name in _FROZEN)
 
 
 def _target(kind: str, index: int, act: bool) -> type[BatchNormBase]:
@@ -169,9 +267,67 @@ def _rebuild(layer: _BatchNorm, cls: type[_BatchNorm], overrides: dict) -> _Batc
     return new
 
 
+@torch.no_grad()
+def _from_frozen(layer: nn.Module, cls: type[BatchNormBase], overrides: dict) -> BatchNormBase:
+    """A ``cls`` computing in eval mode what the frozen BN ``layer`` computes: its ``eps``, its
+    statistics and affine parameters copied (the buffers become trainable parameters), its
+    ``drop`` and ``act`` shared; ``num_batches_tracked`` starts at 0."""
+    settings = {"eps": layer.eps}
+    if issubclass(cls, BatchRenormBase):
+        settings["momentum"] = PAPER_MOMENTUM
+    weight = layer.weight
+    new = cls(weight.numel(), **(settings | overrides), device=weight.device, dtype=weight.dtype)
+    for name in ("weight", "bias", "running_mean", "running_var"):
+        if getattr(new, name) is not None:
+            getattr(new, name).copy_(getattr(layer, name))
+    if isinstance(new, _NormAct):
+        new.drop, new.act = layer.drop, layer.act  # shared, as _rebuild does
+    return new.train(layer.training)
+
+
+_SYNC_HINT = (
+    "; left as they are: layers with microbatch set (per-microbatch statistics by design) and "
+    "frozen BN layers (no batch statistics)"
+)
+_FROZEN_HINT = (
+    "; pass frozen=True to convert FrozenBatchNorm2d too (its statistics, affine parameters and "
+    "eps carried over)"
+)
+
+
+@overload
 def convert_norm(
-    module: nn.Module, kind: str = "batchnorm", *, skip: tuple[type, ...] = (), **overrides
-) -> nn.Module:
+    module: nn.Module,
+    kind: str = ...,
+    *,
+    skip: tuple[type, ...] = ...,
+    frozen: bool = ...,
+    return_report: Literal[False] = ...,
+    **overrides,
+) -> nn.Module: ...
+
+
+@overload
+def convert_norm(
+    module: nn.Module,
+    kind: str = ...,
+    *,
+    skip: tuple[type, ...] = ...,
+    frozen: bool = ...,
+    return_report: Literal[True],
+    **overrides,
+) -> tuple[nn.Module, ConversionReport]: ...
+
+
+def convert_norm(
+    module: nn.Module,
+    kind: str = "batchnorm",
+    *,
+    skip: tuple[type, ...] = (),
+    frozen: bool = False,
+    return_report: bool = False,
+    **overrides,
+) -> nn.Module | tuple[nn.Module, ConversionReport]:
     """Replace every BatchNorm1d/2d/3d and SyncBatchNorm (torch's or ours) in ``module`` with ours.
 
     Only those classes are replaced, matched exactly, and timm's ``BatchNormAct2d`` and
@@ -188,10 +344,23 @@ def convert_norm(
     in ``overrides``. An ``nn.SyncBatchNorm`` becomes a layer with ``sync_stats=True`` (and its
     process group) that accepts any input rank ``(N, C, *)``, as torch's does.
 
+    Frozen BN layers (``torchvision.ops.FrozenBatchNorm2d``, which timm uses too, and timm's
+    ``FrozenBatchNormAct2d``: the backbones of torchvision's detectors) are left as they are
+    unless ``frozen=True``: then each becomes a 2d layer of ``kind`` (a norm-act layer for
+    timm's, its ``drop`` and ``act`` kept) with its ``eps``, running statistics, weight and bias
+    copied, so that in eval mode it computes what it computed. Its weight and bias become
+    trainable parameters, and its ``num_batches_tracked`` starts at 0; the momentum is torch's
+    0.1 (BN) or the paper's 0.01 (Batch Renorm) unless in ``overrides``.
+
+    When no layer is replaced, a warning names the normalization classes the model holds.
+
     Args:
         module: a model (changed in place and returned) or a single BN layer (returned new).
         kind: ``"batchnorm"`` or ``"batchrenorm"``.
         skip: BN classes to leave as they are.
+        frozen: convert frozen BN layers too. Default: ``False``.
+        return_report: return ``(module, report)``, the :class:`bn.ConversionReport` saying how
+            many layers were replaced and which were kept. Default: ``False``.
         **overrides: constructor arguments for the new layers, e.g. ``microbatch=4`` or
             ``r_max=3.0``.
 
@@ -202,11 +371,47 @@ def convert_norm(
         20
         >>> model.bn1.momentum, model.bn1.microbatch  # BN's momentum becomes the paper's α
         (0.01, 4)
+        >>> frozen_bn = torchvision.ops.FrozenBatchNorm2d
+        >>> model = torchvision.models.resnet18(norm_layer=frozen_bn)
+        >>> _, report = bn.convert_norm(model, frozen=True, return_report=True)
+        >>> report
+        ConversionReport(replaced=20, by_class={'FrozenBatchNorm2d': 20}, kept={})
     """
     if kind not in _KINDS:
         raise ValueError(f"convert_norm: kind={kind!r} is not one of {sorted(_KINDS)}")
 
-    return _swap_all(module, skip, lambda m, found: _rebuild(m, _target(kind, *found), overrides))
+    def make_frozen(m: nn.Module, act: bool) -> nn.Module:
+        return _from_frozen(m, _target(kind, 1, act), overrides)
+
+    module, report = _swap_all(
+        module,
+        skip,
+        lambda m, found: _rebuild(m, _target(kind, *found), overrides),
+        make_frozen if frozen else None,
+    )
+    hint = _FROZEN_HINT if _kept_frozen(report) else ""
+    _warn_if_nothing_replaced("convert_norm", module, report, hint)
+    return (module, report) if return_report else module
+
+
+@overload
+def convert_sync_batchnorm(
+    module: nn.Module,
+    process_group: dist.ProcessGroup | None = ...,
+    *,
+    skip: tuple[type, ...] = ...,
+    return_report: Literal[False] = ...,
+) -> nn.Module: ...
+
+
+@overload
+def convert_sync_batchnorm(
+    module: nn.Module,
+    process_group: dist.ProcessGroup | None = ...,
+    *,
+    skip: tuple[type, ...] = ...,
+    return_report: Literal[True],
+) -> tuple[nn.Module, ConversionReport]: ...
 
 
 def convert_sync_batchnorm(
@@ -214,15 +419,18 @@ def convert_sync_batchnorm(
     process_group: dist.ProcessGroup | None = None,
     *,
     skip: tuple[type, ...] = (),
-) -> nn.Module:
+    return_report: bool = False,
+) -> nn.Module | tuple[nn.Module, ConversionReport]:
     """Make every BN layer compute its statistics across processes; BRN layers stay BRN.
 
     Unlike ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, which rebuilds any ``_BatchNorm``
     subclass as plain ``SyncBatchNorm`` (silently dropping Batch Renorm), this keeps each layer's
     kind and settings and sets ``sync_stats=True``. torch's BatchNorm layers become ours.
     A layer with ``microbatch`` set is left as it is: its statistics are per microbatch of
-    examples by design, the same whatever the number of processes. Which classes are converted,
-    and ``skip``, are as in :func:`convert_norm`.
+    examples by design, the same whatever the number of processes; so are frozen BN layers,
+    which have no batch statistics. Which classes are converted, and ``skip``, are as in
+    :func:`convert_norm`; so are ``return_report`` and the warning when no layer is replaced.
+    :func:`revert_sync_batchnorm` undoes it.
     """
 
     def make(m: nn.Module, found: tuple[int, bool]) -> nn.Module:
@@ -231,7 +439,45 @@ def convert_sync_batchnorm(
         cls = type(m) if isinstance(m, BatchNormBase) else _target("batchnorm", *found)
         return _rebuild(m, cls, {"sync_stats": True, "process_group": process_group})
 
-    return _swap_all(module, skip, make)
+    module, report = _swap_all(module, skip, make)
+    hint = _SYNC_HINT if report.kept else ""
+    _warn_if_nothing_replaced("convert_sync_batchnorm", module, report, hint)
+    return (module, report) if return_report else module
+
+
+_PER_PROCESS = {"sync_stats": False, "process_group": None}
+
+
+def revert_sync_batchnorm(module: nn.Module, *, skip: tuple[type, ...] = ()) -> nn.Module:
+    """Undo :func:`convert_sync_batchnorm`: every layer with cross-process statistics computes
+    them on its own process again, e.g. to evaluate or fine-tune a DDP-trained model on one device.
+
+    Each :mod:`bn` layer with ``sync_stats=True`` becomes the same class with ``sync_stats=False``
+    and no process group, every other setting kept (Batch Renorm stays Batch Renorm). torch's
+    ``nn.SyncBatchNorm`` (and timm's ``SyncBatchNormAct``) becomes :mod:`bn`'s per-process BN,
+    as :func:`convert_norm` would make it but without ``sync_stats``: it accepts any input rank
+    ``(N, C, *)``, as ``SyncBatchNorm`` does, and computes what ``SyncBatchNorm`` computes on a
+    single process (:func:`bn.to_torch` then gives ``nn.SyncBatchNorm`` back). Other layers are
+    left as they are. Parameters are shared with the old layers and buffers copied, so the
+    ``state_dict`` is unchanged. Which classes are known, and ``skip``, are as in
+    :func:`convert_norm`.
+
+    Example::
+
+        >>> model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), bn.BatchRenorm2d(4))
+        >>> synced = bn.convert_sync_batchnorm(model)
+        >>> [m.sync_stats for m in bn.revert_sync_batchnorm(synced)[1:]]
+        [False, False]
+    """
+
+    def make(m: nn.Module, found: tuple[int, bool]) -> nn.Module:
+        if isinstance(m, BatchNormBase):
+            return _rebuild(m, type(m), _PER_PROCESS) if m.sync_stats else m
+        if found[0] == 3:  # torch's nn.SyncBatchNorm or timm's SyncBatchNormAct
+            return _rebuild(m, _target("batchnorm", *found), _PER_PROCESS)
+        return m
+
+    return _swap_all(module, skip, make)[0]
 
 
 _TORCH_CLASSES = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
@@ -248,6 +494,11 @@ def to_torch(module: nn.Module) -> nn.Module:
     :class:`bn.BatchNormAct2d` and :class:`bn.BatchRenormAct2d` become
     ``nn.Sequential(norm, drop, act)`` (their ``state_dict`` keys gain a ``0.``).
 
+    torch's FX fusion tools (``torch.fx.experimental.optimization.fuse``, FX graph mode
+    quantization's ``prepare_fx``) fold ``bn`` layers in eval mode without it, and plain BN
+    layers in training (``prepare_qat_fx``); a Batch Renorm, microbatch or ``sync_stats`` layer
+    in training they leave unfused, with a warning pointing here.
+
     Example::
 
         >>> model = bn.convert_norm(torchvision.models.resnet18(), "batchrenorm").eval()
@@ -263,7 +514,7 @@ def to_torch(module: nn.Module) -> nn.Module:
         new = _rebuild(m, nn.SyncBatchNorm if m.sync_stats else _TORCH_CLASSES[index], {})
         return nn.Sequential(new, m.drop, m.act) if act else new
 
-    return _swap_all(module, (), make)
+    return _swap_all(module, (), make)[0]
 
 
 @torch.no_grad()

@@ -175,3 +175,117 @@ def test_to_torch_for_sync_and_norm_act_layers():
     assert isinstance(plain, nn.Sequential) and type(plain[0]) is nn.BatchNorm2d
     x = torch.randn(2, 3, 4, 4)
     torch.testing.assert_close(plain(x), act(x))
+
+
+# -- torch's FX fusion tools: they fold bn layers as torch's own ----------------------------------
+
+
+def _batch_norm_calls(graph_module: torch.fx.GraphModule) -> int:
+    """BN calls left in a graph: functional ``batch_norm`` or a call to a BN module."""
+    calls = 0
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and "batch_norm" in str(node.target):
+            calls += 1
+        elif node.op == "call_module":
+            calls += isinstance(
+                graph_module.get_submodule(node.target), nn.modules.batchnorm._BatchNorm
+            )
+    return calls
+
+
+def _module_types(model: nn.Module) -> dict[str, int]:
+    types: dict[str, int] = {}
+    for m in model.modules():
+        types[type(m).__name__] = types.get(type(m).__name__, 0) + 1
+    return types
+
+
+def _resnet18_pair(kind: str) -> tuple[nn.Module, nn.Module]:
+    """torchvision's resnet18 after one training step, and the same converted to ``kind``."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).double()
+    model(torch.randn(4, 3, 32, 32, dtype=torch.float64))  # statistics away from their defaults
+    return model, bn.convert_norm(copy.deepcopy(model), kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["batchnorm", "batchrenorm"])
+def test_fx_fuse_folds_bn_layers_as_torchs(kind):
+    from torch.fx.experimental.optimization import fuse
+
+    theirs, ours = (m.eval() for m in _resnet18_pair(kind))
+    fused_theirs, fused_ours = fuse(theirs), fuse(ours)
+    assert _batch_norm_calls(fused_ours) == _batch_norm_calls(fused_theirs) == 0  # 20 before
+    assert fused_ours.state_dict().keys() == fused_theirs.state_dict().keys()
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    torch.testing.assert_close(fused_ours(x), ours(x))
+    assert sum(isinstance(m, bn.BatchNormBase) for m in ours.modules()) == 20  # model unchanged
+
+
+# FX graph mode quantization's own warnings: it is deprecated, and its observers say so.
+QUANT_WARNINGS = ("ignore::DeprecationWarning", "ignore:Please use quant_min:UserWarning")
+
+
+@pytest.mark.filterwarnings(*QUANT_WARNINGS)
+def test_fx_fusion_and_plain_tracing_of_a_small_model():
+    """fuse and prepare_fx fold Conv→bn and Linear→bn in eval mode; a plain trace still records
+    the layer's F.batch_norm. In training, BN fails fuse's own check, as torch's BN does; a Batch
+    Renorm layer, which torch's BN is not, is left unfused with a warning."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_fx
+    from torch.fx.experimental.optimization import fuse
+
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), bn.BatchRenorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(16, 5)
+    )
+    model.append(bn.BatchNorm1d(5)).eval()
+    assert _batch_norm_calls(fuse(model)) == 0
+    x = torch.randn(2, 3, 6, 6)
+    prepared = prepare_fx(copy.deepcopy(model), get_default_qconfig_mapping("x86"), (x,))
+    assert _batch_norm_calls(prepared) == 0 and "ConvReLU2d" in _module_types(prepared)
+    traced = torch.fx.symbolic_trace(model)
+    assert _batch_norm_calls(traced) == 2 and "1.running_mean" in dict(traced.named_buffers())
+    with pytest.warns(UserWarning, match="fuse leaves this BatchRenorm2d unfused.*bn.to_torch"):
+        fuse(model[:3].train())
+    with pytest.raises(AssertionError, match="Fusion only for eval"), pytest.warns(UserWarning):
+        fuse(model.train())
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings(*QUANT_WARNINGS)
+def test_prepare_fx_fuses_bn_layers_as_torchs():
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    x = torch.randn(2, 3, 32, 32)
+    prepared = [
+        prepare_fx(m.float().eval(), get_default_qconfig_mapping("x86"), (x,))
+        for m in _resnet18_pair("batchrenorm")
+    ]
+    theirs, ours = (_module_types(p) for p in prepared)
+    assert ours["ConvReLU2d"] == theirs["ConvReLU2d"] == 9 and ours == theirs
+    assert _batch_norm_calls(prepared[1]) == _batch_norm_calls(prepared[0]) == 0
+    for p in prepared:
+        p(x)  # calibration
+    quantized = [convert_fx(p) for p in prepared]
+    torch.testing.assert_close(quantized[1](x), quantized[0](x), rtol=0, atol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings(*QUANT_WARNINGS)
+def test_prepare_qat_fx_fuses_bn_and_says_when_it_cannot():
+    """In training, plain BN is torch's BN and fuses as torch's (ConvBn2d, ConvBnReLU2d);
+    Batch Renorm is not, and stays unfused with a warning naming bn.to_torch."""
+    from torch.ao.quantization import get_default_qat_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_qat_fx
+
+    qconfig, x = get_default_qat_qconfig_mapping("x86"), torch.randn(2, 3, 32, 32)
+    theirs, ours = (
+        prepare_qat_fx(m.float().train(), qconfig, (x,)) for m in _resnet18_pair("batchnorm")
+    )
+    assert _module_types(ours) == _module_types(theirs)
+    assert _module_types(ours)["ConvBnReLU2d"] == 9 and _module_types(ours)["ConvBn2d"] == 11
+    brn = _resnet18_pair("batchrenorm")[1].float().train()
+    with pytest.warns(UserWarning, match="leaves this BatchRenorm2d unfused.*bn.to_torch"):
+        prepared = prepare_qat_fx(brn, qconfig, (x,))
+    assert "ConvBn2d" not in _module_types(prepared)
