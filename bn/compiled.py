@@ -14,8 +14,8 @@ kernels, which are faster there. A backward pass that will be differentiated aga
 so second derivatives are right here too.
 
 The kernel is built with :func:`torch.utils.cpp_extension.load` the first time it is needed (about
-30 s; it needs a C++ compiler and ninja: ``pip install bn-repro[compiled]``, or the research
-environment) and cached in
+30 s, up to minutes on a busy machine, announced by one line before it starts; it needs a C++
+compiler and ninja: ``pip install bn-repro[compiled]``, or the research environment) and cached in
 :func:`build_directory` (under ``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``);
 ``make install`` builds it ahead. If the build fails, a warning says why and the layers use the
 PyTorch path, which gives the same results, more slowly. ``BN_COMPILED=0`` in the environment, or ``set_enabled(False)``, turns it off.
@@ -163,7 +163,9 @@ def load_extension(
     name: str, source: Path | Sequence[Path], what: str, verbose: bool = False
 ) -> None:
     """Build (once per machine and source text) and load a C++ extension (one or more files) that
-    registers torch operators; raises if the build fails. ``what`` names it in the one-line notice.
+    registers torch operators; raises if the build fails. A build (not the load of a finished one)
+    is announced before it starts: one warning-level record of the ``bn.compiled`` logger, in which
+    ``what`` names the extension.
 
     A finished build is loaded as it is: its folder is named after the source's text, so a newer
     file date alone (a fresh checkout of the same code) does not rebuild it, as torch's build
@@ -182,7 +184,10 @@ def load_extension(
             return
         cpp_extension = _cpp_extension()
         _put_ninja_on_path()
-        print(f"compiling {what} (once per machine, about 30 s)", file=sys.stderr, flush=True)
+        # a warning-level record shows without any logging set up (Python's last resort: stderr)
+        logging.getLogger(__name__).warning(
+            "building %s (once per machine, 30 s to 2 min; BN_COMPILED=0 skips it)", what
+        )
         for stale in folder.parent.glob(f"{folder.name}.build-*"):  # a build killed midway
             shutil.rmtree(stale, ignore_errors=True)  # (ours: the lock says none is running)
         staging = Path(tempfile.mkdtemp(prefix=f"{folder.name}.build-", dir=folder.parent))

@@ -1,6 +1,6 @@
 """Run a reproduction of the registry (``experiments/studies.py``) end to end: the data, the
-training jobs (``--jobs`` at a time, the longest first, a progress line for each and the time
-left), the collection into ``results/``, the figures and the wall time.
+training jobs (``--jobs`` at a time, the longest first, a line when each starts and one when it
+ends, with the time left), the collection into ``results/``, the figures and the wall time.
 
     python -m scripts.reproduce reproduce-mnist                  # what `make reproduce-mnist` runs
     python -m scripts.reproduce reproduce-renorm --jobs 2 logger.mode=online   # Hydra overrides
@@ -208,7 +208,8 @@ class Runner:
         self.pending: list[Task] = []
         self.running: dict[Future, Task] = {}
         self.total = sum(len(self._jobs(r, s)) for r in rs for s in range(len(r.stages)))
-        self.count = 0
+        self.launched = 0  # jobs started
+        self.count = 0  # jobs ended
         self.spent = 0.0  # wall seconds of the jobs done, and their estimates
         self.spent_estimate = 0.0
 
@@ -269,6 +270,10 @@ class Runner:
                 print(shlex.join(task.args))
                 self._finish(task, 0)
                 continue
+            self.launched += 1
+            print(
+                f"[{self.launched}/{self.total}] started {task.r.name} {task.job.name}", flush=True
+            )
             task.started = time.monotonic()
             self.running[pool.submit(_timed, task.args, task.log)] = task
 

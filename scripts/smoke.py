@@ -9,7 +9,8 @@ scratch folder; nothing under ``results/`` is touched.
 Each study runs with its ``debug`` config (``configs/<study>/debug/quick.yaml``: a few steps, W&B off),
 two at a time, each followed by ``scripts.collect``, which writes ``<out>/results/...`` as the real targets write
 ``results/...``, and the figure scripts draw into ``<out>/results/figures/`` (they read and write
-``results/`` relative to the folder they run in).
+``results/`` relative to the folder they run in). A line says when each study starts (training
+takes minutes), and another its time once it is done.
 """
 
 from __future__ import annotations
@@ -90,8 +91,13 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {out} is inside results/; smoke never writes there")
     (out / "logs").mkdir(parents=True)
     start = time.monotonic()
+
+    def announced(k: int, job: Job) -> float:
+        print(f"[{k}/{len(JOBS)}] started {job.study}", flush=True)
+        return run(job, out, args.data_root, not args.no_verify)
+
     with ThreadPoolExecutor(args.jobs) as pool:
-        done = pool.map(lambda j: run(j, out, args.data_root, not args.no_verify), JOBS)
+        done = pool.map(announced, range(1, len(JOBS) + 1), JOBS)
         for job, seconds in zip(JOBS, done):
             print(f"{job.study:10} trained, collected and plotted in {seconds:5.1f} s", flush=True)
     figures = sorted((out / "results" / "figures").glob("*.png"))

@@ -22,7 +22,7 @@ RESEARCH_ONLY = ("hydra", "omegaconf", "wandb", "matplotlib", "submitit", "timm"
 def wheel(tmp_path_factory) -> Path:
     """A wheel built offline from a copy of the files the build reads (the checkout stays clean)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "LICENSE"):  # and bn/README.md, the long description
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "bn", src / "bn", ignore=shutil.ignore_patterns("__pycache__"))
     code = "from setuptools import build_meta as b; print(b.build_wheel('dist'))"
@@ -45,6 +45,33 @@ def test_the_wheel_holds_bn_and_nothing_else(wheel):
         'ninja>=1.11; extra == "compiled"',
         "torch>=2.11",
     ]
+
+
+def test_the_wheels_description_is_the_librarys_own_readme(wheel):
+    """What an index shows of the wheel: bn's README (not the research code's, with its make
+    targets and figures linked relative to the checkout), and no cap on Python's version."""
+    with zipfile.ZipFile(wheel) as z:
+        info = f"bn_repro-{bn.__version__}.dist-info"
+        metadata = email.message_from_bytes(z.read(f"{info}/METADATA"))
+        assert "bn/README.md" not in z.namelist()
+    assert metadata["Requires-Python"] == ">=3.10"
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    description = metadata.get_payload()
+    assert description.splitlines()[0] == (
+        "# bn: Batch Normalization and Batch Renormalization for PyTorch"
+    )
+    assert "make " not in description and "torchvision" not in description
+    links = re.findall(r"\]\(([^)]*)\)", description)
+    assert links and all(link.startswith("https://") for link in links)  # none relative
+
+
+def test_the_librarys_readme_example_runs_and_prints_what_it_says(monkeypatch, capsys):
+    """bn/README.md's example, with torch alone (the compiled kernel off: no build here)."""
+    [example] = re.findall(r"```python\n(.*?)```", (ROOT / "bn" / "README.md").read_text(), re.S)
+    monkeypatch.setattr(bn.compiled, "_enabled", False)
+    exec(compile(example, "bn/README.md", "exec"), {})
+    said = re.findall(r"^print\(.*\)  # (.*)$", example, flags=re.M)
+    assert capsys.readouterr().out.splitlines() == said and len(said) == 3
 
 
 def _uv() -> str:

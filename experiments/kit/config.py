@@ -20,7 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra._internal.core_plugins.file_config_source import FileConfigSource
+from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.config_store import ConfigStore
+from hydra.core.plugins import Plugins
+from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bn import factory, schedules
@@ -182,6 +186,43 @@ for _name, _resolver in {
 }.items():
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _resolver)
+
+# The groups in configs/ that every study shares (``hydra``: the search sweeper's settings).
+SHARED_GROUPS = ("data", "norm", "logger", "hydra")
+
+
+class _SharedConfigs(FileConfigSource):
+    """``configs/`` as a Hydra config source that holds :data:`SHARED_GROUPS` alone, not the
+    studies' own folders (which would be groups of it: ``renorm/setup``, ...)."""
+
+    @staticmethod
+    def scheme() -> str:
+        return "bn-repro-shared"
+
+    def is_group(self, config_path: str) -> bool:
+        return _is_shared(config_path) and super().is_group(config_path)
+
+    def is_config(self, config_path: str) -> bool:
+        return _is_shared(config_path) and super().is_config(config_path)
+
+
+def _is_shared(config_path: str) -> bool:
+    top = config_path.strip("/").split("/")[0]
+    return top == "" or top in SHARED_GROUPS
+
+
+class _SharedGroupsSearchPath(SearchPathPlugin):
+    """Puts the shared groups in every study's base search path. A study's root YAML adds
+    configs/ through ``hydra.searchpath``, which composes them, but ``--help`` (and
+    ``--hydra-help``) list the groups of the base search path alone: without this, a study's
+    help named its own groups (setup, debug, ...) and not data, norm or logger."""
+
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        search_path.append(provider="bn-repro", path=f"{_SharedConfigs.scheme()}://{CONFIGS}")
+
+
+Plugins.instance().register(_SharedConfigs)
+Plugins.instance().register(_SharedGroupsSearchPath)
 
 
 def register(study: str, schema: type) -> None:

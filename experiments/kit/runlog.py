@@ -133,8 +133,9 @@ class RunLog:
 
 def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any], wandb_dir: str | None = None):
     """A W&B run of the run in ``out_dir`` (resumed under the same id, kept in its
-    ``wandb_id.txt``), its files in ``wandb_dir`` (default: ``out_dir``). ``online`` needs an API
-    key and a reachable server: without them it fails with a message, not after a stall."""
+    ``wandb_id.txt``; ``WANDB_RUN_ID``, when set, is the id), its files in ``wandb_dir`` (default:
+    ``out_dir``). ``online`` needs an API key and a reachable server: without them it fails with a
+    message, not after a stall."""
     import wandb
 
     if mode == "online" and not (os.environ.get("WANDB_API_KEY") or _wandb_netrc_key()):
@@ -146,7 +147,9 @@ def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any], wandb_dir: str 
         Path(wandb_dir).mkdir(parents=True, exist_ok=True)
     id_file = out_dir / "wandb_id.txt"
     resumed = id_file.exists()  # a fresh run skips W&B's resume lookup (a network round trip)
-    run_id = id_file.read_text().strip() if resumed else uuid.uuid4().hex[:8]
+    run_id = os.environ.get(WANDB_RUN_ENV["id"]) or (
+        id_file.read_text().strip() if resumed else uuid.uuid4().hex[:8]
+    )
     id_file.write_text(run_id)
     try:
         # create_new: a process may hold several runs (the MNIST study's stacked seeds).
@@ -297,11 +300,14 @@ def read_metrics(path: Path) -> dict[str, list[float]]:
     return values
 
 
-# W&B's own environment variables, by the logger.* key each stands for.
+# W&B's own environment variables, by the logger.* key each stands for ...
 WANDB_ENV = {
     "mode": "WANDB_MODE", "project": "WANDB_PROJECT", "entity": "WANDB_ENTITY",
     "dir": "WANDB_DIR", "group": "WANDB_RUN_GROUP", "tags": "WANDB_TAGS",
 }  # fmt: skip
+# ... and by the wandb.init argument each stands for, of those the code sets for each run: its name,
+# job type (the setup) and id (kept in wandb_id.txt).
+WANDB_RUN_ENV = {"name": "WANDB_NAME", "job_type": "WANDB_JOB_TYPE", "id": "WANDB_RUN_ID"}
 _WANDB_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled"}  # fmt: skip
 
 
@@ -338,14 +344,29 @@ def open_run_log(
     cfg, out_dir: Path, *, name: str, setup: str, seed: Any, resume_step: int | None
 ) -> RunLog:
     """The run's :class:`RunLog`, W&B set from :func:`logger_settings`: grouped by study and
-    dataset, its job type the setup, tagged with study, setup and dataset, and its config the
-    resolved config with this run's own seed (a list of seeds trains one W&B run per seed)."""
+    dataset, named ``name``, its job type the setup, tagged with study, setup and dataset, and its
+    config the resolved config with this run's own seed (a list of seeds trains one W&B run per
+    seed). ``WANDB_NAME``, ``WANDB_JOB_TYPE`` and ``WANDB_RUN_ID``, when set, win over the name,
+    the job type and the run's id (:data:`WANDB_RUN_ENV`); ``WANDB_RUN_ID`` names one W&B run,
+    so it is refused for a list of seeds or a sweep's job."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
+
+    from experiments.kit.config import require, seed_list
+    from experiments.kit.jobs import in_sweep
 
     study = HydraConfig.get().job.name if HydraConfig.initialized() else "run"
     data = cfg.data.name if "data" in cfg else None
     settings = logger_settings(cfg)
+    if (run_id := os.environ.get(WANDB_RUN_ENV["id"])) and settings["mode"] != "disabled":
+        seeds = len(seed_list(cfg.get("seed", 0)))
+        why = f"WANDB_RUN_ID={run_id} names one W&B run: unset it to let"
+        require(
+            [
+                (seeds == 1, f"{why} seed={cfg.seed} start {seeds} (one per seed)"),
+                (not in_sweep(), f"{why} each job of the sweep start its own"),
+            ]
+        )
     config = OmegaConf.to_container(cfg, resolve=True)
     config.update(seed=seed, study=study, setup=setup)
     defaults = [t for t in (study, setup, data) if t]
@@ -358,8 +379,8 @@ def open_run_log(
             project=settings["project"],
             entity=settings["entity"],
             group=settings["group"] or "-".join(t for t in (study, data) if t),
-            name=name,
-            job_type=setup,
+            name=os.environ.get(WANDB_RUN_ENV["name"]) or name,
+            job_type=os.environ.get(WANDB_RUN_ENV["job_type"]) or setup,
             tags=list(dict.fromkeys([*defaults, *settings["tags"]])),
             config=config,
         ),

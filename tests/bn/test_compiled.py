@@ -1,6 +1,7 @@
 """bn.compiled: the compiled Batch Renorm kernel equals the PyTorch path, and falls back cleanly."""
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,42 @@ def test_a_build_killed_midway_leaves_no_staging_folder_behind(monkeypatch, tmp_
     compiled.load_extension("fake_op", source, "a test operator")
     assert (folder / "fake_op.so").read_bytes() == b"a library"
     assert not list(folder.parent.glob(f"{folder.name}.build-*"))
+
+
+def test_a_build_is_announced_before_it_starts_and_a_cached_load_is_not(
+    monkeypatch, tmp_path, caplog
+):
+    """A first use that compiles (30 s to minutes) says so before it starts, and how to skip it;
+    a first use that loads the finished build of an earlier one says nothing."""
+    import logging
+
+    source = tmp_path / "op.cpp"
+    source.write_text("// an operator")
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setattr(compiled, "OPERATORS", [])
+    monkeypatch.setattr(compiled, "_enabled", True)
+    said_before_the_build: list[list[str]] = []
+
+    class FakeBuilder:
+        @staticmethod
+        def load(name, build_directory, **_kw):
+            said_before_the_build.append([r.getMessage() for r in caplog.records])
+            (Path(build_directory) / f"{name}.so").write_bytes(b"a library")
+
+    monkeypatch.setattr(compiled, "_cpp_extension", lambda: FakeBuilder)
+    monkeypatch.setattr(compiled, "_put_ninja_on_path", lambda: None)
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: None)
+
+    def fake_build() -> Callable:
+        compiled.load_extension("fake_op", source, "a test operator")
+        return lambda x: x
+
+    caplog.set_level(logging.INFO, logger="bn.compiled")
+    assert compiled.LazyOp(fake_build, "a test operator", "the slow path")() is not None
+    [said] = said_before_the_build
+    assert said == [
+        "building a test operator (once per machine, 30 s to 2 min; BN_COMPILED=0 skips it)"
+    ]
+    caplog.clear()
+    assert compiled.LazyOp(fake_build, "a test operator", "the slow path")() is not None
+    assert len(said_before_the_build) == 1 and not caplog.records  # loaded, not built: no word

@@ -322,6 +322,20 @@ def test_the_time_left_is_shared_among_the_jobs_at_a_time(monkeypatch, tmp_path,
     assert first.startswith(want)
 
 
+def test_each_job_says_when_it_starts_and_when_it_ends(monkeypatch, tmp_path, capsys):
+    """A job runs for minutes: a line when it starts, not only when it ends."""
+    monkeypatch.setattr(reproduce, "_run", lambda cmd, log=None, cwd=REPO: 0)
+    r = _timed_reproduction((60, 600))
+    assert reproduce.Runner([r], tmp_path, [], 1, 1, False, False, tmp_path).run() == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("[")] == [
+        "[1/2] started timed j600",
+        "[1/2] timed j600",
+        "[2/2] started timed j60",
+        "[2/2] timed j60",
+    ]
+
+
 def test_a_dry_run_prints_commands_a_shell_runs_as_they_are(capsys):
     """``seed=[0,1,2]`` unquoted is a glob to a shell (zsh refuses it; bash may expand it)."""
     lines = _dry(capsys, "reproduce-mnist")

@@ -29,6 +29,24 @@ def test_every_study_end_to_end_outside_results(tmp_path):
     assert len(list((out / "results" / "figures").glob("*.png"))) >= len(smoke.JOBS)
 
 
+def test_each_study_says_when_it_starts(tmp_path, monkeypatch, capsys):
+    """A study trains for minutes: a line when it starts, before it runs, not only when it ends."""
+    said: list[str] = []
+    last_started: dict[str, str] = {}
+
+    def run(job, out, data_root, verify):
+        said.extend(capsys.readouterr().out.splitlines())
+        last_started[job.study] = [line for line in said if " started " in line][-1]
+        return 1.0
+
+    monkeypatch.setattr(smoke, "run", run)
+    smoke.main(["--out", str(tmp_path / "smoke"), "--jobs", "1"])
+    n = len(smoke.JOBS)
+    assert last_started == {
+        job.study: f"[{k}/{n}] started {job.study}" for k, job in enumerate(smoke.JOBS, 1)
+    }
+
+
 def test_refuses_an_existing_folder_or_one_inside_results(tmp_path):
     with pytest.raises(SystemExit, match="exists"):
         smoke.main(["--out", str(tmp_path)])

@@ -85,6 +85,30 @@ def test_unknown_keys_and_groups_are_rejected_when_composing(study):
         compose_config(study, ["norm=batchnrom"])
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("study", ["mnist", "renorm"])
+def test_help_lists_every_config_group_the_study_can_use_with_its_options(
+    study, monkeypatch, capsys
+):
+    """``--help``: the study's own groups (setup, debug, scale) and the shared ones (data, norm,
+    logger), each with every option; no other study's folder, which Hydra would list as a group
+    of the shared configs/."""
+    main = importlib.import_module(f"experiments.{study}").main
+    monkeypatch.setattr("sys.argv", [study, "--help"])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    section = out.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    listed = dict(re.findall(r"^(\S+): (.*)$", section, flags=re.M))
+    folders = [*(CONFIGS / study).iterdir(), *(CONFIGS / g for g in ("data", "norm", "logger"))]
+    expected = {
+        d.name: ", ".join(sorted(p.stem for p in d.glob("*.yaml"))) for d in folders if d.is_dir()
+    }
+    assert listed == expected
+    assert {"data", "norm", "logger", "setup", "debug"} <= set(listed)
+
+
 # --- norm.* reaches the layers ------------------------------------------------------------------
 
 

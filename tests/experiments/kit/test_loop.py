@@ -534,7 +534,8 @@ def _captured_wandb(monkeypatch) -> list[dict]:
 
 def test_each_seeds_wandb_run_has_its_own_seed_and_says_its_setup(tmp_path, monkeypatch):
     started = _captured_wandb(monkeypatch)
-    for var in ("WANDB_MODE", "WANDB_PROJECT", "WANDB_TAGS", "WANDB_RUN_GROUP", "WANDB_DIR"):
+    for var in ("WANDB_MODE", "WANDB_PROJECT", "WANDB_TAGS", "WANDB_RUN_GROUP", "WANDB_DIR",
+                "WANDB_NAME", "WANDB_JOB_TYPE", "WANDB_RUN_ID"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
     _train(_cfg("seed=[0,1]", "logger.mode=offline", "logger.tags=[mine]"), tmp_path)
     assert [s["config"]["seed"] for s in started] == [0, 1]
@@ -560,6 +561,46 @@ def test_wandb_variables_win_over_the_configs_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "sometimes")
     with pytest.raises(ConfigError, match="WANDB_MODE=sometimes"):
         _train(_cfg("logger.mode=offline"), tmp_path / "bad")
+
+
+def _wandb_init_calls(monkeypatch) -> list[dict]:
+    """Stand in for ``wandb.init`` itself: record its arguments, start nothing."""
+    import types
+
+    import wandb
+
+    calls: list[dict] = []
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        return types.SimpleNamespace(log=lambda *a, **k: None, finish=lambda: None)
+
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # tests/conftest.py's disabled
+    return calls
+
+
+@pytest.mark.slow
+def test_wandb_name_job_type_and_run_id_variables_win_over_the_codes_defaults(
+    tmp_path, monkeypatch
+):
+    calls = _wandb_init_calls(monkeypatch)
+    names = ("WANDB_NAME", "WANDB_JOB_TYPE", "WANDB_RUN_ID")
+    for var in names:
+        monkeypatch.delenv(var, raising=False)
+    _train(_cfg("train.steps=4", "logger.mode=offline"), tmp_path / "code")
+    code_id = (tmp_path / "code" / "seed0" / "wandb_id.txt").read_text()
+    assert [(c["name"], c["job_type"], c["id"]) for c in calls] == [("lin-s0", "lin", code_id)]
+    for var, value in zip(names, ("mine", "probe", "run42")):
+        monkeypatch.setenv(var, value)
+    _train(_cfg("train.steps=4", "logger.mode=offline"), tmp_path / "env")
+    assert (calls[-1]["name"], calls[-1]["job_type"], calls[-1]["id"]) == ("mine", "probe", "run42")
+    assert (tmp_path / "env" / "seed0" / "wandb_id.txt").read_text() == "run42"  # resumes it
+    with pytest.raises(ConfigError, match=r"WANDB_RUN_ID=run42 .* seed=\[0, 1\] start 2"):
+        _train(_cfg("train.steps=4", "seed=[0,1]", "logger.mode=offline"), tmp_path / "two")
+    monkeypatch.setattr("experiments.kit.jobs.in_sweep", lambda: True)
+    with pytest.raises(ConfigError, match="WANDB_RUN_ID=run42 .* each job of the sweep"):
+        _train(_cfg("train.steps=4", "logger.mode=offline"), tmp_path / "sweep")
 
 
 def test_uncommitted_code_is_recorded_with_a_hash_of_the_changes(tmp_path):
