@@ -12,3 +12,8 @@ class DataUnavailable(RuntimeError):
 
 class BadDataFile(DataUnavailable, ValueError):
     """A data file that cannot be read as what it should be; the message names it."""
+
+
+class UnsafeFile(ConfigError):
+    """A file a run writes or reads that is a symbolic link (or not a plain file): followed, a
+    write would land in whatever it points at. The message names it."""

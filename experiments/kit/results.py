@@ -4,6 +4,11 @@ A study describes its results with a :class:`StudySpec` (its setups' order, whic
 to keep and to average over seeds, the paper's numbers, and an optional hook for a study's own
 table); :func:`collect` writes the long-format ``runs.csv`` (``setup,seed,step,metric,value``)
 and ``summary.json``. ``python -m scripts.collect <study> SWEEP_DIR --out DIR`` runs it.
+
+A collection is written as one: every file of it into a new folder beside ``--out``, which then
+takes ``--out``'s place in one rename, so a kill, a full disk or any other error leaves the
+earlier results whole or the new ones whole, never a ``runs.csv`` of one beside the
+``summary.json`` of the other.
 """
 
 from __future__ import annotations
@@ -11,11 +16,14 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from experiments.kit.files import ends_whole, folder_as_one, writable, write_whole
 
 RUN_KEY = "setup"  # the run-key column of every runs.csv
 
@@ -194,7 +202,10 @@ class Reuse:
         folder = self.folder if group is None else self.folder / str(group)
         if not (folder / "summary.json").exists() or not (folder / "runs.csv").exists():
             raise SystemExit(f"error: {folder} has no summary.json and runs.csv to reuse")
-        earlier = json.loads((folder / "summary.json").read_text())
+        try:
+            earlier = json.loads((folder / "summary.json").read_text())
+        except ValueError as e:
+            raise SystemExit(f"error: {folder / 'summary.json'} is not valid JSON ({e})") from None
         for key in spec.summary_keys:
             if key != "git_commit" and earlier.get(key) != summary.get(key):
                 raise SystemExit(
@@ -213,11 +224,7 @@ class Reuse:
                     f"sweep ran seeds {seeds}: run {k} here instead of reusing it"
                 )
         _check_shared_settings(spec.name, folder, earlier["setups"], ran, self.setups)
-        rows: dict[tuple[str, int], list[list[str]]] = {}
-        with (folder / "runs.csv").open() as f:
-            for r in csv.DictReader(f):
-                if r[RUN_KEY] in self.setups:
-                    rows.setdefault((r[RUN_KEY], int(r["seed"])), []).append(list(r.values()))
+        rows = _reused_rows(folder / "runs.csv", self.setups)
         if lacking := sorted({(k, seed) for k in self.setups for seed in seeds} - set(rows)):
             raise SystemExit(f"error: {folder / 'runs.csv'} has no rows of (setup, seed) {lacking}")
         entries = {k: earlier["setups"][k] for k in self.setups}
@@ -225,6 +232,22 @@ class Reuse:
         info.update({k: earlier.get(k) for k in ("git_commit", "command")})
         summary["reused"] = info
         return entries, rows
+
+
+def _reused_rows(path: Path, setups: tuple[str, ...]) -> dict[tuple[str, int], list[list[str]]]:
+    """The rows of ``setups`` in an earlier ``runs.csv``, by (setup, seed); one cut short or
+    not whole (a row with another number of fields) is refused, not copied into a new one."""
+    torn = SystemExit(f"error: {path} is not whole (cut short?): collect it again first")
+    if not ends_whole(path):
+        raise torn
+    rows: dict[tuple[str, int], list[list[str]]] = {}
+    with path.open(newline="") as f:
+        for r in csv.DictReader(f):
+            if None in r or None in r.values():  # more fields than the header, or fewer
+                raise torn
+            if r[RUN_KEY] in setups:
+                rows.setdefault((r[RUN_KEY], int(r["seed"])), []).append(list(r.values()))
+    return rows
 
 
 def _check_shared_settings(
@@ -288,6 +311,9 @@ def collect(
         raise SystemExit(f"error: {spec.name}'s results need every run (its extend hook): no reuse")
     found = sorted(find_runs(sweep_dir), key=lambda rs: (spec.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
     groups = sorted({s.get(spec.split_by) for _, s in found}) if spec.split_by else [None]
+    if spec.split_by:  # each value names a folder: none may lead outside --out
+        for group in groups:
+            plain_name(group, spec.split_by)
     parts = []  # every group checked (reuse.load) before any is written
     for group in groups:
         runs = [(r, s) for r, s in found if group is None or s.get(spec.split_by) == group]
@@ -307,22 +333,73 @@ def collect(
         parts.append((group, runs, summary, {**setups, **entries}, rows))
     if out.exists() and not out.is_dir():
         raise SystemExit(f"error: --out {out} is a file; give a folder for the collection")
+    refuse_unwritable(out)
     written = []
-    for group, runs, summary, merged, rows in parts:
-        folder = out if group is None else out / str(group)
-        setups = {k: merged[k] for k in sorted(merged, key=spec.rank)}
-        folder.mkdir(parents=True, exist_ok=True)
-        write_runs_csv(folder / "runs.csv", runs, rows, spec.rank, metrics)
-        summary.update(command=command, wall_time_s=wall_time, setups=setups)
-        if metrics:
-            summary["metrics_kept"] = list(metrics)
-        if (extend := spec.extend_hook()) is not None:
-            extend(summary, runs, folder)
-        summary["paper"] = spec.paper
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    try:
+        with folder_as_one(out) as staged:  # every group's files, or none
+            for group, runs, summary, merged, rows in parts:
+                folder = staged if group is None else staged / str(group)
+                folder.mkdir(exist_ok=True)
+                write_collection(
+                    spec, folder, runs, summary, merged, rows, metrics, command, wall_time
+                )
+                written.append((out if group is None else out / str(group), summary))
+    except OSError as e:
+        raise SystemExit(
+            f"error: {out} could not be written ({_why(e)}): it holds its earlier results, unchanged"
+        ) from None
+    for folder, summary in written:
         print_table(spec, summary, folder)
-        written.append(summary)
-    return written
+    return [summary for _, summary in written]
+
+
+def write_collection(
+    spec: StudySpec,
+    folder: Path,
+    runs: list[tuple[Path, dict]],
+    summary: dict,
+    merged: dict[str, dict],
+    rows: dict[tuple[str, int], list[list[str]]],
+    metrics: tuple[str, ...],
+    command: str,
+    wall_time: float | None,
+) -> None:
+    """One group's ``runs.csv``, ``summary.json`` and the study's own files (its extend hook) in
+    ``folder`` (a new one, put in place by :func:`collect` once every group is written)."""
+    write_runs_csv(folder / "runs.csv", runs, rows, spec.rank, metrics)
+    setups = {k: merged[k] for k in sorted(merged, key=spec.rank)}
+    summary.update(command=command, wall_time_s=wall_time, setups=setups)
+    if metrics:
+        summary["metrics_kept"] = list(metrics)
+    if (extend := spec.extend_hook()) is not None:
+        extend(summary, runs, folder)
+    summary["paper"] = spec.paper
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def plain_name(value: Any, key: str | None) -> str:
+    """``str(value)`` if it names a folder inside the output (one plain path component), else a
+    one-line error: a run's ``key`` (``data``), read from its summary, must not lead a write out
+    of ``--out`` (``"../../x"``) or onto ``--out`` itself (``"."``)."""
+    name = str(value)
+    separators = {"/", "\\", "\0", os.sep, os.altsep} - {None}
+    if name in ("", ".", "..") or any(c in name for c in separators):
+        raise SystemExit(
+            f"error: a run's {key} is {value!r}, not a plain folder name: the collection writes "
+            f"one folder per {key} inside --out; fix that run's summary.json"
+        )
+    return name
+
+
+def refuse_unwritable(out: Path) -> None:
+    """A one-line error, before anything is written, if ``out``'s folder cannot be written (a
+    read-only ``results/``)."""
+    if (blocked := writable(out.parent)) is not None:
+        raise SystemExit(f"error: {blocked} cannot be written (read-only?): {out} not written")
+
+
+def _why(e: OSError) -> str:
+    return f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}"
 
 
 def sweep_keys(spec: StudySpec, runs: list[tuple[Path, dict]]) -> list[str]:
@@ -349,7 +426,8 @@ def collect_sweep(
     config (default: :func:`sweep_keys`, the settings that differ); with ``curves``, also every
     run's ``curve_metrics`` (all when None) over training in long format, keyed by ``keys``
     (``keys…,step,metric,value``): a sweep's runs share a setup name, so a ``runs.csv`` keyed by
-    setup and seed could not tell them apart."""
+    setup and seed could not tell them apart. Each file is written beside its name and renamed
+    over it: a kill or a full disk leaves it as it was, or whole."""
     if out.is_dir():
         raise SystemExit(f"error: --out {out} is a folder; give the CSV file to write")
     found = [(run, {**s.get("config", {}), **s}) for run, s in find_runs(sweep_dir)]
@@ -364,17 +442,14 @@ def collect_sweep(
             (spec.rank(rs[1][k]) if k == RUN_KEY else order(rs[1].get(k))) for k in keys
         )
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as f:
+    wanted = None if curve_metrics is None else set(curve_metrics)
+
+    def table(f) -> None:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(s for _, s in found)
-    print(f"wrote {out} ({len(found)} runs)")
-    if curves is None:
-        return
-    wanted = None if curve_metrics is None else set(curve_metrics)
-    curves.parent.mkdir(parents=True, exist_ok=True)
-    with curves.open("w", newline="") as f:
+
+    def curve_rows(f) -> None:
         w = csv.writer(f)
         w.writerow([*keys, "step", "metric", "value"])
         for run, s in found:
@@ -385,7 +460,20 @@ def collect_sweep(
                     for r in csv.DictReader(m)
                     if wanted is None or r["metric"] in wanted
                 )
-    print(f"wrote {curves}")
+
+    files = [(out, table), *([(curves, curve_rows)] if curves is not None else [])]
+    for path, _ in files:
+        refuse_unwritable(path)
+    for path, write in files:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            write_whole(path, write, tmp=tmp, sync=True, newline="")
+        except OSError as e:
+            raise SystemExit(
+                f"error: {path} could not be written ({_why(e)}): it is as it was"
+            ) from None
+        print(f"wrote {path}" + (f" ({len(found)} runs)" if path == out else ""))
 
 
 def print_table(spec: StudySpec, summary: dict, folder: Path) -> None:
