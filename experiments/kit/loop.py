@@ -26,6 +26,7 @@ from tqdm import tqdm
 from bn import compiled as bn_compiled
 from experiments.kit.distributed import any_rank, every_rank, rank_and_world
 from experiments.kit.errors import ConfigError
+from experiments.kit.files import refuse_link
 from experiments.kit.runlog import (
     RunDirLock,
     RunLog,
@@ -201,6 +202,7 @@ class TrainLoop:
         try:
             if writes_log:
                 self.lock = RunDirLock(self.ckpt_path.parent)
+                self._refuse_links()
                 if not (cfg.resume or cfg.overwrite):
                     self._refuse_overwrite()
             resumed = cfg.resume and self._resume()
@@ -239,6 +241,15 @@ class TrainLoop:
         settings = run_dir / ".hydra"
         write_settings(settings / f"resumed_at_step_{self.step}" if resumed else settings, cfg)
 
+    def _refuse_links(self) -> None:
+        """Refuse, before any training, a symbolic link planted under a name the run will write
+        or read (each write refuses it too, but only when it comes: hours in, for a summary)."""
+        names = ("metrics.csv", "metrics.tmp", "summary.json", "summary.tmp", "wandb_id.txt")
+        for path in [self.ckpt_path, self.ckpt_path.with_suffix(".tmp")] + [
+            run.out_dir / name for run in self.runs for name in names
+        ]:
+            refuse_link(path)
+
     def _refuse_overwrite(self) -> None:
         written = [self.ckpt_path] + [
             run.out_dir / name for run in self.runs for name in ("metrics.csv", "summary.json")
@@ -251,7 +262,7 @@ class TrainLoop:
             )
 
     def _resume(self) -> bool:
-        if not self.ckpt_path.exists():
+        if not (self.ckpt_path.exists() or self.ckpt_path.is_symlink()):
             return False
         ckpt = load_checkpoint(self.ckpt_path)
         changed = check_same_run(self.ckpt_path, ckpt.get("config", {}), self.config)

@@ -1,5 +1,7 @@
 """What every run writes: ``metrics.csv`` (the source of truth), W&B (a mirror), ``summary.json``,
-and atomic checkpoints."""
+and atomic checkpoints. No file of a run folder is opened through a symbolic link: one planted
+under a name the run writes or reads is refused (:class:`~experiments.kit.errors.UnsafeFile`),
+never followed to overwrite or truncate what it points at."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 
 from experiments.kit.errors import ConfigError
+from experiments.kit.files import open_existing, write_whole
 
 REPO = Path(__file__).resolve().parents[2]
 CODE_PATHS = ("bn", "experiments", "configs", "scripts", "pyproject.toml")  # what a run executes
@@ -94,8 +97,8 @@ class RunLog:
     ) -> None:
         self.path = out_dir / "metrics.csv"
         rows = []
-        if resume_step is not None and self.path.exists():
-            with self.path.open() as f:
+        if resume_step is not None and (self.path.exists() or self.path.is_symlink()):
+            with open_existing(self.path, newline="") as f:
                 logged = list(csv.DictReader(f))
             readable = [r for r in logged if _readable(r)]
             if torn := len(logged) - len(readable):  # a row cut short by a kill mid-write
@@ -107,13 +110,14 @@ class RunLog:
         self.wandb = None
         if mode != "disabled":
             self.wandb = _wandb_run(out_dir, mode, wandb_kwargs, wandb_dir)
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", newline="") as f:
+
+        def write(f) -> None:
             writer = csv.writer(f)
             writer.writerow(["step", "metric", "value"])
             writer.writerows([r["step"], r["metric"], r["value"]] for r in rows)
-        os.replace(tmp, self.path)
-        self._file = self.path.open("a", newline="")
+
+        write_whole(self.path, write, newline="")
+        self._file = open_existing(self.path, "a", newline="")
         self._writer = csv.writer(self._file)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -146,11 +150,13 @@ def _wandb_run(out_dir: Path, mode: str, kwargs: dict[str, Any], wandb_dir: str 
     if wandb_dir:
         Path(wandb_dir).mkdir(parents=True, exist_ok=True)
     id_file = out_dir / "wandb_id.txt"
-    resumed = id_file.exists()  # a fresh run skips W&B's resume lookup (a network round trip)
-    run_id = os.environ.get(WANDB_RUN_ENV["id"]) or (
-        id_file.read_text().strip() if resumed else uuid.uuid4().hex[:8]
-    )
-    id_file.write_text(run_id)
+    # a fresh run skips W&B's resume lookup (a network round trip)
+    resumed = id_file.exists() or id_file.is_symlink()
+    if resumed:
+        with open_existing(id_file) as f:
+            kept = f.read().strip()
+    run_id = os.environ.get(WANDB_RUN_ENV["id"]) or (kept if resumed else uuid.uuid4().hex[:8])
+    write_whole(id_file, lambda f: f.write(run_id))
     try:
         # create_new: a process may hold several runs (the MNIST study's stacked seeds).
         return wandb.init(
@@ -189,7 +195,8 @@ class RunDirLock:
 
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / ".lock"
-        self._file = self.path.open("a+")
+        # in place, not replaced: another process may hold a lock on this very file
+        self._file = open_existing(self.path, "r+")
         try:
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -237,11 +244,13 @@ def write_settings(folder: Path, cfg) -> None:
     from omegaconf import OmegaConf
 
     folder.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, folder / "config.yaml")
+    saved = {"config.yaml": cfg}
     if HydraConfig.initialized():
         hydra_cfg = HydraConfig.get()
-        OmegaConf.save(hydra_cfg.overrides.task, folder / "overrides.yaml")
-        OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), folder / "hydra.yaml")
+        saved["overrides.yaml"] = hydra_cfg.overrides.task
+        saved["hydra.yaml"] = OmegaConf.create({"hydra": hydra_cfg})
+    for name, node in saved.items():
+        write_whole(folder / name, lambda f, node=node: OmegaConf.save(node, f))
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -250,16 +259,13 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     bad = sorted(k for k, v in data.items() if isinstance(v, float) and not math.isfinite(v))
     if bad:
         data = {**{k: (None if k in bad else v) for k, v in data.items()}, "non_finite": bad}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    write_whole(path, lambda f: f.write(text))
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write to a temporary file, then rename: a kill mid-write leaves the old checkpoint."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    write_whole(path, lambda f: torch.save(state, f), "wb")
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -268,7 +274,10 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     the run with a message that names it."""
 
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with open_existing(path, "rb") as f:
+            ckpt = torch.load(f, map_location="cpu", weights_only=True)
+    except ConfigError:  # a symbolic link: refused, not read
+        raise
     except Exception as e:  # truncated, foreign or not a torch file at all
         raise ConfigError(
             f"{path} is not a checkpoint this code can resume from ({type(e).__name__}: "
@@ -285,7 +294,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 def read_curve(path: Path, metric: str) -> list[tuple[int, float]]:
     """Every logged ``(step, value)`` of ``metric`` in a ``metrics.csv``, in order."""
-    with path.open() as f:
+    with open_existing(path, newline="") as f:
         return [
             (int(r["step"]), float(r["value"])) for r in csv.DictReader(f) if r["metric"] == metric
         ]
@@ -294,7 +303,7 @@ def read_curve(path: Path, metric: str) -> list[tuple[int, float]]:
 def read_metrics(path: Path) -> dict[str, list[float]]:
     """Every logged value of every metric in a ``metrics.csv``, in order, from one read."""
     values: dict[str, list[float]] = defaultdict(list)
-    with path.open() as f:
+    with open_existing(path, newline="") as f:
         for r in csv.DictReader(f):
             values[r["metric"]].append(float(r["value"]))
     return values
