@@ -15,16 +15,18 @@ from __future__ import annotations
 import base64
 import html
 import math
+import sys
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
 import jinja2
 
+from experiments.kit.files import write_whole
 from experiments.studies import STUDIES, Section
 from scripts.analysis import results
 from scripts.analysis.results import RESULTS
-from scripts.analysis.stats import Estimate
+from scripts.analysis.stats import AnalysisError, Estimate
 from scripts.claims.rules import MEANING, Verdict
 from scripts.claims.table import (
     decide_all,
@@ -150,6 +152,19 @@ def setups_table(summary: dict, labels: dict[str, str]) -> dict:
     return {"columns": columns, "rows": rows, "paper": bool(paper)}
 
 
+def wall_text(seconds: object, source: Path) -> str:
+    """A collection's wall time as text (``–`` if it has none); anything but a finite number of
+    seconds is BadResults naming ``source``."""
+    if seconds is None:
+        return "–"
+    number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+    if not number or not math.isfinite(seconds) or seconds < 0:
+        raise results.BadResults(
+            f"{source}: wall_time_s is {seconds!r}, not a number of seconds: collect it again"
+        )
+    return f"{seconds:,.0f} s" if seconds else "–"
+
+
 def figure(file: str, caption: str) -> dict:
     path = FIGURES / file
     svg = path.with_suffix(".svg")
@@ -188,7 +203,7 @@ def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
     out["summary"] = {
         "command": summary.get("command") or "–",
         "commit": str(summary.get("git_commit") or "–")[:7],
-        "wall": f"{summary['wall_time_s']:,.0f} s" if summary.get("wall_time_s") else "–",
+        "wall": wall_text(summary.get("wall_time_s"), summary_path),
     }
     out["files"] = [
         (name, f"{quote(s.path)}/{name}")
@@ -272,7 +287,17 @@ def render() -> str:
 
 
 def main() -> None:
-    OUT.write_text(render())
+    """Write :data:`OUT`; results that are not whole (or that no rule can decide on) end it in
+    one line, and the page is left as it was."""
+    try:
+        results.check_all(RESULTS)  # every collection whole, those no claim reads too
+        page = render()
+    except (results.BadResults, AnalysisError) as e:
+        sys.exit(f"error: {e}; {OUT} left as it was")
+    try:
+        write_whole(OUT, lambda f: f.write(page), tmp=OUT.with_name(f".{OUT.name}.tmp"))
+    except OSError as e:
+        sys.exit(f"error: {OUT} could not be written ({e.strerror or e}); it is as it was")
     print(f"wrote {OUT}")
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scripts.analysis.results import RESULTS
+from experiments.kit.files import write_whole
+from scripts.analysis.results import RESULTS, BadResults, check_all
 from scripts.analysis.stats import AnalysisError
 from scripts.claims.claim import PLAN, design, planned
 from scripts.claims.table import CLAIMS, render
@@ -25,15 +26,19 @@ def main(argv: list[str] | None = None) -> None:
         print_design()
         return
     try:
+        check_all(RESULTS)  # every collection whole, those no claim reads too
         text = render()
-    except AnalysisError as e:  # the committed results hold something no rule can decide on
+    except (AnalysisError, BadResults) as e:  # results no rule can decide on, or not whole
         sys.exit(f"error: {e}; {OUT} left as it was")
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
             sys.exit(f"error: {OUT} is not what `make claims` gives now; run `make claims`")
         print(f"{OUT} is up to date")
         return
-    OUT.write_text(text)
+    try:
+        write_whole(OUT, lambda f: f.write(text), tmp=OUT.with_name(f".{OUT.name}.tmp"))
+    except OSError as e:
+        sys.exit(f"error: {OUT} could not be written ({e.strerror or e}); it is as it was")
     print(f"wrote {OUT}")
 
 

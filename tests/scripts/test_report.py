@@ -126,3 +126,75 @@ def test_values_read_from_files_cannot_inject_markup(tmp_path, monkeypatch):
     assert "<script>x" not in page and "&lt;script&gt;x" in page
     assert "<b>s</b>" not in page and "&lt;b&gt;s&lt;/b&gt;" in page
     assert "<i>x</i>" not in page
+
+
+# -- results that are not whole: one line, a nonzero exit, report.html left as it was ----------
+PAGE = "the page as it was\n"
+
+
+@pytest.fixture
+def results_here(tmp_path, monkeypatch):
+    """A ``results/`` in the working folder (as ``make report`` reads it) with the MNIST
+    collection and an earlier page."""
+    from tests.scripts.claims.test_main import write_collection
+
+    monkeypatch.chdir(tmp_path)
+    write_collection(tmp_path / "results/mnist/mnist", {"bn": [0, 1], "baseline": [0, 1]})
+    (tmp_path / "results/report.html").write_text(PAGE)
+    return tmp_path / "results"
+
+
+def _refused(match: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        report.main()
+    message = str(e.value.code)
+    assert message.startswith("error: ") and "\n" not in message, message
+    assert re.search(match, message) and message.endswith("report.html left as it was")
+    assert Path("results/report.html").read_text() == PAGE
+
+
+def test_a_header_only_runs_csv_is_one_line(results_here):
+    (results_here / "mnist/mnist/runs.csv").write_text("setup,seed,step,metric,value\n")
+    _refused(r"runs.csv does not match its summary.json: no rows of setup\(s\)")
+
+
+def test_a_summary_that_is_not_json_is_one_line(results_here):
+    summary = results_here / "mnist/mnist/summary.json"
+    summary.write_text(summary.read_text()[:40])
+    _refused(r"mnist/mnist/summary.json is not valid JSON")
+
+
+def test_a_summary_of_another_study_is_one_line(results_here):
+    from tests.scripts.claims.test_main import write_collection
+
+    write_collection(results_here / "mnist/mnist", {"depth10": [0, 1]})  # both files another's
+    _refused(r"summary.json has no setup (bn|baseline) \(the summary of another study")
+
+
+def test_a_wall_time_that_is_not_a_number_is_one_line(results_here, monkeypatch):
+    from collections import Counter
+
+    summary = results_here / "mnist/mnist/summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "wall_time_s": "12 s"}))
+    monkeypatch.setattr(report, "claim_rows", lambda: ([], Counter(), ""))
+    _refused(r"summary.json: wall_time_s is '12 s', not a number of seconds")
+
+
+def test_a_non_finite_estimate_is_one_line(results_here, monkeypatch):
+    from scripts.analysis.stats import Estimate
+
+    def decide_all():  # a claim whose seeds hold an infinity
+        Estimate.of([float("inf"), 0.5])
+
+    monkeypatch.setattr(report, "decide_all", decide_all)
+    _refused(r"an estimate of \[inf, 0.5\]: empty, or NaN/infinite")
+
+
+def test_the_page_is_replaced_whole(results_here, monkeypatch):
+    from collections import Counter
+
+    monkeypatch.setattr(report, "claim_rows", lambda: ([], Counter(), ""))
+    report.main()
+    page = Path("results/report.html").read_text()
+    assert page.startswith("<!") and page.rstrip().endswith("</html>")
+    assert not list(results_here.glob(".*.tmp"))

@@ -46,8 +46,97 @@ def test_a_row_cut_short_is_bad_results_not_a_traceback(tmp_path):
 def test_a_runs_csv_missing_a_seed_of_its_summary_is_refused(tmp_path):
     # a runs.csv cut short (or collected from fewer runs) beside a summary listing more seeds
     _study(tmp_path, "a,0,0,m,1\na,0,10,m,2\n", [0, 1], [False, False])
+    with pytest.raises(results.BadResults, match=r"runs.csv does not match its summary.json: "):
+        results.series("study", "a", "m", tmp_path)
+    with pytest.raises(results.BadResults, match="does not match"):  # whichever entry is read
+        results.per_seed("study", "a", "test_acc", tmp_path)
+
+
+def test_a_metric_some_seeds_never_logged_is_a_seed_mismatch(tmp_path):
+    _study(tmp_path, "a,0,0,m,1\na,1,0,other,2\n", [0, 1], [False, False])
     with pytest.raises(SeedMismatch, match=r"holds seeds \[0\], its summary.json lists \[0, 1\]"):
         results.series("study", "a", "m", tmp_path)
+
+
+# Rows that are not whole: cut short at each of its fields (csv.DictReader gives None for the
+# missing ones, so each of these fails the guard's TypeError, not a ValueError: without
+# TypeError in the guard they would be tracebacks), rows run together, a field too many.
+TORN = {
+    "no value": "a,0,10,m\n",
+    "no metric": "a,0,10\n",
+    "no step": "a,0\n",
+    "no seed": "a\n",
+    "rows run together": "a,0,10,m,2a,0,20,m,3\n",
+    "extra field": "a,0,10,m,2,x\n",
+}
+
+
+@pytest.mark.parametrize("row", list(TORN.values()), ids=list(TORN))
+def test_a_row_that_is_not_whole_is_bad_results(tmp_path, row):
+    _study(tmp_path, "a,0,0,m,1\n" + row, [0], [False])
+    with pytest.raises(results.BadResults, match=r"runs.csv, line 3: not a whole row"):
+        results.curves("study", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("setup,seed,step,metric,value\na,0,0,m,1\na,0,10,m,0.5", "ends in the middle of a row"),
+        ("", "is not a runs.csv"),
+        ("a,0,0,m,1\n", "is not a runs.csv"),
+        ("setup,seed,step,metric,value\n", "no rows of setup\\(s\\) \\['a'\\]"),
+    ],
+    ids=["cut mid-number", "empty", "no header", "header only"],
+)
+def test_a_runs_csv_that_is_not_whole_is_bad_results(tmp_path, text, why):
+    _study(tmp_path, "", [0], [False])
+    (tmp_path / "study" / "runs.csv").write_text(text)
+    with pytest.raises(results.BadResults, match=why):
+        results.curves("study", tmp_path)
+
+
+def test_a_runs_csv_lacking_a_setup_or_holding_another_is_bad_results(tmp_path):
+    folder = tmp_path / "study"
+    _study(tmp_path, "a,0,0,m,1\n", [0], [False])
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["setups"]["b"] = {"seeds": [0], "diverged": [False]}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(results.BadResults, match=r"no rows of setup\(s\) \['b'\]"):
+        results.series("study", "a", "m", tmp_path)
+    _study(tmp_path, "a,0,0,m,1\nz,3,0,m,1\n", [0], [False], name="more")
+    with pytest.raises(results.BadResults, match=r"rows of \(setup, seed\) \[\('z', 3\)\]"):
+        results.curves("more", tmp_path)
+
+
+def test_a_summary_of_another_study_is_bad_results_not_a_key_error(tmp_path):
+    _study(tmp_path, "a,0,0,m,1\n", [0], [False])
+    with pytest.raises(results.BadResults, match=r"summary.json has no setup bn \(the summary of"):
+        results.series("study", "bn", "m", tmp_path)
+    with pytest.raises(results.BadResults, match="has no setup bn"):
+        results.per_seed("study", "bn", "test_acc", tmp_path)
+    with pytest.raises(results.BadResults, match="a has no train_acc per seed"):
+        results.per_seed("study", "a", "train_acc", tmp_path)
+    (tmp_path / "run").mkdir()  # one run's summary.json, not a collection's
+    (tmp_path / "run" / "summary.json").write_text('{"setup": "bn", "seed": 0}')
+    with pytest.raises(results.BadResults, match="is not a collection's summary.json"):
+        results.summary("run", tmp_path)
+
+
+def test_every_collection_is_checked_and_an_absent_one_is_still_no_result(tmp_path):
+    _study(tmp_path, "a,0,0,m,1\n", [0], [False], name="fine")
+    results.check_all(tmp_path)
+    with pytest.raises(results.MissingResult):  # absent: no result yet, not an error
+        results.curves("absent", tmp_path)
+    _study(tmp_path, "a,0,0,m,1\n", [0, 1], [False, False], name="short")
+    with pytest.raises(results.BadResults, match="short/runs.csv does not match"):
+        results.check_all(tmp_path)
+    (tmp_path / "short" / "runs.csv").unlink()
+    with pytest.raises(results.BadResults, match="short holds a summary.json without its runs"):
+        results.check_all(tmp_path)
+    (tmp_path / "short" / "summary.json").unlink()
+    (tmp_path / "short" / "runs.csv").write_text("setup,seed,step,metric,value\na,0,0,m,1\n")
+    with pytest.raises(results.BadResults, match="holds a runs.csv without its summary.json"):
+        results.curves("short", tmp_path)
 
 
 def test_a_diverged_seed_is_an_error_for_curves_and_chance_for_accuracy(tmp_path):
