@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.ticker import NullLocator
 
 from scripts.analysis import results
-from scripts.plotting import SPREAD, TITLES, plt, read_curves, save, t_band
+from scripts.plotting import SPREAD, TITLES, figure_set, plt, read_curves, save, t_band
 
 RESULTS = Path("results/mechanism/depth")
 ACTIVATIONS = ("sigmoid", "relu", "linear")
@@ -71,6 +71,7 @@ def figure(folder: Path = RESULTS) -> Path:
     return save(fig, "depth_gradient_ratio.png")
 
 
+@figure_set()
 def main() -> None:
     if (RESULTS / "runs.csv").exists():
         print(f"figure: {figure()}")

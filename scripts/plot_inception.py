@@ -22,7 +22,7 @@ from experiments.papers import BN_FIG3
 from experiments.studies import study
 from scripts.analysis import results
 from scripts.analysis import steps_to_target as fig3
-from scripts.plotting import TITLES, has, plt, read_curves, save, series
+from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series
 
 SUBSET = "test/acc_subset"
 
@@ -187,6 +187,7 @@ def _fraction(steps: float | None, base: float | None) -> float:
     return 0.0 if steps is None or not base else steps / base
 
 
+@figure_set()
 def main() -> None:
     for setting in sorted(p.parent for p in RESULTS.glob("*/runs.csv")):
         print(f"figure: {figure2(setting)}")

@@ -25,7 +25,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.plotting import draw, has, mean_band, plt, read_curves, read_rows, save, series
+from scripts.plotting import (
+    draw,
+    figure_set,
+    has,
+    mean_band,
+    plt,
+    read_curves,
+    read_rows,
+    save,
+    series,
+)
 
 RESULTS = Path("results/mechanism/mlp")
 SIGMOID = {
@@ -246,6 +256,7 @@ def weights() -> Path:
     return save(fig, "mechanism_weights.png")
 
 
+@figure_set()
 def main() -> None:
     if not (RESULTS / "runs.csv").exists():
         print(f"skipped: no {RESULTS / 'runs.csv'} yet (make reproduce-mechanism)")

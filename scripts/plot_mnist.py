@@ -17,6 +17,7 @@ from experiments.studies import study
 from scripts.plotting import (
     TITLES,
     draw,
+    figure_set,
     has,
     plt,
     read_curves,
@@ -153,6 +154,7 @@ def init_scale_sweep() -> Path | None:
     return save(fig, "mnist_init_scale.png")
 
 
+@figure_set()
 def main(argv: list[str] | None = None) -> None:
     datasets = (argv if argv is not None else sys.argv[1:]) or list(TITLES)
     unknown = sorted(set(datasets) - set(TITLES))

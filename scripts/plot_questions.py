@@ -21,6 +21,7 @@ from scripts.analysis.stats import Estimate
 from scripts.plotting import (
     TITLES,
     draw,
+    figure_set,
     geometric,
     has,
     mean_band,
@@ -339,6 +340,7 @@ def init_scale_small() -> Path | None:
 FIGURES = (norm_position, nongaussianity, brn_gradient, dropout, init_scale_small)
 
 
+@figure_set()
 def main() -> None:
     for f, path in zip(FIGURES, draw([(f,) for f in FIGURES])):
         print(

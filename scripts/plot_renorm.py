@@ -15,7 +15,7 @@ from experiments.renorm import SPEC
 from experiments.studies import NONIID_DOSES, study
 from scripts.analysis import results
 from scripts.analysis.stats import Estimate
-from scripts.plotting import TITLES, has, plt, read_curves, save, series, spread_band
+from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series, spread_band
 
 LABELS = study("renorm").labels
 
@@ -229,6 +229,7 @@ def _label(setup: str) -> str:
     return LABELS.get(base, base) + (", training-mode inference" if sep else "")
 
 
+@figure_set()
 def main() -> None:
     made = []
     for dataset in DATASETS:

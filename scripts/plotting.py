@@ -1,17 +1,22 @@
 """What every study's figures share: the matplotlib style, reading a ``runs.csv`` and saving.
 
 Figures are made only from committed CSVs, with a fixed style and no timestamps in the files, so
-``make figures`` redraws them offline byte for byte.
+``make figures`` redraws them offline byte for byte. Each file is written beside its name and
+renamed over it, and a script's figures, drawn inside :func:`figure_set`, replace the old ones
+only once every one is drawn: a full disk, a failed figure or results that are not whole leave
+the old figures, never a 0-byte file or a set half old and half new.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import multiprocessing
 import os
 import sys
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -22,9 +27,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import t as student_t
 
+from experiments.kit.files import alive, open_new, writable
 from scripts.analysis import results
 
 FIGURES = Path("results/figures")
+_STAGED = ".new-"  # a figure drawn but not yet in place: .<name>.new-<the set's process id>
+_set: str | None = None  # the figure set being drawn (figure_set), inherited by draw's workers
 TITLES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 plt.rcParams.update(
     {
@@ -152,12 +160,75 @@ def save(fig, name: str) -> Path:
     if getattr(fig, "spread", False):
         title = fig._suptitle.get_text() if fig._suptitle is not None else ""
         fig.suptitle(f"{title}\n{SPREAD}" if title else SPREAD)
-    FIGURES.mkdir(parents=True, exist_ok=True)
     path = FIGURES / name
-    fig.savefig(path, metadata={"Software": None})
-    fig.savefig(path.with_suffix(".svg"), metadata={"Date": None})
-    plt.close(fig)
+    if (blocked := writable(FIGURES)) is not None:
+        plt.close(fig)
+        raise SystemExit(f"error: {blocked} cannot be written (read-only?): no figure replaced")
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    token = _set or str(os.getpid())
+    files = [(path, "png", {"Software": None}), (path.with_suffix(".svg"), "svg", {"Date": None})]
+    try:
+        for file, kind, metadata in files:
+            with open_new(_staged(file, token), "wb") as f:
+                fig.savefig(f, format=kind, metadata=metadata)
+    except BaseException:
+        _discard(token)
+        raise
+    finally:
+        plt.close(fig)
+    if _set is None:  # a figure on its own: in place at once
+        _commit(token)
     return path
+
+
+def _staged(path: Path, token: str) -> Path:
+    return path.with_name(f".{path.name}{_STAGED}{token}")
+
+
+def _commit(token: str) -> None:
+    """Every figure staged under ``token`` renamed over its old file (no writing: renames)."""
+    for staged in sorted(FIGURES.glob(f".*{_STAGED}{token}")):
+        os.replace(staged, FIGURES / staged.name[1:].removesuffix(f"{_STAGED}{token}"))
+
+
+def _discard(token: str) -> None:
+    for staged in FIGURES.glob(f".*{_STAGED}{token}"):
+        staged.unlink(missing_ok=True)
+
+
+def _clear_stale() -> None:
+    """Figures staged by a figure set whose process was killed: never put in place."""
+    for staged in FIGURES.glob(f".*{_STAGED}*"):
+        token = staged.name.rpartition(_STAGED)[2]
+        if token.isdigit() and not alive(int(token)):
+            staged.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def figure_set() -> Iterator[None]:
+    """Inside the block, :func:`save` stages each figure (PNG and SVG) beside its name; when the
+    block ends without an error every staged figure replaces its old file, and on an error none
+    does. Results that are not whole and a file that cannot be written end the script with one
+    line, naming them."""
+    global _set
+    if FIGURES.is_dir():
+        _clear_stale()
+    _set = str(os.getpid())
+    try:
+        yield
+        _commit(_set)
+    except BaseException as e:
+        _discard(_set)
+        if isinstance(e, (results.BadResults, results.MissingResult)):
+            raise SystemExit(f"error: {e}; no figure replaced") from None
+        if isinstance(e, OSError):
+            why = f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}"
+            raise SystemExit(
+                f"error: a figure could not be written ({why}); no figure replaced"
+            ) from None
+        raise
+    finally:
+        _set = None
 
 
 def draw(jobs: list[tuple]) -> list[Path | None]:

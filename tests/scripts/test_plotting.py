@@ -1,8 +1,13 @@
-"""scripts/plotting.py reads the committed CSVs: a missing or truncated one is one line."""
+"""scripts/plotting.py reads the committed CSVs (a missing or truncated one is one line) and
+writes each figure whole, a script's figures as one set."""
+
+import os
+from pathlib import Path
 
 import pytest
 
 from scripts.plotting import read_curves
+from tests.faults import files_under, in_child
 
 
 def test_a_whole_runs_csv_is_read_by_setup_seed_and_metric(tmp_path):
@@ -13,8 +18,11 @@ def test_a_whole_runs_csv_is_read_by_setup_seed_and_metric(tmp_path):
 
 def test_a_truncated_or_missing_runs_csv_is_one_line(tmp_path):
     path = tmp_path / "runs.csv"
-    path.write_text("setup,seed,step,metric,value\nbn,0,0,test/acc,0.1\nbn,0,10,te")
+    path.write_text("setup,seed,step,metric,value\nbn,0,0,test/acc,0.1\nbn,0,10,te\n")
     with pytest.raises(SystemExit, match=r"runs.csv, line 3: not a whole row"):
+        read_curves(path)
+    path.write_text("setup,seed,step,metric,value\nbn,0,0,test/acc,0.1\nbn,0,10,test/acc,0.")
+    with pytest.raises(SystemExit, match=r"runs.csv ends in the middle of a row"):
         read_curves(path)
     with pytest.raises(SystemExit, match="does not exist"):
         read_curves(tmp_path / "none.csv")
@@ -31,3 +39,106 @@ def test_a_curve_that_is_all_nan_is_not_drawn_and_said(tmp_path, capsys):
     mean_band(ax, read_curves(path), "bn", "test/acc", "k", "bn")
     assert not ax.lines and "every test/acc value of bn is NaN" in capsys.readouterr().err
     plt.close(fig)
+
+
+# -- figures replaced whole, and as a set ------------------------------------------------------
+def _figure(value: float, fails: bool = False):
+    """A small figure; with ``fails``, its PNG's write stops half-way on a full disk."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.plot([0, 1], [0, value])
+    if fails:
+        draw = fig.savefig
+
+        def half_then_full(target, **kwargs):
+            if kwargs.get("format", str(target).rsplit(".", 1)[-1]) == "png":
+                with open(target, "wb") if isinstance(target, (str, Path)) else target as f:
+                    f.write(b"\x89PNG half")
+                raise OSError(28, "No space left on device")
+            draw(target, **kwargs)
+
+        fig.savefig = half_then_full
+    return fig
+
+
+@pytest.fixture
+def figures(tmp_path, monkeypatch):
+    """results/figures holding an earlier a.png/.svg and b.png/.svg; returns it and its files."""
+    from scripts import plotting
+
+    monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
+    plotting.save(_figure(1.0), "a.png")
+    plotting.save(_figure(1.0), "b.png")
+    return tmp_path / "figures", files_under(tmp_path / "figures")
+
+
+def test_a_full_disk_leaves_the_old_figure_not_a_part_of_a_new_one(figures):
+    from scripts import plotting
+
+    folder, before = figures
+    with pytest.raises(OSError, match="No space left"):
+        plotting.save(_figure(2.0, fails=True), "a.png")
+    assert files_under(folder) == before  # no 0-byte or half PNG, no file left beside it
+
+
+def test_a_figure_set_replaces_every_figure_or_none(figures):
+    from scripts import plotting
+
+    folder, before = figures
+
+    @plotting.figure_set()
+    def draw(fail: bool):
+        plotting.save(_figure(2.0), "a.png")
+        plotting.save(_figure(2.0, fails=fail), "b.png")
+
+    with pytest.raises(SystemExit, match=r"^error: a figure could not be written \(No space left"):
+        draw(fail=True)
+    assert files_under(folder) == before  # a.png was drawn, and is not put in place either
+    draw(fail=False)
+    after = files_under(folder)
+    assert set(after) == set(before) and all(after[k] != before[k] for k in before)
+
+
+def test_results_that_are_not_whole_replace_no_figure(figures, tmp_path):
+    from scripts import plotting
+
+    folder, before = figures
+    torn = tmp_path / "runs.csv"
+    torn.write_text("setup,seed,step,metric,value\nbn,0,0,test/acc,0.1\nbn,0,10,test/acc,0.")
+
+    @plotting.figure_set()
+    def draw():
+        plotting.save(_figure(2.0), "a.png")
+        plotting.read_curves(torn)
+
+    with pytest.raises(SystemExit, match="ends in the middle of a row"):
+        draw()
+    assert files_under(folder) == before
+
+
+def test_a_killed_figure_set_leaves_the_old_figures_and_its_leftovers_are_cleared(figures):
+    from scripts import plotting
+
+    folder, before = figures
+
+    def draw_then_die():
+        with plotting.figure_set():
+            plotting.save(_figure(2.0), "a.png")
+            os._exit(137)  # a kill between two figures of the set
+
+    assert in_child(draw_then_die) == 137
+    assert {k: v for k, v in files_under(folder).items() if not k.startswith(".")} == before
+    with plotting.figure_set():  # the next set clears what the killed one staged
+        pass
+    assert files_under(folder) == before
+
+
+def test_a_read_only_figures_folder_is_one_line(figures, monkeypatch):
+    from scripts import plotting
+
+    folder, before = figures
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(SystemExit, match=r"figures cannot be written \(read-only\?\)"):
+        plotting.save(_figure(2.0), "a.png")
+    assert files_under(folder) == before
