@@ -10,6 +10,7 @@ resumed run needs no sampler state), one optimization step, and what an evaluati
 from __future__ import annotations
 
 import gc
+import json
 import math
 import time
 from collections import defaultdict
@@ -188,6 +189,7 @@ class TrainLoop:
         self.lock: RunDirLock | None = None
         self.config: dict[str, Any] = {}
         self.step = 0
+        self.unchanged_from: int | None = None  # the checkpoint's step, resumed with no change
         self.commit: str | None = None
         self.code_changes: str | None = None
 
@@ -289,6 +291,7 @@ class TrainLoop:
         if hasattr(self.training, "load_state_dict"):
             self.training.load_state_dict(ckpt["study"])
         self.step = ckpt["step"]
+        self.unchanged_from = None if changed else self.step
         if not any(key.startswith("train.stop.") for key in changed):  # a new rule may go on
             self.stopped = ckpt.get("stopped")
         for run, last in zip(self.runs, ckpt.get("last_eval") or [{}] * len(self.runs)):
@@ -449,6 +452,11 @@ class TrainLoop:
             if finals is not None and not isinstance(finals, list):
                 finals = [finals] * len(self.runs)
         for k, run in enumerate(self.runs):
+            if (kept := self._kept_summary(run, result)) is not None:
+                run.summary = kept
+                if run.log is not None:
+                    run.log.close()
+                continue
             s = run.summary
             s.update(steps_done=run.diverged_at_step or result.step, diverged=not run.alive)
             s.update(git_commit=commit, cpu_capability=capability, steps_per_s=result.steps_per_s)
@@ -475,6 +483,18 @@ class TrainLoop:
             write_json(run.out_dir / "summary.json", s)
         self._release()
         return [run.summary for run in self.runs]
+
+    def _kept_summary(self, run: Run, result: LoopResult) -> dict | None:
+        """The ``summary.json`` of a run that ``resume=true`` found finished (no step left to do,
+        no setting changed), kept as it is: rewritten, it would lose its throughput (no step
+        ran) and its record of the compiled kernels. A sweep resumed as a whole (an interrupted
+        ``scripts.reproduce``) passes over its finished runs so."""
+        if not self.writes_log or self.unchanged_from != result.step:
+            return None
+        try:
+            return json.loads((run.out_dir / "summary.json").read_text())
+        except (OSError, ValueError):  # none (killed before it was written), or unreadable
+            return None
 
     def _release(self) -> None:
         if self.lock is not None:

@@ -446,11 +446,17 @@ def _stop_after(monkeypatch, step: int) -> None:
 @pytest.mark.slow
 def test_resuming_a_finished_run_gives_the_same_summary(tmp_path):
     [done], _, _ = _train(_cfg(), tmp_path)
+    written = (tmp_path / "seed0" / "summary.json").read_bytes()
     [again], _, _ = _train(_cfg("resume=true"), tmp_path)
-    moved = {"steps_per_s"}  # no step ran
-    assert {k: v for k, v in again.items() if k not in moved} == {
-        k: v for k, v in done.items() if k not in moved
+    # kept as it was, throughput included (no step ran to measure it): how a sweep resumed
+    # as a whole passes over its finished runs
+    assert again == json.loads(written)
+    assert (tmp_path / "seed0" / "summary.json").read_bytes() == written
+    assert {k: v for k, v in again.items() if k != "steps_per_s"} == {
+        k: v for k, v in done.items() if k != "steps_per_s"
     }  # its last evaluation came back with the checkpoint; resume=true is not a changed setting
+    [changed], _, _ = _train(_cfg("resume=true", "eval.every=6"), tmp_path)  # a harmless change
+    assert changed["resumed_with"] == {"eval.every": [4, 6]} and changed["steps_per_s"] is None
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert (
         ckpt["commit"] == done["git_commit"]
