@@ -19,6 +19,12 @@ A worker that dies in a job (a crash, the kernel's OOM killer) fails that job on
 starts a new worker for the next one. ``python -m scripts.reproduce --fresh-processes`` runs
 every job in a process of its own instead.
 
+Each worker (and each process :class:`ProcessGroups` starts) runs in a session, so a process
+group, of its own: a Ctrl-C at the terminal reaches the runner alone, not its jobs (which would
+each print a KeyboardInterrupt traceback), and the runner's :meth:`WorkerPool.stop` ends every
+worker's group, the processes a job started with it, at once. A job stopped so loses nothing it
+has checkpointed: the training kit writes its checkpoints atomically and resumes from them.
+
 Protocol (the pool and its workers): one JSON object per line on the worker's standard input,
 ``{"argv": ["-m", module, *args], "log": path}``; one line back on its standard output,
 ``{"rc": status}``, once the job is over. The module imports only the standard library; a
@@ -32,12 +38,15 @@ import ctypes
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 def _status(code: object) -> int:
@@ -142,6 +151,64 @@ def serve() -> None:
         replies.flush()
 
 
+class Stopped(RuntimeError):
+    """A process asked of a :class:`ProcessGroups` (or a job of a pool) that has been stopped."""
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    """``sig`` to every process of ``process``'s group (it leads one: see ProcessGroups)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+class ProcessGroups:
+    """Processes each started in a session (so a process group) of its own and kept until
+    :meth:`forget`; :meth:`stop` ends them with every process they started. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: list[subprocess.Popen] = []
+        self.stopped = False
+
+    def start(self, cmd: list[str], **popen: Any) -> subprocess.Popen:
+        """``subprocess.Popen(cmd, **popen)`` in a new session; :class:`Stopped` once stopped."""
+        with self._lock:
+            if self.stopped:
+                raise Stopped(f"not started (stopping): {' '.join(cmd)}")
+            process = subprocess.Popen(cmd, start_new_session=True, **popen)
+            self._running.append(process)
+        return process
+
+    def running(self) -> list[subprocess.Popen]:
+        """The processes started and not forgotten."""
+        with self._lock:
+            return list(self._running)
+
+    def forget(self, process: subprocess.Popen) -> None:
+        """``process`` has ended (and was waited for): nothing of it to stop."""
+        with self._lock:
+            if process in self._running:
+                self._running.remove(process)
+
+    def stop(self, grace: float = 5.0) -> int:
+        """SIGTERM to each process's group; ``grace`` seconds later SIGKILL to whatever is left
+        of each (children of a job that outlived it, a process that ignored SIGTERM). Nothing
+        starts afterwards. Returns how many processes were running."""
+        with self._lock:
+            self.stopped = True
+            processes, self._running = self._running, []
+        for process in processes:
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.0, deadline - time.monotonic()))
+        for process in processes:
+            _signal_group(process, signal.SIGKILL)
+            process.wait()
+        return len(processes)
+
+
 class WorkerPool:
     """Workers for ``python -m`` jobs, started when first needed and reused; thread-safe: each
     of the caller's threads takes an idle worker (or starts one) for a job."""
@@ -149,7 +216,7 @@ class WorkerPool:
     def __init__(self, env: Mapping[str, str], cwd: Path) -> None:
         self.env, self.cwd = dict(env), cwd
         self._idle: list[subprocess.Popen] = []
-        self._started: list[subprocess.Popen] = []
+        self._workers = ProcessGroups()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -170,12 +237,10 @@ class WorkerPool:
                 worker = self._idle.pop()
                 if worker.poll() is None:
                     return worker
-            worker = subprocess.Popen(
+            return self._workers.start(
                 [sys.executable, "-m", "scripts.job_worker"], cwd=self.cwd, env=self.env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
-            self._started.append(worker)
-            return worker
 
     def run(self, cmd: list[str], log: Path) -> int:
         """Run ``cmd`` in a worker, its output in ``log``; its exit status."""
@@ -192,29 +257,46 @@ class WorkerPool:
         try:
             rc = json.loads(worker.stdout.readline())["rc"]
         except ValueError:  # no reply: the worker died in the job; fail the job, not the pool
-            rc = worker.wait() or 1
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("a") as f:
-                f.write(f"\nthe job's process ended with exit status {rc}\n")
-            return rc
+            return self._died(worker, log)
         with self._lock:
             self._idle.append(worker)
         return rc
 
+    def _died(self, worker: subprocess.Popen, log: Path) -> int:
+        """The exit status of a job whose worker ended without answering: never 0 (a worker
+        that exits 0 mid-job did not finish it), said at the end of its log."""
+        rc = worker.wait() or 1
+        self._workers.forget(worker)
+        why = "was stopped (the runner was interrupted)" if self._workers.stopped else "ended"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as f:
+            f.write(f"\nthe job's process {why} with exit status {rc}\n")
+        return rc
+
+    def stop(self, grace: float = 5.0) -> int:
+        """End every worker now, and the job in it with every process it started (SIGTERM,
+        then SIGKILL after ``grace`` seconds); a job asked of the pool afterwards raises
+        :class:`Stopped`. Returns how many workers there were."""
+        with self._lock:
+            self._idle = []
+        return self._workers.stop(grace)
+
     def close(self, timeout: float = 30.0) -> None:
         """End every worker: an idle one finishes when its input closes; one still in a job
-        (the runner was interrupted) is given ``timeout`` seconds, then killed."""
+        is given ``timeout`` seconds, then stopped."""
         with self._lock:
-            workers, self._idle, self._started = self._started, [], []
+            self._idle = []
+        workers = self._workers.running()
         for worker in workers:
             with contextlib.suppress(BrokenPipeError):
                 worker.stdin.close()
+        deadline = time.monotonic() + timeout
         for worker in workers:
-            try:
-                worker.wait(timeout)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(max(0.0, deadline - time.monotonic()))
+            if worker.poll() is not None:  # ended: what it leaves behind is left alone
+                self._workers.forget(worker)
+        self._workers.stop(grace=0.0)  # those still in a job
 
 
 if __name__ == "__main__":

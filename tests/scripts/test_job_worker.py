@@ -4,12 +4,13 @@ and results as in a process of their own; a worker that dies fails only its job.
 import re
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from scripts.job_worker import WorkerPool
+from scripts.job_worker import Stopped, WorkerPool
 from scripts.reproduce import _env
 from tests.idx_files import make_dataset
 
@@ -67,6 +68,53 @@ def test_a_worker_that_ends_with_status_0_mid_job_fails_the_job(tmp_path):
     finally:
         pool.close()
     assert "ended with exit status 1" in (tmp_path / "vanished.log").read_text()
+
+
+def _stand_in(pool: WorkerPool, script: str) -> None:
+    """An idle worker for ``pool``: a shell running ``script`` (it reads the job's request
+    first), in place of Python: the pool's handling of a worker, quickly."""
+    worker = pool._workers.start(["sh", "-c", f"read request; {script}"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
+    pool._idle.append(worker)
+
+
+def test_a_worker_that_exits_0_without_answering_fails_its_job(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    try:
+        _stand_in(pool, "exit 0")
+        assert pool.run(_job("ok"), tmp_path / "job.log") == 1
+    finally:
+        pool.close()
+    assert "ended with exit status 1" in (tmp_path / "job.log").read_text()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_stop_ends_the_workers_and_what_their_jobs_started(tmp_path):
+    pool = WorkerPool(_env(), REPO)
+    child = tmp_path / "child"
+    _stand_in(pool, f"sleep 600 & echo $! > {child}; wait")  # a job with a process of its own
+    with ThreadPoolExecutor(1) as threads:
+        job = threads.submit(pool.run, _job("ok"), tmp_path / "job.log")
+        deadline = time.monotonic() + 30
+        while not child.exists() or not child.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        [worker] = pool._workers.running()
+        assert pool.stop() == 1
+        assert job.result(timeout=10) == -15  # SIGTERM
+    assert not _alive(worker.pid) and not _alive(int(child.read_text()))
+    assert "stopped (the runner was interrupted)" in (tmp_path / "job.log").read_text()
+    with pytest.raises(Stopped):  # nothing starts after a stop
+        pool.run(_job("ok"), tmp_path / "after.log")
+    pool.close()
 
 
 def test_a_job_s_folder_environment_and_threads_do_not_reach_the_next(tmp_path):
