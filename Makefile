@@ -54,7 +54,8 @@ bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIS
 # Each runs its data, training jobs (JOBS at a time, the longest first, a progress line per job and
 # the time left), collection into results/, figures and wall time: python -m scripts.reproduce NAME.
 JOBS ?= 2
-# ARGS: extra Hydra overrides for every training job, e.g. ARGS="logger.mode=online";
+# ARGS: extra Hydra overrides for every training job, e.g. ARGS="logger.mode=online", or
+# ARGS="--resume multirun/reproduce/<time>" to continue an interrupted run (Ctrl-C prints it);
 # NPROC: GPUs per job of reproduce-inception (with ARGS="data.root=DIR").
 ARGS ?=
 NPROC ?= 1

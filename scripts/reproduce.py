@@ -7,37 +7,61 @@ ends, with the time left), the collection into ``results/``, the figures and the
     python -m scripts.reproduce question-brn-gradient --no-reuse  # run the arms it would reuse
     python -m scripts.reproduce reproduce-all --dry-run          # print the commands, run nothing
     python -m scripts.reproduce --list                           # every reproduction, one line each
+    python -m scripts.reproduce reproduce-mnist --resume multirun/reproduce/<time>  # continue it
 
-Jobs write under ``multirun/<name>/<time>/``; each job's output goes to ``logs/<job>.log``
-there. ``--jobs`` worker processes run the jobs one after another, so Python, torch and the
-study start once per worker rather than once per job (``scripts/job_worker.py``; a job's runs
-come out the same either way); ``--fresh-processes`` starts a process for every job. A failed
-job is named at the end (its log's last lines) while the others run on; a reproduction with a
-failed job is not collected, so ``results/`` keeps its earlier numbers.
-Hydra overrides given here reach every job (replacing the job's own value of the same key), and
-a reproduction that would reuse another's runs (``collect --reuse``) runs them instead, since
-the overrides may change what they were run with. Imports only the standard library and the
-registry, so ``make help`` can list the reproductions before the environment exists.
+Jobs write under ``multirun/reproduce/<time>/<name>/``; each job's output goes to
+``logs/<job>.log`` there. ``--jobs`` worker processes run the jobs one after another, so
+Python, torch and the study start once per worker rather than once per job
+(``scripts/job_worker.py``; a job's runs come out the same either way); ``--fresh-processes``
+starts a process for every job. A failed job is named at the end (its log's last lines)
+while the others run on; a reproduction with a failed job is not collected, so ``results/``
+keeps its earlier numbers. Hydra overrides given here reach every job (replacing the job's
+own value of the same key), and a reproduction that would reuse another's runs
+(``collect --reuse``) runs them instead, since the overrides may change what they were run
+with. Imports only the standard library and the registry, so ``make help`` can list the
+reproductions before the environment exists.
+
+Interrupted, a reproduction continues where it stopped. SIGINT (Ctrl-C), SIGTERM or SIGHUP
+stops every job at once, each with the processes it started (every job runs in a process group
+of its own, which the runner ends), prints one line that says how to resume, and exits with
+128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM). ``--resume FOLDER`` continues the
+run folder FOLDER (``multirun/reproduce/<time>``) with the reproductions, overrides, ``--nproc``,
+``--no-reuse`` and ``--home`` it was started with (``FOLDER/reproduce.json`` records them;
+names or overrides given with ``--resume`` must be those): a job that ended with exit status 0
+and left its runs finished (each with its ``summary.json``) is kept, every other job runs again
+with ``resume=true`` where it had started, so each of its runs continues from its last
+checkpoint (a sweep's finished runs are passed over) and comes out as in an uninterrupted
+reproduction; a reproduction already collected is left as it is. A reproduction that ended
+with a failed job resumes the same way. Each job's earlier log is kept as ``<job>.<k>.log``,
+and the wall time collected counts every part of the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import importlib
+import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from experiments.studies import REPRODUCTIONS, Job, Reproduction, study_of_reproduction
-from scripts.job_worker import WorkerPool
+from scripts.job_worker import ProcessGroups, WorkerPool
 
 REPO = Path(__file__).resolve().parents[1]
+RECORD = "reproduce.json"  # in the run folder: what --resume continues
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def expand(names: list[str]) -> list[Reproduction]:
@@ -150,6 +174,102 @@ class Task:
         return self.runs / "logs" / f"{self.job.name.replace('/', '_')}.log"
 
 
+@dataclass
+class Record:
+    """A run folder's ``reproduce.json``: the request (the reproductions, overrides,
+    ``--nproc``, ``--no-reuse``, ``--home``), the jobs of each reproduction that ended with exit
+    status 0, the reproductions collected, and the wall seconds each has run: what ``--resume``
+    continues."""
+
+    names: list[str]
+    extra: list[str]
+    nproc: int
+    no_reuse: bool
+    home: str
+    done: dict[str, list[str]] = field(default_factory=dict)
+    collected: list[str] = field(default_factory=list)
+    wall_s: dict[str, float] = field(default_factory=dict)
+
+    def save(self, folder: Path) -> None:
+        """Written whole, then renamed over the last: an interruption leaves one or the other."""
+        tmp = folder / f"{RECORD}.tmp"
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+        os.replace(tmp, folder / RECORD)
+
+    @classmethod
+    def load(cls, folder: Path) -> Record:
+        """The record in ``folder``; OSError, ValueError or TypeError where there is none."""
+        return cls(**json.loads((folder / RECORD).read_text()))
+
+
+def holds_finished_runs(folder: Path) -> bool:
+    """Whether a job's ``folder`` holds runs, each finished: a ``summary.json``, and no
+    ``metrics.csv`` without one beside it (as collection sees them: hidden folders aside)."""
+
+    def visible(path: Path) -> bool:
+        return not any(part.startswith(".") for part in path.relative_to(folder).parts)
+
+    summaries = {p.parent for p in folder.rglob("summary.json") if visible(p)}
+    started = {p.parent for p in folder.rglob("metrics.csv") if visible(p)}
+    return bool(summaries) and started <= summaries
+
+
+class Interrupted(BaseException):
+    """A stop signal (SIGINT, SIGTERM, SIGHUP), raised once in the runner's main thread. Not an
+    Exception, so the handlers that let the other reproductions run on let it through."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _Signals:
+    """While installed, the first stop signal raises :class:`Interrupted` in the main thread;
+    later ones are ignored, so they do not cut the stop short. Within :meth:`held` the signal
+    waits for the block's end: a process being started is recorded before the stop."""
+
+    def __init__(self) -> None:
+        self.previous: dict[int, Any] = {}
+        self.received: int | None = None
+        self.holding = self.pending = False
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():  # else Python refuses
+            self.received, self.holding, self.pending = None, False, False
+            self.previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+
+    def restore(self) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+        self.previous = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.received is not None:
+            return
+        self.received = signum
+        if self.holding:
+            self.pending = True
+        else:
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread() or self.holding:
+            yield  # signal handlers run in the main thread only
+            return
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            if self.pending:
+                self.pending = False
+                raise Interrupted(self.received)
+
+
+_signals = _Signals()
+
+
 def _tail(log: Path, lines: int = 5) -> str:
     try:
         return "".join(log.read_text(errors="replace").splitlines(keepends=True)[-lines:])
@@ -164,17 +284,61 @@ def _env() -> dict[str, str]:
 
 
 _workers: WorkerPool | None = None  # main() sets it: the jobs' processes, kept between jobs
+# every other process: the data's, --fresh-processes jobs, collection, figures
+_children = ProcessGroups()
 
 
 def _run(cmd: list[str], log: Path | None = None, cwd: Path = REPO) -> int:
     if log is not None and _workers is not None and cwd == REPO and _workers.takes(cmd):
         return _workers.run(cmd, log)  # the pool was given the environment once
-    env = _env()
     if log is None:
-        return subprocess.run(cmd, cwd=cwd, env=env).returncode
+        return _call(cmd, cwd)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as f:
-        return subprocess.run(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+        rc = _call(cmd, cwd, stdout=f, stderr=subprocess.STDOUT)
+        if _children.stopped:  # as a worker's job says it (scripts/job_worker.py)
+            f.write(
+                f"\nthe job's process was stopped (the runner was interrupted) with exit status {rc}\n"
+            )
+    return rc
+
+
+def _call(cmd: list[str], cwd: Path, **popen: Any) -> int:
+    """``cmd``'s exit status; it runs in a process group of its own, which a stop ends."""
+    with _signals.held():
+        process = _children.start(cmd, cwd=cwd, env=_env(), **popen)
+    rc = _wait(process)
+    _children.forget(process)  # not when interrupted: the stop ends it
+    return rc
+
+
+# A signal that comes after Python's last check and before a wait blocks is handled when the
+# wait returns: the main thread's waits last at most this long.
+SIGNAL_LATENCY_S = 1.0
+
+
+def _wait(process: subprocess.Popen) -> int:
+    """``process``'s exit status; the main thread (where signals are handled) waits in slices."""
+    if threading.current_thread() is not threading.main_thread():
+        return process.wait()
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.wait(SIGNAL_LATENCY_S)
+
+
+def _stop_processes() -> None:
+    """End every job and every other process the runner started, with their children."""
+    if _workers is not None:
+        _workers.stop()
+    _children.stop()
+
+
+def _keep_earlier_log(log: Path) -> None:
+    """A resumed job's log of its earlier part, kept as ``<job>.<k>.log`` beside the new one."""
+    k = 1
+    while (earlier := log.with_suffix(f".{k}.log")).exists():
+        k += 1
+    log.rename(earlier)
 
 
 def _timed(cmd: list[str], log: Path) -> tuple[int, float]:
@@ -195,15 +359,26 @@ class Runner:
     order, and collects and plots each one as soon as its jobs (and those it ``needs``) are done."""
 
     def __init__(self, rs: list[Reproduction], root: Path, extra: list[str], jobs: int,
-                 nproc: int, no_reuse: bool, dry_run: bool, home: Path = REPO) -> None:  # fmt: skip
+                 nproc: int, no_reuse: bool, dry_run: bool, home: Path = REPO,
+                 record: Record | None = None) -> None:  # fmt: skip
         self.rs, self.root, self.extra, self.nproc, self.home = rs, root, extra, nproc, home
         self.jobs = 1 if any(r.distributed for r in rs) else jobs
         self.no_reuse, self.dry_run = no_reuse, dry_run
+        self.record = record  # saved as jobs end; --resume's, what ran before
         self.names = {r.name for r in rs}
         self.start = time.monotonic()
-        self.begun: dict[str, float] = {}
-        self.done_stages: dict[str, int] = {r.name: 0 for r in rs}
-        self.finished: set[str] = set()  # collected (or nothing to collect)
+        earlier = record or Record([], [], 1, False, "")
+        self.begun = {n: self.start - s for n, s in earlier.wall_s.items() if n in self.names}
+        collected = self.names & set(earlier.collected)
+        self.done_stages = {r.name: len(r.stages) if r.name in collected else 0 for r in rs}
+        self.finished: set[str] = set(collected)  # collected (or nothing to collect)
+        self.kept = {  # the jobs that finished before a --resume
+            r.name: {
+                j for j in earlier.done.get(r.name, ()) if holds_finished_runs(self.folder(r) / j)
+            }
+            for r in rs
+        }
+        self.stopped = 0  # the jobs an interruption stopped
         self.failed: dict[str, list[str]] = {}
         self.pending: list[Task] = []
         self.running: dict[Future, Task] = {}
@@ -214,7 +389,10 @@ class Runner:
         self.spent_estimate = 0.0
 
     def _jobs(self, r: Reproduction, stage: int) -> list[Job]:
-        skip = set(reused(r, self.extra, self.no_reuse))
+        """The jobs of the stage that run: not those reused, nor those kept from before."""
+        if r.name in self.finished:  # collected before a --resume
+            return []
+        skip = set(reused(r, self.extra, self.no_reuse)) | self.kept[r.name]
         return [j for j in r.stages[stage] if j.name not in skip]
 
     def folder(self, r: Reproduction) -> Path:
@@ -241,7 +419,9 @@ class Runner:
         jobs = self._jobs(r, stage)
         for job in jobs:
             task = Task(r, stage, job, self.folder(r))
-            task.args = command(r, job, task.folder, extra, self.nproc)
+            # started before (a --resume): each of its runs goes on from its checkpoint
+            again = ["resume=true"] if task.folder.exists() else []
+            task.args = command(r, job, task.folder, [*extra, *again], self.nproc)
             self.pending.append(task)
         self.pending.sort(key=lambda t: -t.job.estimate_s)
         if not jobs:  # every job of the stage reused
@@ -274,6 +454,8 @@ class Runner:
             print(
                 f"[{self.launched}/{self.total}] started {task.r.name} {task.job.name}", flush=True
             )
+            if task.log.exists():
+                _keep_earlier_log(task.log)
             task.started = time.monotonic()
             self.running[pool.submit(_timed, task.args, task.log)] = task
 
@@ -285,6 +467,10 @@ class Runner:
             if rc == 0:  # a failed job says nothing about how long the others take
                 self.spent += task.seconds
                 self.spent_estimate += task.job.estimate_s
+                if self.record is not None:
+                    done = self.record.done.setdefault(r.name, [])
+                    done += [] if task.job.name in done else [task.job.name]
+                    self.record.save(self.root)
             if rc:
                 self.failed.setdefault(r.name, []).append(task.job.name)
                 print(
@@ -344,26 +530,59 @@ class Runner:
             print(
                 f"{r.name}: wall time (training, collection and figures): {wall:.0f} s", flush=True
             )
+            if self.record is not None:
+                self.record.collected.append(r.name)
+                self.record.wall_s[r.name] = wall
+                self.record.save(self.root)
+
+    def _save_wall_times(self) -> None:
+        """The wall time of each reproduction begun and not collected, for a --resume to go on
+        counting from."""
+        if self.record is None or self.dry_run:
+            return
+        now = time.monotonic()
+        for name, begun in self.begun.items():
+            if name not in self.record.collected:
+                self.record.wall_s[name] = now - begun
+        self.record.save(self.root)
+
+    def _header(self) -> str:
+        kept = sum(len(jobs) for jobs in self.kept.values())
+        before = [f"{kept} finished before, kept"] if kept else []
+        before += [f"{', '.join(sorted(self.finished))} collected before"] if self.finished else []
+        resumed = f" left ({'; '.join(before)})" if before else ""
+        return (
+            f"{self.total} jobs{resumed}, {self.jobs} at a time; {self._time_left()}; "
+            f"runs in {self.root}"
+        )
 
     def run(self) -> int:
+        """Every job, collection and figure; 0, or 1 if any failed. Interrupted (or failing
+        itself), it stops every job first: their threads end with them."""
         for r in self.rs:
-            if r.stages:
+            if r.stages and r.name not in self.finished:
                 self._queue_stage(r, 0)
         if not self.dry_run:
-            print(
-                f"{self.total} jobs, {self.jobs} at a time; {self._time_left()}; runs in {self.root}",
-                flush=True,
-            )
-        with ThreadPoolExecutor(self.jobs) as pool:
+            print(self._header(), flush=True)
+        pool = ThreadPoolExecutor(self.jobs)
+        try:
             self._launch(pool)
             self._collect_ready()
             while self.running:
-                done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+                futures = list(self.running)
+                done, _ = wait(futures, timeout=SIGNAL_LATENCY_S, return_when=FIRST_COMPLETED)
                 for future in done:
                     self._finish(self.running.pop(future), *future.result())
                 self._launch(pool)
                 self._collect_ready()
-        self._collect_ready()
+            self._collect_ready()
+        except BaseException:
+            self.stopped = len(self.running)
+            _stop_processes()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self._save_wall_times()
         if self.failed:
             for name, what in self.failed.items():
                 print(
@@ -427,14 +646,14 @@ def listing() -> str:
     return "\n".join(f"  {name:20} {r.help}" for name, r in REPRODUCTIONS.items())
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("items", nargs="*", help="reproductions, then Hydra overrides (key=value)")
     p.add_argument("--jobs", type=int, default=2, help="training processes at a time (default 2)")
     p.add_argument(
-        "--nproc", type=int, default=1, help="GPUs per job of a distributed reproduction"
+        "--nproc", type=int, help="GPUs per job of a distributed reproduction (default 1)"
     )
     p.add_argument(
         "--no-reuse", action="store_true", help="run the arms a reproduction would reuse"
@@ -447,25 +666,89 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, help="the run folder (default multirun/reproduce/<time>)")
     p.add_argument(
+        "--resume",
+        type=Path,
+        metavar="FOLDER",
+        help="continue the interrupted (or failed) run in the run folder FOLDER as it was "
+        f"started ({RECORD} there): its finished jobs are kept, the others go on from their "
+        "checkpoints",
+    )
+    p.add_argument(
         "--fresh-processes",
         action="store_true",
         help="start a process for every job (default: --jobs processes run the jobs one after "
         "another, so Python, torch and the study start once; scripts/job_worker.py)",
     )
-    p.add_argument("--home", type=Path, default=REPO, help="the folder whose results/ is written")
+    p.add_argument(
+        "--home", type=Path, help="the folder whose results/ is written (default: this checkout)"
+    )
+    return p
+
+
+def _resumed(
+    p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str], extra: list[str]
+) -> Record:
+    """The record of the run folder that ``--resume`` names, checked against what else was
+    given: what changes a job's runs must be as it was."""
+    folder = args.resume.resolve()
+    if args.out is not None:
+        p.error("--resume continues its own run folder: give no --out")
+    try:
+        record = Record.load(folder)
+    except (OSError, ValueError, TypeError) as e:
+        p.error(f"--resume {folder}: no run of this runner to continue there ({RECORD}: {e})")
+    if (names and names != record.names) or (extra and extra != record.extra):
+        ran = shlex.join([*record.names, *record.extra])
+        p.error(
+            f"{folder} ran {ran}: give those reproductions and overrides with --resume, or none"
+        )
+    if args.nproc is not None and args.nproc != record.nproc:
+        p.error(f"{folder} ran with --nproc {record.nproc}")
+    if args.no_reuse and not record.no_reuse:
+        p.error(f"{folder} ran without --no-reuse")
+    if args.home is not None and str(args.home.resolve()) != record.home:
+        p.error(f"{folder} writes its results into --home {record.home}")
+    return record
+
+
+def _close_workers() -> None:
+    global _workers
+    if _workers is not None:
+        _workers.close()
+        _workers = None
+
+
+def _interrupted(runner: Runner | None, names: list[str], root: Path, dry_run: bool) -> str:
+    """The one line an interrupted runner prints: the jobs it stopped, how to resume."""
+    n = runner.stopped if runner is not None else 0
+    line = f"interrupted: {n} job{'' if n == 1 else 's'} stopped"
+    if dry_run:
+        return line
+    again = shlex.join(["python", "-m", "scripts.reproduce", *names, "--resume", str(root)])
+    return f"{line}; resume with: {again}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_intermixed_args(argv)
     if args.list or args.names:
         print(listing() if args.list else " ".join(REPRODUCTIONS))
         return 0
     if args.figures:
-        return redraw(args.home.resolve())
+        return redraw((args.home or REPO).resolve())
     names = [i for i in args.items if "=" not in i]
     extra = [i for i in args.items if "=" in i]
+    record = _resumed(p, args, names, extra) if args.resume is not None else None
+    if record is not None:
+        names, extra = record.names, record.extra
+    nproc = record.nproc if record else 1 if args.nproc is None else args.nproc
+    no_reuse = record.no_reuse if record else args.no_reuse
+    home = Path(record.home) if record else (args.home or REPO).resolve()
     if not names:
         p.error("name a reproduction (--list lists them)")
     if unknown := [n for n in names if n not in REPRODUCTIONS]:
         p.error(f"no reproduction {', '.join(unknown)}; --list lists them")
-    if args.jobs < 1 or args.nproc < 1:
+    if args.jobs < 1 or nproc < 1:
         p.error("--jobs and --nproc must be at least 1")
     if data := [e for e in extra if e.split("=", 1)[0].lstrip("+~") in ("data", "data.name")]:
         p.error(
@@ -477,34 +760,47 @@ def main(argv: list[str] | None = None) -> int:
         given = {e.split("=", 1)[0].lstrip("+") for e in extra}
         if missing := [k for k in r.requires if k not in given]:
             p.error(f"{r.name} needs {', '.join(f'{k}=...' for k in missing)}")
-    root = (args.out or _new_folder(REPO / "multirun" / "reproduce")).resolve()
-    if not args.dry_run:
-        try:  # made here, at once: two runners started in the same second get one each
-            root.mkdir(parents=True)
-        except FileExistsError:
-            p.error(f"{root} exists; give a new folder (nothing of an earlier run is overwritten)")
-    prepare_data(rs, extra, args.dry_run)
-    home = args.home.resolve()
-    if not args.dry_run:
-        home.mkdir(parents=True, exist_ok=True)
-    runner = Runner(rs, root, extra, args.jobs, args.nproc, args.no_reuse, args.dry_run, home)
-    global _workers
-    _workers = None if args.fresh_processes or args.dry_run else WorkerPool(_env(), REPO)
+    if record is not None:
+        root = args.resume.resolve()
+    else:
+        root = (args.out or _new_folder(REPO / "multirun" / "reproduce")).resolve()
+        record = Record(names, extra, nproc, no_reuse, str(home))
+        if not args.dry_run:
+            try:  # made here, at once: two runners started in the same second get one each
+                root.mkdir(parents=True)
+            except FileExistsError:
+                p.error(
+                    f"{root} exists; give a new folder (nothing of an earlier run is overwritten)"
+                )
+            record.save(root)
+    global _workers, _children
+    _children = ProcessGroups()
+    _signals.install()
+    runner: Runner | None = None
     try:
+        prepare_data(rs, extra, args.dry_run)
+        if not args.dry_run:
+            home.mkdir(parents=True, exist_ok=True)
+        runner = Runner(rs, root, extra, args.jobs, nproc, no_reuse, args.dry_run, home, record)
+        _workers = None if args.fresh_processes or args.dry_run else WorkerPool(_env(), REPO)
         code = runner.run()
+        _close_workers()
+        for plot in group_plots(names, runner.failed):
+            cmd = plot_command(plot)
+            if args.dry_run:
+                print(shlex.join(cmd))
+            elif _run(cmd, cwd=home):
+                code = 1
+        if not args.dry_run:
+            print(f"{' '.join(names)}: {time.monotonic() - runner.start:.0f} s in all", flush=True)
+        return code
+    except Interrupted as e:
+        _stop_processes()
+        print(_interrupted(runner, names, root, args.dry_run), flush=True)
+        return 128 + e.signum
     finally:
-        if _workers is not None:
-            _workers.close()
-            _workers = None
-    for plot in group_plots(names, runner.failed):
-        cmd = plot_command(plot)
-        if args.dry_run:
-            print(shlex.join(cmd))
-        elif _run(cmd, cwd=home):
-            code = 1
-    if not args.dry_run:
-        print(f"{' '.join(names)}: {time.monotonic() - runner.start:.0f} s in all", flush=True)
-    return code
+        _close_workers()
+        _signals.restore()
 
 
 def cli() -> None:

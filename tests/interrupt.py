@@ -2,6 +2,7 @@
 
 import contextlib
 import itertools
+import time
 
 from experiments.kit import loop
 
@@ -36,3 +37,22 @@ def dies_at_step(batches, step: int):
             yield batch
 
     return wrapped
+
+
+def hang_after_checkpoint(where: str, n: int) -> None:
+    """From now on in this process, a ``TrainLoop`` whose checkpoint's path holds ``where``
+    writes ``hanging`` beside its ``n``-th checkpoint, then never returns: a job to interrupt
+    (another process's test sends the signal once ``hanging`` is there)."""
+    original, seen = loop.TrainLoop.checkpoint, {}
+
+    def checkpoint_then_hang(self):
+        original(self)
+        path = str(self.ckpt_path)
+        if where in path:
+            seen[path] = seen.get(path, 0) + 1
+            if seen[path] == n:
+                (self.ckpt_path.parent / "hanging").touch()
+                while True:
+                    time.sleep(1)
+
+    loop.TrainLoop.checkpoint = checkpoint_then_hang

@@ -1,22 +1,25 @@
 """A stand-in job for tests/scripts/test_job_worker.py: ``python -m tests.scripts.worker_job
-<how>`` prints its process id (through Python and through the C library's file descriptor),
+<how>`` (``key=value`` arguments, a runner's, are ignored) prints its process id (through Python and through the C library's file descriptor),
 its working folder, an environment variable and torch's thread count, then ends as ``how``
 says: ``ok``, ``exit3``, ``exit256`` (a status a process cannot have), ``message``
 (``sys.exit`` with a text), ``raise``, ``kill`` (the process dies), ``vanish`` (the process
 ends at once with exit status 0), ``dirty`` (it changes those three first), ``cprint`` (a line
-through the C library's buffered ``printf``, not flushed) or ``warn`` (a warning from a library
-module, which Python shows once per process)."""
+through the C library's buffered ``printf``, not flushed), ``warn`` (a warning from a library
+module, which Python shows once per process) or ``hang`` (it starts a process of its own, prints
+``child <its pid>``, and never ends: tests/scripts/test_reproduce_interrupted.py)."""
 
 import ctypes
 import os
 import signal
+import subprocess
 import sys
+import time
 import warnings
 
 import torch
 
 if __name__ == "__main__":
-    how = sys.argv[1]
+    [how] = [a for a in sys.argv[1:] if "=" not in a]
     print(f"pid {os.getpid()} argv0 {os.path.basename(sys.argv[0])}")
     variable, threads = os.environ.get("BN_WORKER_TEST"), torch.get_num_threads()
     print(f"cwd {os.getcwd()} variable {variable} threads {threads}")
@@ -45,3 +48,8 @@ if __name__ == "__main__":
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "vanish":
         os._exit(0)
+    if how == "hang":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        print(f"child {child.pid}", flush=True)
+        while True:
+            time.sleep(1)
