@@ -592,6 +592,11 @@ class Runner:
         return 0
 
 
+def _is_override(item: str) -> bool:
+    """Whether a command-line item is a Hydra override: ``key=value``, or ``~key`` (delete)."""
+    return "=" in item or item.startswith("~")
+
+
 def _is_false_override(item: str, key: str) -> bool:
     """Whether ``item`` sets ``key`` to a false boolean, in any spelling OmegaConf reads as one."""
     name, _, value = item.partition("=")
@@ -736,8 +741,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.figures:
         return redraw((args.home or REPO).resolve())
-    names = [i for i in args.items if "=" not in i]
-    extra = [i for i in args.items if "=" in i]
+    names = [i for i in args.items if not _is_override(i)]
+    extra = [i for i in args.items if _is_override(i)]
     record = _resumed(p, args, names, extra) if args.resume is not None else None
     if record is not None:
         names, extra = record.names, record.extra

@@ -212,7 +212,9 @@ def test_a_failing_stage_hook_stops_only_its_reproduction(monkeypatch, tmp_path,
     assert [c for c in ran if c[2] == "scripts.collect" and "lr_sweep.csv" in " ".join(c)]
 
 
-@pytest.mark.parametrize("item", ["data=fashion_mnist", "data.name=fashion_mnist", "++data.name=x"])
+@pytest.mark.parametrize(
+    "item", ["data=fashion_mnist", "data.name=fashion_mnist", "++data.name=x", "~data.name"]
+)
 def test_a_data_override_is_refused(capsys, item):
     # data.name= used to pass: MNIST's reproduction trained on Fashion-MNIST and filed it as MNIST
     with pytest.raises(SystemExit):
@@ -288,6 +290,16 @@ def test_prefixed_overrides_name_the_key_they_set():
     assert reproduce.with_overrides(args, ["probe.unit=4"]) == [
         "setup=bn", "train.lr=0.1", "probe.unit=4"
     ]  # fmt: skip
+    # and a job's own ~key is replaced by a plain key= (each prefix stripped on both sides)
+    assert reproduce.with_overrides(("~train.lr", "setup=bn"), ["train.lr=0.5"]) == [
+        "setup=bn", "train.lr=0.5"
+    ]  # fmt: skip
+
+
+def test_a_deletion_is_an_override_that_reaches_every_job(capsys):
+    lines = _dry(capsys, "reproduce-mnist", "~train.lr")  # a name to the runner, once
+    trained = [shlex.split(line) for line in lines if "-m experiments.mnist" in line]
+    assert len(trained) == 2 and all(cmd[-1] == "~train.lr" for cmd in trained)
 
 
 def test_a_prefixed_override_counts_as_its_key_in_the_requests_checks(capsys):
