@@ -103,20 +103,28 @@ def _doses(ax, dataset: str) -> None:
     95% t-interval of the mean): BN at inference and in training mode, Batch Renorm, and BN on
     i.i.d. minibatches for reference."""
     summary = results.read_summary(RESULTS / dataset)["setups"]
-    doses = [k for k in sorted(NONIID_DOSES) if NONIID_DOSES[k][0] in summary]
-    labels = [32 // k for k in doses]
+    if not any(NONIID_DOSES[k][0] in summary for k in NONIID_DOSES):
+        ax.set_axis_off()
+        ax.text(
+            0.5, 0.5, "(c) no dose setups in this collection", ha="center", transform=ax.transAxes
+        )
+        return
     lines = (
         ("BN, normal inference", 0, "test_acc", "-"),
         ("BN, training-mode inference", 0, "test_acc_train_mode", "--"),
         ("Batch Renorm, normal inference", 1, "test_acc", "-"),
     )
     for name, which, key, ls in lines:
+        doses = [k for k in sorted(NONIID_DOSES) if NONIID_DOSES[k][which] in summary]
+        if not doses:
+            continue
         stats = [summary[NONIID_DOSES[k][which]][key] for k in doses]
-        color = STYLE[NONIID_DOSES[doses[0]][which]].color
         ax.errorbar(
-            labels, [s["mean"] for s in stats], yerr=[_half(s) for s in stats], color=color,
-            ls=ls, marker="o", capsize=3, label=name,
+            [32 // k for k in doses], [s["mean"] for s in stats], yerr=[_half(s) for s in stats],
+            color=STYLE[NONIID_DOSES[doses[0]][which]].color, ls=ls, marker="o", capsize=3,
+            label=name,
         )  # fmt: skip
+    labels = [32 // k for k in sorted(NONIID_DOSES) if NONIID_DOSES[k][0] in summary]
     if "bn32" in summary:
         ax.axhline(
             summary["bn32"]["test_acc"]["mean"],
