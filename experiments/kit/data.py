@@ -23,6 +23,8 @@ from experiments.kit.errors import BadDataFile, ConfigError, DataUnavailable
 from experiments.kit.fetch import SPLITS, ensure_dataset, find, launch_path
 from experiments.kit.seeds import derive_seed, fixed_seed
 
+CLASSES = 10  # MNIST's and Fashion-MNIST's
+
 
 @dataclass
 class Split:
@@ -51,12 +53,20 @@ def read_idx(path: Path) -> np.ndarray:
 
 
 def load_split(raw: Path, split: str) -> Split:
+    """The ``split`` (``train`` or ``test``) of the IDX files in ``raw``, checked for shape and
+    for labels in ``[0, CLASSES)`` whether or not the files were verified (a label out of range
+    would otherwise stop training mid-run with a kernel's index error)."""
     images_name, labels_name = SPLITS[split]
     images = read_idx(find(raw, images_name))
-    labels = read_idx(find(raw, labels_name))
+    labels_path = find(raw, labels_name)
+    labels = read_idx(labels_path)
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise BadDataFile(
             f"{raw}: {split} images {images.shape} and labels {labels.shape} do not match"
+        )
+    if labels.size and int(labels.max()) >= CLASSES:  # uint8: never below 0
+        raise BadDataFile(
+            f"{labels_path} holds label {int(labels.max())}; labels must be in [0, {CLASSES})"
         )
     return Split(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)))
 
@@ -300,7 +310,7 @@ def load_splits(
         x_train = x_train.expand(-1, channels, -1, -1)
         x_test = x_test.expand(-1, channels, -1, -1)
     train = TensorSplit(x_train, train_images.labels)
-    return train, TensorSplit(x_test, test_images.labels), channels, 10
+    return train, TensorSplit(x_test, test_images.labels), channels, CLASSES
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The MNIST data pipeline on generated IDX files: reading, verification, error messages."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -159,3 +161,19 @@ def test_images_and_labels_of_different_lengths_are_a_data_error(tmp_path):
     (raw / "t10k-labels-idx1-ubyte").write_bytes((raw / "train-labels-idx1-ubyte").read_bytes())
     with pytest.raises(DataUnavailable, match="do not match"):
         data.load_split(raw, "test")
+
+
+def test_a_label_out_of_range_is_refused_by_file_even_unverified(tmp_path):
+    """Files read with ``data.verify=false`` are still checked for labels in [0, 10): one line
+    naming the file, not a kernel's index error mid-training."""
+    from omegaconf import OmegaConf
+
+    raw = make_dataset(tmp_path, folder="MNIST", n_train=30, n_test=7)
+    labels = raw / "t10k-labels-idx1-ubyte"
+    write_idx(labels, np.array([0, 1, 2, 3, 4, 5, 10]))
+    cfg = OmegaConf.create({"name": "mnist", "root": str(tmp_path), "download": False,
+                            "verify": False, "binarize": True})  # fmt: skip
+    with pytest.raises(
+        DataUnavailable, match="^" + re.escape(f"{labels} holds label 10; labels must be in")
+    ):
+        data.load_splits(cfg)
