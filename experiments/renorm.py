@@ -128,6 +128,20 @@ def check(cfg: DictConfig) -> None:
     )
 
 
+# torchvision's Inception-v3: a smaller input shrinks below a 3x3 kernel before its last modules
+INCEPTION_V3_MIN_SIDE = 75
+
+
+def check_input_side(cfg: DictConfig, side: int | None) -> None:
+    """Raise :class:`ConfigError` if images ``side`` pixels wide are too small for the model."""
+    if cfg.model.name == "inception_v3" and side is not None and side < INCEPTION_V3_MIN_SIDE:
+        setting = "data.image_size" if cfg.data.name == "image_folder" else f"data={cfg.data.name}"
+        raise ConfigError(
+            f"{setting} gives {side}x{side} images; Inception-v3 needs at least "
+            f"{INCEPTION_V3_MIN_SIDE}x{INCEPTION_V3_MIN_SIDE}"
+        )
+
+
 def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Module:
     if cfg.model.name == "small_convnet":
         m, steps = cfg.model, cfg.train.steps
@@ -250,6 +264,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     train_split, test_split, in_channels, num_classes = load_splits(
         cfg.data, pin_memory=torch.cuda.is_available()
     )
+    check_input_side(cfg, train_split.side)
     seeds = seed_list(cfg.seed)
     stacked = not isinstance(cfg.seed, int)
     if stacked and proc.world > 1:

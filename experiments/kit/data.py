@@ -102,6 +102,11 @@ class TensorSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
+    @property
+    def side(self) -> int:
+        """The images' width in pixels (the last dimension of ``x``)."""
+        return self.x.shape[-1]
+
     def batches(
         self, indices: Iterable[Tensor], seed: int | None = None, first_step: int = 0
     ) -> Iterator[tuple[Tensor, Tensor]]:
@@ -114,9 +119,12 @@ class TensorSplit:
 class FolderSplit:
     """An image folder (``root/<class>/<image>``) read by ``num_workers`` loader processes."""
 
-    def __init__(self, dataset, num_workers: int = 4, pin_memory: bool = False) -> None:
+    def __init__(
+        self, dataset, num_workers: int = 4, pin_memory: bool = False, side: int | None = None
+    ) -> None:
         self.dataset, self.num_workers, self.pin_memory = dataset, num_workers, pin_memory
         self.labels = torch.as_tensor(dataset.targets)
+        self.side = side  # the images' width in pixels after the transform, where known
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -261,13 +269,34 @@ def image_folder_splits(
             dataset = datasets.ImageFolder(str(folder), transform=tf)
         except (FileNotFoundError, RuntimeError) as e:
             raise DataUnavailable(f"image folder {folder} is malformed: {e}") from None
-        splits.append(FolderSplit(dataset, num_workers, pin_memory))
+        splits.append(FolderSplit(dataset, num_workers, pin_memory, side=image_size))
     train, val = splits
     if train.dataset.classes != val.dataset.classes:
         raise DataUnavailable(
             f"{root}/train and {root}/val have different class folders; they must match"
         )
     return train, val, len(train.dataset.classes)
+
+
+def _physical_memory() -> int | None:
+    """This machine's memory in bytes (``None`` where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _refuse_padding_beyond_memory(n: int, size: int, name: str) -> None:
+    """Raise :class:`ConfigError` if ``n`` images padded to ``size`` x ``size`` would not fit in
+    memory: the process would grow until the system killed it."""
+    # float32, and standardizing holds two more copies of the padded images for a moment
+    need = 3 * n * size * size * 4
+    have = _physical_memory()
+    if have is not None and need > have:
+        raise ConfigError(
+            f"data.image_size={size} pads {n} {name} images to {size}x{size}: about "
+            f"{need / 2**30:.0f} GiB, more than this machine's {have / 2**30:.0f} GiB"
+        )
 
 
 def load_splits(
@@ -287,6 +316,8 @@ def load_splits(
             raise ConfigError(
                 "data.binarize=true does not apply to an image folder (colour images)"
             )
+        if data.image_size is None:
+            raise ConfigError("data.image_size=null: an image folder needs a size to crop to")
         train, test, classes = image_folder_splits(
             launch_path(data.root), data.image_size, data.num_workers, pin_memory
         )
@@ -300,7 +331,11 @@ def load_splits(
     if size is not None and size != x_train.shape[-1]:
         pad = size - x_train.shape[-1]
         if pad < 0:
-            raise ValueError(f"size={size} is smaller than the images ({x_train.shape[-1]} px)")
+            raise ConfigError(
+                f"data.image_size={size} is smaller than {data.name}'s images "
+                f"({x_train.shape[-1]} px): they are padded, never cropped"
+            )
+        _refuse_padding_beyond_memory(len(x_train) + len(x_test), size, data.name)
         padding = (pad // 2, pad - pad // 2) * 2
         x_train = torch.nn.functional.pad(x_train, padding)
         x_test = torch.nn.functional.pad(x_test, padding)

@@ -68,6 +68,12 @@ RANGES: dict[str, Range] = {
     "eval.batch_size": at_least(1),
     "threads": at_least(1, null="torch's default"),
     "data.num_workers": at_least(0, why="0: load in the training process"),
+    "data.image_size": Range(
+        low=1,
+        high=1024,
+        null="MNIST's own 28 px",
+        why="pixels a side; ImageNet's networks take 224 to 299",
+    ),
     "norm.eps": positive(),
     "norm.momentum": Range(low=0, high=1, null="a cumulative average"),
     "norm.groups": at_least(1),

@@ -119,8 +119,9 @@ class BNInception(nn.Module):
             two stride-2 max pools: 224 px in, 28x28 at module 3a); ``4`` drops the second
             pool, ``2`` both pools, ``1`` every stride (for small inputs such as 32x32).
 
-    The head is global average pooling, so any input size at least as large as the total
-    stride (``stem_stride`` x 4) works. Weights are initialized for the nonlinearity
+    Every convolution and pool is padded and the head is global average pooling, so any input
+    size works, down to 1x1 (below the total stride, ``stem_stride`` x 4, the last modules see a
+    single position). Weights are initialized for the nonlinearity
     (:meth:`reset_weights`), so the networks without BN start with the same activation scale.
     """
 

@@ -257,6 +257,9 @@ def test_diverged_run_stops_cleanly(idx_root, tmp_path):
         ("model.stem_stride=3", "model.stem_stride=3"),
         ("train.batch_size=1", "train.batch_size=1"),
         ("train.reference_batch=0", "train.reference_batch=0"),
+        ("data.image_size=0", "data.image_size=0"),
+        ("data.image_size=100000", "data.image_size=100000"),
+        ("data.image_size=16", "data.image_size=16 is smaller than fashion_mnist's images"),
     ],
 )
 def test_invalid_settings_fail_before_training(idx_root, tmp_path, override, setting):

@@ -317,3 +317,13 @@ def test_training_subset_of_an_image_folder_spans_the_classes(tmp_path):
     assert torch.equal(picked, torch.cat(fixed_batches(train, 3, limit=8)))  # the same every run
     tensors = TensorSplit(torch.zeros(20, 1), torch.zeros(20, dtype=torch.long))
     assert torch.cat(fixed_batches(tensors, 3, limit=8)).tolist() == list(range(8))
+
+
+def test_an_image_size_too_small_for_inception_v3_is_one_line(tmp_path):
+    folder = make_image_folder(tmp_path / "images", classes=2, train_per_class=2, val_per_class=1)
+    cfg = _cfg(["scale=paper", f"data.root={folder}", "data.image_size=74", "data.num_workers=0"])
+    with pytest.raises(
+        ConfigError, match=r"^data.image_size gives 74x74 images; Inception-v3 needs"
+    ):
+        renorm.train(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "metrics.csv").exists()

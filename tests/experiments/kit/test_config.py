@@ -189,6 +189,7 @@ def test_a_closed_lower_bound_admits_its_value_and_refuses_just_below():
         ("train.weight_decay", 0),
         ("threads", 1),
         ("data.num_workers", 0),  # load in the training process
+        ("data.image_size", 1),
         ("norm.momentum", 0),
         ("norm.schedule.r_max", 1),  # no r correction
         ("norm.schedule.d_max", 0),  # no d correction
@@ -209,6 +210,22 @@ def test_a_setting_at_its_closed_lower_bound_passes_and_just_below_is_refused(ke
     OmegaConf.update(cfg, key, math.nextafter(low, -math.inf))
     with pytest.raises(ConfigError, match=re.escape(f"{key}=")):
         check_ranges(cfg)
+
+
+@pytest.mark.parametrize("size,ok", [(0, False), (1, True), (1024, True), (100000, False)])
+def test_an_image_size_out_of_its_range_is_one_line(size, ok):
+    """An image size of 0 crashes the transforms, a huge one grows the process until the system
+    kills it: both are refused before any data is read."""
+    from omegaconf import OmegaConf
+
+    from experiments.kit.ranges import check_ranges
+
+    cfg = OmegaConf.create({"data": {"image_size": size}})
+    if ok:
+        check_ranges(cfg)
+    else:
+        with pytest.raises(ConfigError, match=f"^data.image_size={size} must be in"):
+            check_ranges(cfg)
 
 
 def test_a_microbatch_of_one_example_is_refused():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from experiments.kit import data, fetch
-from experiments.kit.errors import DataUnavailable
+from experiments.kit.errors import ConfigError, DataUnavailable
 from tests.idx_files import make_dataset, write_idx
 
 
@@ -176,4 +176,35 @@ def test_a_label_out_of_range_is_refused_by_file_even_unverified(tmp_path):
     with pytest.raises(
         DataUnavailable, match="^" + re.escape(f"{labels} holds label 10; labels must be in")
     ):
+        data.load_splits(cfg)
+
+
+def _mnist_cfg(root, **extra):
+    from omegaconf import OmegaConf
+
+    cfg = {"name": "mnist", "root": str(root), "download": False, "verify": False}
+    return OmegaConf.create({**cfg, "binarize": False, **extra})
+
+
+def test_an_image_size_below_mnists_28_px_is_one_line(tmp_path):
+    make_dataset(tmp_path, folder="MNIST", n_train=30, n_test=7)
+    with pytest.raises(ConfigError, match=r"^data.image_size=16 is smaller than mnist's images"):
+        data.load_splits(_mnist_cfg(tmp_path), size=16)
+
+
+def test_padding_beyond_the_machines_memory_is_one_line(tmp_path, monkeypatch):
+    """MNIST padded to a large size would grow the process until the system kills it."""
+    make_dataset(tmp_path, folder="MNIST", n_train=30, n_test=7)
+    monkeypatch.setattr(data, "_physical_memory", lambda: 2**28)
+    train, *_ = data.load_splits(_mnist_cfg(tmp_path), size=64)
+    assert train.side == 64
+    with pytest.raises(ConfigError, match=r"^data.image_size=1024 pads 37 mnist images to 1024"):
+        data.load_splits(_mnist_cfg(tmp_path), size=1024)
+
+
+def test_an_image_folder_without_a_size_is_one_line(tmp_path):
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"name": "image_folder", "binarize": False, "image_size": None})
+    with pytest.raises(ConfigError, match="^data.image_size=null: an image folder needs a size"):
         data.load_splits(cfg)

@@ -88,3 +88,14 @@ def test_our_norms_train_under_bfloat16_autocast(norm):
     )
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     torch.testing.assert_close(y.float(), reference, atol=0.15, rtol=0.05)
+
+
+@pytest.mark.parametrize("stem_stride", [1, 2, 4, 8])
+def test_any_input_size_down_to_the_ranges_lowest_trains(stem_stride):
+    """Every layer is padded, so the smallest ``data.image_size`` the ranges table admits needs
+    no minimum of the network's own."""
+    from experiments.kit.ranges import RANGES
+
+    side = int(RANGES["data.image_size"].low)
+    model = BNInception(3, width=0.05, stem_stride=stem_stride).train()
+    model(torch.randn(2, 3, side, side)).sum().backward()
