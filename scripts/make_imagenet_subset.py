@@ -25,6 +25,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from experiments.kit.files import special_file
+
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
 
 
@@ -43,6 +45,10 @@ def list_images(folder: Path, root: Path | None = None) -> list[Path]:
     links to) only what the source tree holds."""
     images = []
     for p in sorted(folder.iterdir()):
+        if p.suffix.lower() in IMAGE_SUFFIXES and special_file(p):
+            raise SubsetError(
+                f"{p} is not a plain file (a named pipe, socket or device): remove it"
+            )
         if p.suffix.lower() not in IMAGE_SUFFIXES or not p.is_file():
             continue
         # the whole path resolved: a linked file, or a file in a linked class folder

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from experiments.kit.errors import BadDataFile, ConfigError, DataUnavailable
 from experiments.kit.fetch import SPLITS, ensure_dataset, find, launch_path
+from experiments.kit.files import special_file
 from experiments.kit.seeds import derive_seed, fixed_seed
 
 CLASSES = 10  # MNIST's and Fashion-MNIST's
@@ -227,6 +228,22 @@ def _refuse_folder_loops(folder: Path) -> None:
         seen.add(real)
 
 
+def _plain_image_file(path: str) -> bool:
+    """ImageFolder's test of a file to list: an image by its suffix, and a plain file, else a
+    :class:`DataUnavailable` naming it (a named pipe called ``x.jpg`` would block a loader
+    worker, and with it the run, for ever)."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
+
+    if not has_file_allowed_extension(path, IMG_EXTENSIONS):
+        return False
+    if special_file(path):
+        raise DataUnavailable(
+            f"{path} is not a plain file (a named pipe, socket or device): remove it "
+            "from the image folder"
+        )
+    return True
+
+
 def image_folder_splits(
     root: str | Path, image_size: int, num_workers: int, pin_memory: bool = False
 ) -> tuple[FolderSplit, FolderSplit, int]:
@@ -266,7 +283,11 @@ def image_folder_splits(
             )
         _refuse_folder_loops(folder)
         try:
-            dataset = datasets.ImageFolder(str(folder), transform=tf)
+            dataset = datasets.ImageFolder(
+                str(folder), transform=tf, is_valid_file=_plain_image_file
+            )
+        except DataUnavailable:
+            raise
         except (FileNotFoundError, RuntimeError) as e:
             raise DataUnavailable(f"image folder {folder} is malformed: {e}") from None
         splits.append(FolderSplit(dataset, num_workers, pin_memory, side=image_size))

@@ -37,6 +37,16 @@ def refuse_link(path: Path) -> None:
         raise _unsafe(path)
 
 
+def special_file(path: str | Path) -> bool:
+    """Whether ``path`` exists (through links) as neither a plain file nor a folder: a named pipe
+    (reading one blocks until something writes to it), a socket or a device."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # gone, or a dangling link: reading it fails with a message of its own
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def _checked(fd: int, path: Path, writing: bool) -> int:
     """``fd`` if it is a plain file (not a folder, device or pipe) and, for writing in place, no
     other name's file too (a planted hard link); else closed and refused."""

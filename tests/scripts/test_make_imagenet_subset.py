@@ -156,3 +156,11 @@ def test_subset_builder_command_line_error_is_one_line(tmp_path):
         and out.stderr.strip().startswith("error:")
         and "Traceback" not in out.stderr
     )
+
+
+def test_a_named_pipe_named_like_an_image_is_refused(tmp_path):
+    src = _tree(tmp_path / "src")
+    fifo = src / "train" / "n02" / "stuck.JPEG"
+    os.mkfifo(fifo)
+    with pytest.raises(SubsetError, match=f"^{fifo} is not a plain file"):
+        build_subset(src, tmp_path / "dst", workers=1)

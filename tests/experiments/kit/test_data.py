@@ -1,5 +1,6 @@
 """The MNIST data pipeline on generated IDX files: reading, verification, error messages."""
 
+import os
 import re
 
 import numpy as np
@@ -208,3 +209,14 @@ def test_an_image_folder_without_a_size_is_one_line(tmp_path):
     cfg = OmegaConf.create({"name": "image_folder", "binarize": False, "image_size": None})
     with pytest.raises(ConfigError, match="^data.image_size=null: an image folder needs a size"):
         data.load_splits(cfg)
+
+
+def test_a_named_pipe_named_like_an_image_is_refused_when_listing(tmp_path):
+    """A FIFO called ``x.png`` would block a loader worker, and the run, for ever."""
+    from scripts.make_synthetic_images import make_image_folder
+
+    folder = make_image_folder(tmp_path / "images", classes=2, train_per_class=2, val_per_class=1)
+    fifo = folder / "val" / "class_001" / "stuck.png"
+    os.mkfifo(fifo)
+    with pytest.raises(DataUnavailable, match="^" + re.escape(f"{fifo} is not a plain file")):
+        data.image_folder_splits(folder, 32, num_workers=0)
