@@ -438,6 +438,16 @@ def _check_schema_has(study: str, key: str, arg: str) -> None:
     )
 
 
+# What torch.save's writer says on a full disk or a vanished folder: a failed write, or (the
+# zip writer finding fewer bytes on disk than it wrote) "unexpected pos 123 vs 456"
+STORAGE_ERRORS = ("PytorchStreamWriter", "file write failed", "No space left", "unexpected pos")
+
+
+def storage_error(e: BaseException) -> bool:
+    """Whether ``e`` (a RuntimeError from torch.save) is a file of the run failing to be written."""
+    return any(t in str(e) for t in STORAGE_ERRORS)
+
+
 def run_study(
     train: Callable[[DictConfig, Path], dict | list[dict]], cfg: DictConfig
 ) -> float | None:
@@ -461,10 +471,8 @@ def run_study(
         )
     except OSError as e:  # e.g. hydra.run.dir names a file, or the disk is full
         return _fail(f"{e.strerror or e}: {e.filename or ''} (choose another hydra.run.dir?)")
-    except RuntimeError as e:  # torch.save's writer on a full disk or a vanished folder
-        if not any(
-            t in str(e) for t in ("PytorchStreamWriter", "file write failed", "No space left")
-        ):
+    except RuntimeError as e:
+        if not storage_error(e):
             raise
         return _fail(
             f"could not write a file of the run in {out_dir} ({str(e).strip().splitlines()[0]}): is the disk full?"

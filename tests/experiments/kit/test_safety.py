@@ -276,6 +276,13 @@ def test_a_corrupt_image_met_in_training_names_the_file(tmp_path, workers):
 
 # -- faults from deep inside a run: one line each --------------------------------------------------
 def _run_study_raising(tmp_path, error: Exception):
+    def train(_cfg, _out):
+        raise error
+
+    return _run_study_training(tmp_path, train)
+
+
+def _run_study_training(tmp_path, train):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict, read_write
 
@@ -286,10 +293,6 @@ def _run_study_raising(tmp_path, error: Exception):
     hc = HydraConfig.get()
     with read_write(hc), open_dict(hc):
         hc.runtime.output_dir = str(tmp_path)
-
-    def train(_cfg, _out):
-        raise error
-
     return run_study(train, cfg)
 
 
@@ -302,6 +305,25 @@ def test_a_full_disk_inside_torch_save_is_one_line(tmp_path):
         _run_study_raising(tmp_path, full)
     with pytest.raises(RuntimeError, match="a bug"):  # any other RuntimeError stays a traceback
         _run_study_raising(tmp_path, RuntimeError("a bug"))
+
+
+def test_torch_saves_unexpected_pos_on_a_full_disk_is_one_line(tmp_path, monkeypatch):
+    """The zip writer's other full-disk message, raised from inside a checkpoint's write."""
+    import torch
+
+    from experiments.kit.runlog import save_checkpoint
+
+    def full(*_args, **_kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:603] . unexpected pos 123 vs 456")
+
+    monkeypatch.setattr(torch, "save", full)
+
+    def train(_cfg, out):
+        save_checkpoint(out / "checkpoint.pt", {"step": 1})
+
+    with pytest.raises(SystemExit, match=r"could not write a file .*unexpected pos 123 vs 456"):
+        _run_study_training(tmp_path, train)
+    assert not (tmp_path / "checkpoint.pt").exists()
 
 
 @pytest.mark.slow
