@@ -456,7 +456,8 @@ def run_study(
     written ends the run with a one-line message instead of a traceback; what the run wrote
     before stays written. A single run exits with 1; a job of a sweep returns (None), so the
     sweep's other jobs run, and the sweep ends by naming it (:mod:`experiments.kit.jobs`).
-    Returns the mean final test accuracy (what a sweeper optimizes)."""
+    Returns the mean final test accuracy (what a sweeper optimizes), or None if any run has
+    none (it diverged): the survivors' mean would score a setting by its luckiest seeds."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf.errors import MissingMandatoryValue
 
@@ -484,15 +485,19 @@ def run_study(
     summaries = result if isinstance(result, list) else [result]
     accs = [s["test_acc"] for s in summaries if s.get("test_acc") is not None]
     mean = statistics.fmean(accs) if accs else None
+    missing = len(summaries) - len(accs)
     # Hydra's logging: the console (with or without a terminal) and the job's <name>.log
     logging.getLogger(HydraConfig.get().job.name).info(
-        "done: %s; results in %s",
+        "done: %s%s; results in %s",
         f"final test accuracy {mean:.4f} (mean of {len(accs)})"
         if accs
         else "no accuracy (see summary.json)",
+        f", {missing} of {len(summaries)} runs without one (diverged): no objective"
+        if accs and missing
+        else "",
         out_dir,
     )
-    return mean
+    return None if missing else mean
 
 
 def _fail(reason: str) -> None:

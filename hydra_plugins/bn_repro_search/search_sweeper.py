@@ -7,8 +7,10 @@ returns: the mean final test accuracy of its runs (``direction: maximize``). A t
 (its runs diverged and returned no accuracy, or the job failed) is recorded as failed with its
 reason and the search goes on. The search space is ``params``, in Hydra's sweep syntax:
 ``interval(a, b)`` (a float; ``tag(log, interval(a, b))`` on a log scale; ``int(interval(a, b))``
-an integer), ``choice(a, b, ...)`` or ``range(a, b)``. When it ends, ``optimization_results.yaml``
-in the sweep folder holds the best trial and every trial.
+an integer), ``choice(a, b, ...)`` or ``range(a, b)``; a space that cannot be searched
+(``interval(1, 0.1)``) ends the search in one line before any trial. After each batch of trials,
+and so also on Ctrl-C, ``optimization_results.yaml`` in the sweep folder holds the best trial so
+far and every trial recorded (written whole: an interrupt never leaves half a file).
 
 (Hydra's own Optuna sweeper is not used: its release for Hydra 1.3 ends a search at the first
 failed trial, and the one that goes on needs Hydra 1.4 prereleases.)
@@ -16,6 +18,7 @@ failed trial, and the one that goes on needs Hydra 1.4 prereleases.)
 
 import logging
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,8 @@ from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
+
+from experiments.kit.files import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,8 @@ class SearchSweeper(Sweeper):
         if swept := [o.input_line for o in fixed if o.is_sweep_override()]:
             raise ValueError(f"{swept}: a search takes fixed settings; search ranges go in params")
         space = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()])
+        if problem := next(filter(None, map(_unsearchable, space)), None):
+            sys.exit(f"error: hydra.sweeper.params: {problem}")
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -80,6 +87,7 @@ class SearchSweeper(Sweeper):
         study = optuna.create_study(
             direction=self.direction, sampler=optuna.samplers.TPESampler(seed=self.seed)
         )
+        results = sweep_dir / "optimization_results.yaml"
         done = 0
         while done < self.n_trials:
             trials = [study.ask() for _ in range(min(self.n_jobs, self.n_trials - done))]
@@ -98,7 +106,20 @@ class SearchSweeper(Sweeper):
                     study.tell(trial, value)
                     log.info(f"trial {trial.number} ({' '.join(job)}): {value:.4f}")
             done += len(trials)
-        _write_results(study, space, sweep_dir / "optimization_results.yaml")
+            _write_results(study, space, results, final=done >= self.n_trials)
+
+
+def _unsearchable(override: Override) -> str | None:
+    """Why a ``params`` entry cannot be searched (an empty or inverted interval, a log scale
+    reaching 0), or None."""
+    sweep = override.value()
+    if not isinstance(sweep, IntervalSweep):
+        return None
+    if not sweep.start < sweep.end:
+        return f"{override.input_line}: the interval's low end must be below its high end"
+    if "log" in sweep.tags and sweep.start <= 0:
+        return f"{override.input_line}: a log scale needs a positive low end"
+    return None
 
 
 def _suggest(trial: Any, override: Override) -> Any:
@@ -128,7 +149,9 @@ def _objective(ret: JobReturn) -> tuple[float | None, str]:
     return float(value), ""
 
 
-def _write_results(study: Any, space: list[Override], path: Path) -> None:
+def _write_results(study: Any, space: list[Override], path: Path, final: bool = True) -> None:
+    """The trials so far, and the best of them, as YAML at ``path``, replaced whole; ``final``
+    logs the best (the search has ended)."""
     import optuna
 
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -142,7 +165,9 @@ def _write_results(study: Any, space: list[Override], path: Path) -> None:
     if complete:
         best = study.best_trial
         results.update(best_value=best.value, best_params=best.params)
-        log.info(f"best of {len(complete)} trials: {best.value:.4f} with {best.params}")
-    else:
+        if final:
+            log.info(f"best of {len(complete)} trials: {best.value:.4f} with {best.params}")
+    elif final:
         log.warning("no trial completed: no best settings")
-    OmegaConf.save(OmegaConf.create(results), path)
+    text = OmegaConf.to_yaml(OmegaConf.create(results))
+    write_whole(path, lambda f: f.write(text))

@@ -231,3 +231,77 @@ def test_an_offline_wandb_run_is_quiet_on_the_console(tiny_data, tmp_path):
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert list((run / "wandb").glob("offline-run-*")) and "wandb:" not in out.stdout + out.stderr
+
+
+# --- the search sweeper, with a launcher of its own (no Hydra job runs) --------------------------
+
+
+class _Launcher:
+    """Returns ``values`` one per job, in order; ``None`` as a job's value: no objective. Past the
+    last value, a Ctrl-C."""
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def launch(self, batch, initial_job_idx):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        if not self.values:
+            raise KeyboardInterrupt
+        return [
+            JobReturn(status=JobStatus.COMPLETED, _return_value=self.values.pop(0)) for _ in batch
+        ]
+
+
+def _search(tmp_path, values, params="interval(0.01, 1.0)", n_trials=3):
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.bn_repro_search.search_sweeper import SearchSweeper
+
+    sweeper = SearchSweeper("maximize", n_trials, 1, 0, {"train.lr": params})
+    sweeper.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}})
+    sweeper.hydra_context = SimpleNamespace(config_loader=None)
+    sweeper.launcher = _Launcher(values)
+    sweeper.sweep([])
+    return tmp_path / "optimization_results.yaml"
+
+
+def test_an_inverted_search_interval_is_one_line_before_any_trial(tmp_path):
+    with pytest.raises(
+        SystemExit, match=r"^error: hydra.sweeper.params: train.lr=interval\(1, 0.1\)"
+    ):
+        _search(tmp_path, [0.5], params="interval(1, 0.1)")
+    assert not (tmp_path / "optimization_results.yaml").exists()
+
+
+def test_a_ctrl_c_during_a_search_keeps_the_trials_done(tmp_path):
+    import yaml
+
+    with pytest.raises(KeyboardInterrupt):
+        _search(tmp_path, [0.5, 0.7], n_trials=3)
+    results = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
+    assert [t["value"] for t in results["trials"]] == [0.5, 0.7]
+    assert results["best_value"] == 0.7
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_trial_with_a_diverged_seed_has_no_objective(tmp_path):
+    """The entry point's objective is None when one of a trial's runs diverged, not the
+    survivors' mean: the sweeper records the trial as failed."""
+    import yaml
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict, read_write
+
+    from experiments.kit.config import run_study
+    from tests.configs import compose_config
+
+    cfg = compose_config("mnist", ["logger.mode=disabled"])
+    with read_write(HydraConfig.get()), open_dict(HydraConfig.get()):
+        HydraConfig.get().runtime.output_dir = str(tmp_path)
+    runs = [{"test_acc": 0.9, "diverged": False}, {"diverged": True, "diverged_at_step": 3}]
+    assert run_study(lambda _cfg, _out: runs, cfg) is None
+    assert run_study(lambda _cfg, _out: runs[:1], cfg) == 0.9
+    results = yaml.safe_load(_search(tmp_path, [None, 0.8], n_trials=2).read_text())
+    assert [t["state"] for t in results["trials"]] == ["FAIL", "COMPLETE"]
