@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from experiments.kit.overrides import hydra_quoted
 from experiments.studies import REPRODUCTIONS, Job, Reproduction, study_of_reproduction
 from scripts.job_worker import ProcessGroups, WorkerPool
 
@@ -110,7 +111,8 @@ def command(r: Reproduction, job: Job, folder: Path, extra: list[str], nproc: in
     launch = [sys.executable, "-m"]
     if r.distributed:
         launch += ["torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m"]
-    where = ["-m", f"hydra.sweep.dir={folder}"] if job.sweep else [f"hydra.run.dir={folder}"]
+    where = [f"hydra.{'sweep' if job.sweep else 'run'}.dir={hydra_quoted(str(folder))}"]
+    where = ["-m", *where] if job.sweep else where
     threads = [] if r.distributed else ["threads=1"]
     return [*launch, module_of(r), *where, *with_overrides((*threads, *job.args), extra)]
 

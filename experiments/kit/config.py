@@ -317,6 +317,17 @@ def check_common(cfg: DictConfig) -> None:
 _SCHEMAS: dict[str, type] = {}  # by study, from register()
 
 
+def _override_value(value: str) -> str:
+    """An override's value as Hydra reads it (unquoted); ``value`` itself if Hydra cannot."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        read = OverridesParser.create().parse_override(f"key={value}").value()
+    except Exception:  # Hydra's own parse reports it, in its words
+        return value
+    return read if isinstance(read, str) else value
+
+
 def preflight(study: str, argv: list[str] | None = None, objective: bool = True) -> None:
     """Checks of the command line that must come before Hydra composes the config or creates the
     run directory, each one line: a ``hydra.run.dir`` that is a file (left untouched), a setup the
@@ -337,6 +348,7 @@ def preflight(study: str, argv: list[str] | None = None, objective: bool = True)
     for arg in args:
         key, _, value = arg.partition("=")
         if key.lstrip("+") in ("hydra.run.dir", "hydra.sweep.dir"):
+            value = _override_value(value)
             if Path(value).is_file():
                 sys.exit(f"error: {key}={value} is a file; give a folder for the run")
             if not _writable(Path(value)):

@@ -67,7 +67,7 @@ def test_every_reproduction_dry_runs(capsys, name):
     assert all(
         "threads=1" in line
         for line in lines
-        if " hydra.run.dir=" in line and "torch.distributed" not in line
+        if "hydra.run.dir=" in line and "torch.distributed" not in line
     )
     collected = [line for line in lines if "-m scripts.collect" in line]
     assert len(collected) == sum(r.collect is not None for r in leaves)
@@ -319,7 +319,7 @@ def test_jobs_start_longest_first(tmp_path, capsys):
     """The longest jobs first, so that no long job starts last and runs on alone."""
     runner = reproduce.Runner([_timed_reproduction((60, 600, 5, 120))], tmp_path, [], 2, 1, False, True)  # fmt: skip
     assert runner.run() == 0
-    started = re.findall(r"hydra\.run\.dir=\S+/timed/(j\d+) ", capsys.readouterr().out)
+    started = re.findall(r"hydra\.run\.dir=\S+/timed/(j\d+)\b", capsys.readouterr().out)
     assert started == ["j600", "j120", "j60", "j5"]
 
 
@@ -354,3 +354,33 @@ def test_a_dry_run_prints_commands_a_shell_runs_as_they_are(capsys):
     jobs = [line for line in lines if "-m experiments.mnist" in line]
     assert jobs and all("'seed=[0,1,2]'" in line for line in jobs)
     assert all("seed=[0,1,2]" in shlex.split(line) for line in jobs)
+
+
+def test_a_run_folder_with_accents_and_spaces_reaches_hydra_as_it_is(tmp_path, capsys):
+    """Unquoted, Hydra's override grammar refuses ``é`` and splits at ``,`` or ``=``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from experiments.kit.config import preflight
+    from tests.configs import CONFIGS  # with every study's schema registered
+
+    folder = tmp_path / "é x" / "it's, a=b\\"
+    r = REPRODUCTIONS["reproduce-mnist"]
+    for job in (Job("one", ("setup=bn",)), Job("many", ("setup=bn,nonorm",), sweep=True)):
+        cmd = reproduce.command(r, job, folder, [], 1)
+        [where] = [a for a in cmd if a.startswith("hydra.")]
+        assert OverridesParser.create().parse_override(where).value() == str(folder)
+    preflight("mnist", [where])  # the folder, unquoted: not a file, and writable
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="is a file"):
+        preflight("mnist", [f"hydra.run.dir={reproduce.hydra_quoted(str(tmp_path / 'file'))}"])
+    with initialize_config_dir(config_dir=str(CONFIGS / "mnist"), version_base="1.3"):
+        cfg = compose("mnist", [where.replace("sweep", "run")], return_hydra_config=True)
+    assert cfg.hydra.run.dir == str(folder)
+    lines = _dry(capsys, "reproduce-mnist", "--out", str(tmp_path / "é x"))
+    assert all(
+        OverridesParser.create().parse_override(a).value().startswith(str(tmp_path / "é x"))
+        for line in lines
+        for a in shlex.split(line)
+        if a.startswith("hydra.run.dir=")
+    )

@@ -30,8 +30,11 @@ def _three_jobs(name: str = "three") -> Reproduction:
 
 
 def _run_dir(cmd: list[str]) -> Path:
-    [folder] = [a.split("=", 1)[1] for a in cmd if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]  # fmt: skip
-    return Path(folder)
+    """The run folder of a job's command, as Hydra reads its (quoted) override."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    [where] = [a for a in cmd if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+    return Path(OverridesParser.create().parse_override(where).value())
 
 
 def _jobs_run(ran: list[list[str]]) -> list[list[str]]:
