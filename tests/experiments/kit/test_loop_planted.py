@@ -1,5 +1,6 @@
-"""experiments.kit.loop.TrainLoop: the last evaluation, the summary's final train loss and the
-resume guard on data settings, with test_loop's tiny linear regressions."""
+"""experiments.kit.loop.TrainLoop: the last evaluation, the summary's final train loss, a diverged
+copy's step count and the resume guard on data settings, with test_loop's tiny linear
+regressions."""
 
 import pytest
 
@@ -31,3 +32,12 @@ def test_resume_with_another_dataset_is_refused(tmp_path):
         ConfigError, match=r"holds the run of data\.name=mnist, not data\.name=cifar10;"
     ):
         _train(_cfg("train.steps=8", "data.name=cifar10", "resume=true"), tmp_path)
+
+
+def test_a_diverged_copy_counts_the_steps_it_did_not_the_loops(tmp_path):
+    # copy 1's weights turn NaN before step 5: the loss of that step (the 6th) is not finite,
+    # while copy 0 trains on to the end
+    ok, bad = _train(_cfg("seed=[0,1]", "train.steps=12"), tmp_path, nan_at=(1, 5))[0]
+    assert bad["diverged"] and bad["diverged_at_step"] == 6
+    assert bad["steps_done"] == 6  # not the 12 the loop ran for the other copy
+    assert not ok["diverged"] and ok["steps_done"] == 12
