@@ -673,6 +673,17 @@ def test_resume_refuses_another_length_when_the_renorm_ramp_is_scaled_to_it(tmp_
     assert check_same_run(tmp_path, {**fixed, "train.steps": 200}, {**fixed, "train.steps": 400})
 
 
+def test_resume_refuses_another_thread_count_but_not_another_evaluation_interval(tmp_path):
+    """Another thread count changes the float rounding from the resume on (another run);
+    another eval.every only changes what is logged."""
+    from experiments.kit.loop import check_same_run
+
+    saved = {"threads": 1, "eval.every": 4, "train.lr": 0.1}
+    with pytest.raises(ConfigError, match=r"threads=1, not threads=2"):
+        check_same_run(tmp_path, saved, {**saved, "threads": 2})
+    assert check_same_run(tmp_path, saved, {**saved, "eval.every": 8}) == {"eval.every": [4, 8]}
+
+
 @pytest.mark.slow
 def test_a_wandb_that_cannot_start_leaves_nothing_in_the_way_of_the_retry(tmp_path, monkeypatch):
     from experiments.kit import runlog
