@@ -258,6 +258,28 @@ def test_processes_stop_at_the_same_step_when_one_diverges(tmp_path):
     assert summaries[0]["steps_done"] == summaries[1]["steps_done"]
 
 
+def test_a_resume_keeps_the_rows_logged_at_its_checkpoints_step_and_logs_them_once(tmp_path):
+    """A checkpoint at step 4 holds step 4 done: its rows stay, those after it go (they are
+    logged again), and a metric already logged at step 4 is not written a second time."""
+    from experiments.kit.runlog import RunLog
+
+    (tmp_path / "metrics.csv").write_text(
+        "step,metric,value\n0,test/loss,3\n4,train/loss,2\n4,test/loss,1\n8,test/loss,0.5\n"
+    )
+    log = RunLog(tmp_path, wandb_kwargs={}, mode="disabled", resume_step=4)
+    log.log(4, {"test/loss": 1.0, "test/acc": 0.7})  # the loop's evaluation at the resume step
+    log.log(8, {"test/loss": 0.25})
+    log.close()
+    rows = [(r["step"], r["metric"], r["value"]) for r in metric_rows(tmp_path)]
+    assert rows == [
+        ("0", "test/loss", "3"),
+        ("4", "train/loss", "2"),
+        ("4", "test/loss", "1"),
+        ("4", "test/acc", "0.7"),
+        ("8", "test/loss", "0.25"),
+    ]
+
+
 # --- (b) K copies in lockstep equal K separate runs ------------------------------------------------
 
 
