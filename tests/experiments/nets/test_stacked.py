@@ -148,6 +148,19 @@ def test_grouped_linear_is_k_linear_layers():
     torch.testing.assert_close(grouped(x.flatten(1)), want, rtol=1e-12, atol=1e-12)
 
 
+def test_stacked_group_norms_normalize_each_copys_groups_alone():
+    """K GroupNorms of 2 groups stacked: 2·K groups, none spanning two copies' channels."""
+    torch.manual_seed(0)
+    layers = [nn.GroupNorm(2, 4).double() for _ in range(K)]
+    for m in layers:
+        nn.init.normal_(m.weight), nn.init.normal_(m.bias)
+    stacked = stack_copies([nn.Sequential(m) for m in layers])[0]
+    x = torch.randn(5, K * 4, 3, 3, dtype=torch.float64)
+    x = x * torch.arange(1, K * 4 + 1, dtype=torch.float64).view(1, -1, 1, 1)  # unlike scales
+    want = torch.cat([m(x[:, 4 * k : 4 * k + 4]) for k, m in enumerate(layers)], 1)
+    torch.testing.assert_close(stacked(x), want, rtol=1e-12, atol=1e-12)
+
+
 def test_stack_batch_puts_each_copys_examples_in_its_channels():
     x = torch.arange(K * N * 2 * 2 * 2.0).view(K * N, 2, 2, 2)  # copies' batches one after another
     y = torch.arange(K * N)
