@@ -198,6 +198,31 @@ def test_second_derivatives_through_sync_stats_are_a_clear_error(tmp_path):
         assert "second derivatives through sync_stats=True are not supported" in message
 
 
+def _one_value_worker(rank: int, port: int, out_dir: str) -> None:
+    """Rank 0 holds one example of 3 channels, rank 1 none: one value per channel in all."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        layer = bn.BatchNorm1d(3, sync_stats=True).double()
+        try:
+            layer(torch.randn(1 - rank, 3, dtype=torch.float64))
+            message = ""
+        except ValueError as e:
+            message = str(e)
+        torch.save(message, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_one_value_per_channel_over_all_processes_is_an_error(tmp_path):
+    """Its variance is undefined whichever process holds the value: every process refuses it
+    (none goes on to a collective the others skip)."""
+    spawn(_one_value_worker, (free_port(), str(tmp_path)), timeout=120)
+    for r in range(2):
+        message = torch.load(tmp_path / f"rank{r}.pt")
+        assert "the batches of all processes together hold one value per channel" in message
+
+
 def _module_db_layers(torch_cls, args: dict, sync: bool):
     """BN and Batch Renorm (``r_max=1, d_max=0``) built from a torch ``ModuleInput``'s arguments."""
     from tests.bn.test_module_db import IDENTITY, OURS
