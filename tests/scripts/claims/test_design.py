@@ -2,14 +2,18 @@
 power calculation over the committed pilots asks for, new seed ids disjoint from the pilots',
 and a claim decided on them reads them alone."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from experiments.studies import FIRST_CONFIRMATORY_SEED, REPRODUCTIONS
 from scripts.analysis.power import Need
+from scripts.analysis.stats import Estimate
 from scripts.claims import claim as claims
 from scripts.claims import table
+from scripts.claims.claim import Measured
+from scripts.claims.rules import Compare
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIRMATORY = {name: r for name, r in REPRODUCTIONS.items() if r.seeds}
@@ -36,6 +40,24 @@ def test_a_claims_seed_count_is_the_most_any_of_its_tests_needs():
     assert claims.seeds_to_run((("a", need(500)),)) == claims.MOST
     assert claims.seeds_to_run((("a", need(None)), ("b", need(3)))) == claims.MOST
     assert claims.seeds_to_run((("a", None),)) == claims.MOST  # a one-seed pilot: no spread
+
+
+def test_a_reproduction_runs_the_most_seeds_any_claim_reading_it_needs():
+    """Two claims on one reproduction whose pilots differ only in their spread (SD 0.5 pp and
+    1.5 pp): the reproduction runs the seeds of the one that needs more, not the fewer."""
+    base = next(c for c in table.CLAIMS if c.confirm and isinstance(c.rule, Compare))
+
+    def with_pilot_sd(sd: float) -> claims.Claim:
+        pilot = Estimate(0.0, sd / 5**0.5, 5)
+        return dataclasses.replace(base, measure=lambda plan: Measured({base.rule.key: pilot}, ""))
+
+    few, many = with_pilot_sd(0.005), with_pilot_sd(0.015)
+    [(name, (n, mine))] = claims.planned([few, many]).items()
+    assert name == base.confirm[0]
+    assert [c for c, _ in mine] == [few, many]
+    [(_, n_few), (_, n_many)] = mine
+    assert claims.FEWEST <= n_few < n_many < claims.MOST
+    assert n == n_many
 
 
 def test_confirmatory_seeds_are_new_ids_disjoint_from_every_pilots():
