@@ -528,16 +528,27 @@ def flat_config(cfg) -> dict[str, Any]:
     return flat
 
 
+# The settings of a run's planned length: a resume may change them, yet runs planned to other
+# lengths (another cap, another stopping rule) are not seeds of one run, nor arms to compare.
+PLANNED_LENGTH = ("train.steps", "train.stop.")
+
+
+def _under(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == p or key.startswith(p.rstrip(".") + ".") for p in prefixes)
+
+
 def _resumable(key: str) -> bool:
-    return any(key == p or key.startswith(p.rstrip(".") + ".") for p in RESUMABLE_CHANGES)
+    return _under(key, RESUMABLE_CHANGES)
 
 
 def comparable_config(flat: dict[str, Any]) -> dict[str, Any]:
     """The settings that make runs one setting: the flat config but for the seed and the keys a
-    resume may change (``train.steps`` is kept: runs of different
-    length are not seeds of one run)."""
+    resume may change, those of the planned length (``PLANNED_LENGTH``: ``train.steps``,
+    ``train.stop.*``) kept."""
     return {
-        k: v for k, v in flat.items() if k != "seed" and (k == "train.steps" or not _resumable(k))
+        k: v
+        for k, v in flat.items()
+        if k != "seed" and (_under(k, PLANNED_LENGTH) or not _resumable(k))
     }
 
 

@@ -120,7 +120,7 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
                     "collect the two sweeps separately, or use --sweep for one row per run"
                 )
             seeds[s["seed"]] = run
-        known = [(run, comparable_config(s["config"])) for run, s in rs if "config" in s]
+        known = [(run, planned(comparable_config(s["config"]))) for run, s in rs if "config" in s]
         for run, config in known[1:]:
             first_run, first = known[0]
             if diff := sorted(
@@ -132,6 +132,17 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
                     f"{config.get(key)!r} in {run}{f'; {len(diff) - 1} more keys' if len(diff) > 1 else ''}): "
                     "they are not seeds of one setting; collect them separately, or use --sweep"
                 )
+
+
+def planned(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the stopping settings (``train.stop.*``) that runs recorded before those
+    were recorded leave out read as their defaults (no rule), so that the planned length of old
+    and new runs compares; an old run that had a rule cannot be told apart from one without."""
+    from dataclasses import fields
+
+    from experiments.kit.config import StopConf
+
+    return {**{f"train.stop.{f.name}": f.default for f in fields(StopConf)}, **config}
 
 
 def seed_stats(values: list[float]) -> dict:
@@ -188,8 +199,8 @@ class Reuse:
 
     It checks what the summaries record: the spec's ``summary_keys`` but the commit, the setups,
     their seeds and their rows, and every setting the setups of each collection share (lr,
-    momentum, steps, data, ...: from the runs' recorded configs). It cannot see a change of code
-    since the earlier runs: rerun them after one.
+    momentum, steps, the stopping rule, data, ...: from the runs' recorded configs). It cannot
+    see a change of code since the earlier runs: rerun them after one.
     """
 
     folder: Path
@@ -254,26 +265,36 @@ def _check_shared_settings(
     study: str, folder: Path, earlier: dict, ran: dict, reused: tuple
 ) -> None:
     """Refuse to reuse setups run with other settings than this sweep's: every recorded setting
-    of a reused setup and of a setup run now must agree, but for those either setup's own file
-    sets (its norm, its options: :func:`experiments.kit.config.setup_settings`)."""
+    of a reused setup and of a setup run now must agree, its planned length too (``train.steps``,
+    ``train.stop.*``: :func:`planned`), but for those either setup's own file sets (its norm, its
+    options: :func:`experiments.kit.config.setup_settings`). How a run ended is not compared: one
+    that stopped on a rule both share, or diverged, is an outcome, not another setting."""
     from experiments.kit.config import setup_settings
 
     def own(key: str, setups: tuple[str, ...]) -> bool:
         return any(key in s or any(key.startswith(g) for g in s if g.endswith(".")) for s in setups)
 
     for old_name in reused:
-        before = earlier[old_name].get("config")
+        recorded = earlier[old_name].get("config")
         for new_name, entry in ran.items():
-            now = entry.get("config")
-            if not before or not now:
+            if not recorded or not entry.get("config"):
                 continue
+            before, now = planned(recorded), planned(entry["config"])
             settings = (setup_settings(study, old_name), setup_settings(study, new_name))
             for key in sorted(before.keys() & now.keys()):
                 if before[key] != now[key] and not own(key, settings):
                     raise SystemExit(
-                        f"error: {folder} ran {old_name} with {key}={before[key]!r}, this sweep "
-                        f"ran {new_name} with {now[key]!r}: run {old_name} here instead of reusing it"
+                        f"error: {folder} ran {old_name} with {key}={_shown(recorded, key)}, this "
+                        f"sweep ran {new_name} with {_shown(entry['config'], key)}: run {old_name} "
+                        "here instead of reusing it"
                     )
+
+
+def _shown(recorded: dict, key: str) -> str:
+    """A setting's value in an error, saying when it was read as the default (:func:`planned`)."""
+    if key in recorded:
+        return repr(recorded[key])
+    return f"{planned({})[key]!r} (not recorded: the default)"
 
 
 def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]:

@@ -1,0 +1,113 @@
+"""scripts/collect.py refuses what would make a collection's comparison meaningless: reused
+setups planned to another length than the fresh ones (``train.steps``, ``train.stop.*``); an
+early stop on a rule every arm shares, or a divergence, is kept."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts import collect
+from tests.experiments.kit.test_results import _write_run
+
+FULL = {
+    "train.steps": 3000,
+    "train.stop.target": None,
+    "train.stop.plateau": None,
+    "train.stop.min_steps": 0,
+}  # a run's planned length, as it records it
+
+
+def _renorm_run(folder: Path, setup: str, seed: int, config: dict, **record) -> None:
+    """A renorm run as the loop records it: its planned length in ``config``, how it ended in
+    ``record`` (``steps_done``, ``stopped``, ``diverged``...)."""
+    _write_run(folder, setup, seed, 0.5, 0.5)
+    summary = json.loads((folder / "summary.json").read_text())
+    steps = config["train.steps"]
+    summary.update(steps=steps, steps_done=steps, config={"seed": seed, "train.lr": 0.1, **config})
+    summary.update(command=f"python -m experiments.renorm setup={setup} seed={seed}", **record)
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def _earlier(tmp_path: Path, config: dict) -> Path:
+    """An earlier collection of bn32 (seeds 0 and 1) run to its full length with ``config``."""
+    for seed in (0, 1):
+        _renorm_run(tmp_path / "earlier_runs" / f"bn{seed}", "bn32", seed, config)
+    collect.main(["renorm", str(tmp_path / "earlier_runs"), "--out", str(tmp_path / "earlier")])
+    return tmp_path / "earlier"
+
+
+def _collect_reusing_bn32(tmp_path: Path, sweep: Path, out: str = "out") -> None:
+    collect.main(
+        ["renorm", str(sweep), "--out", str(tmp_path / out),
+         "--reuse", str(tmp_path / "earlier"), "--reuse-setups", "bn32"]
+    )  # fmt: skip
+
+
+def _stopped_at_10(tmp_path: Path) -> Path:
+    """brn32 (seeds 0 and 1) stopped by train.stop.target after 10 of its 3000 steps."""
+    early = {**FULL, "train.stop.target": 0.5}
+    for seed in (0, 1):
+        _renorm_run(
+            tmp_path / "sweep" / f"brn{seed}", "brn32", seed, early,
+            steps_done=10, stopped="target: test/acc 0.51 >= 0.5",
+        )  # fmt: skip
+    return tmp_path / "sweep"
+
+
+def test_reuse_refuses_a_fresh_arm_planned_to_stop_beside_full_length_ones(tmp_path, capsys):
+    _earlier(tmp_path, FULL)
+    with pytest.raises(SystemExit) as e:
+        _collect_reusing_bn32(tmp_path, _stopped_at_10(tmp_path))
+    message = str(e.value)
+    assert "ran bn32 with train.stop.target=None, this sweep ran brn32 with 0.5" in message
+    assert "\n" not in message and not (tmp_path / "out").exists()
+
+
+def test_a_reused_collection_older_than_the_stopping_record_reads_as_no_rule(tmp_path):
+    """Runs made before ``train.stop.*`` was recorded (every committed collection) had none."""
+    _earlier(tmp_path, {"train.steps": 3000})
+    with pytest.raises(SystemExit, match=r"train\.stop\.target=None \(not recorded: the default\)"):
+        _collect_reusing_bn32(tmp_path, _stopped_at_10(tmp_path))
+    for seed in (0, 1):  # fresh runs of the default rule: the same setting
+        _renorm_run(tmp_path / "full" / f"brn{seed}", "brn32", seed, FULL)
+    _collect_reusing_bn32(tmp_path, tmp_path / "full")
+    assert (tmp_path / "out" / "mnist" / "summary.json").exists()
+
+
+def test_reuse_refuses_another_cap_and_seeds_of_another_rule_are_not_pooled(tmp_path):
+    _earlier(tmp_path, FULL)
+    for seed in (0, 1):
+        _renorm_run(tmp_path / "sweep" / f"brn{seed}", "brn32", seed, {**FULL, "train.steps": 20})
+    with pytest.raises(SystemExit, match="was made with steps=3000, this sweep with 20"):
+        _collect_reusing_bn32(tmp_path, tmp_path / "sweep")
+    _renorm_run(tmp_path / "mixed" / "0", "brn32", 0, FULL)
+    _renorm_run(tmp_path / "mixed" / "1", "brn32", 1, {**FULL, "train.stop.plateau": 0.003})
+    with pytest.raises(SystemExit, match=r"runs of brn32 differ in train\.stop\.plateau"):
+        collect.main(["renorm", str(tmp_path / "mixed"), "--out", str(tmp_path / "x")])
+
+
+def test_an_early_stop_on_a_shared_rule_and_a_divergence_are_outcomes_not_settings(tmp_path):
+    rule = {**FULL, "train.stop.target": 0.5}  # a time-to-target study: every arm may stop
+    _earlier(tmp_path, rule)
+    _renorm_run(
+        tmp_path / "sweep" / "brn0", "brn32", 0, rule, steps_done=10, stopped="target: reached"
+    )
+    _renorm_run(
+        tmp_path / "sweep" / "brn1", "brn32", 1, rule,
+        steps_done=40, diverged=True, diverged_at_step=40, test_acc=None,
+    )  # fmt: skip
+    _collect_reusing_bn32(tmp_path, tmp_path / "sweep")
+    summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
+    assert summary["setups"]["brn32"]["diverged"] == [False, True]
+    assert summary["reused"]["setups"] == ["bn32"]
+
+
+def test_a_run_records_its_planned_length_for_the_collection_to_compare():
+    from experiments.kit.loop import comparable_config
+
+    flat = {"seed": 3, "train.lr": 0.1, "train.steps": 3000, "train.stop.target": 0.5}
+    flat.update({"train.stop.min_steps": 0, "eval.every": 100, "logger.mode": "disabled"})
+    assert comparable_config(flat) == {
+        "train.lr": 0.1, "train.steps": 3000, "train.stop.target": 0.5, "train.stop.min_steps": 0,
+    }  # fmt: skip
