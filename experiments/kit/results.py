@@ -89,6 +89,27 @@ def find_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
     return [(run, read_summary(run / "summary.json")) for run in found]
 
 
+def recorded_study(summary: dict) -> str | None:
+    """The study whose entry point made a run, as its summary records it: the module of its
+    ``command`` (``python -m experiments.<study> ...``, :func:`experiments.kit.jobs.job_command`);
+    None where it records none (a summary written by hand)."""
+    words = str(summary.get("command", "")).split(maxsplit=3)
+    if len(words) > 2 and words[:2] == ["python", "-m"] and words[2].startswith("experiments."):
+        return words[2].removeprefix("experiments.")
+    return None
+
+
+def refuse_other_studies(study: str, runs: list[tuple[Path, dict]]) -> None:
+    """One line for a run that another study made (a renorm run in a sweep folder of mnist's):
+    collected, it would pass for a setup of ``study``. A run that records no study is taken."""
+    for run, s in runs:
+        if (other := recorded_study(s)) not in (None, study):
+            raise SystemExit(
+                f"error: {run} holds a run of study {other} (experiments.{other}), not of "
+                f"{study}: collect it with its own study, or move it out of the sweep folder"
+            )
+
+
 def read_summary(path: Path) -> dict:
     """A run's ``summary.json``; one that is not a JSON object (cut short, edited) is one line."""
     try:
@@ -331,6 +352,7 @@ def collect(
     if reuse is not None and spec.extend is not None:
         raise SystemExit(f"error: {spec.name}'s results need every run (its extend hook): no reuse")
     found = sorted(find_runs(sweep_dir), key=lambda rs: (spec.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
+    refuse_other_studies(spec.name, found)
     groups = sorted({s.get(spec.split_by) for _, s in found}) if spec.split_by else [None]
     if spec.split_by:  # each value names a folder: none may lead outside --out
         for group in groups:
@@ -451,7 +473,9 @@ def collect_sweep(
     over it: a kill or a full disk leaves it as it was, or whole."""
     if out.is_dir():
         raise SystemExit(f"error: --out {out} is a folder; give the CSV file to write")
-    found = [(run, {**s.get("config", {}), **s}) for run, s in find_runs(sweep_dir)]
+    runs = find_runs(sweep_dir)
+    refuse_other_studies(spec.name, runs)
+    found = [(run, {**s.get("config", {}), **s}) for run, s in runs]
     keys = keys or sweep_keys(spec, found)
 
     def order(value: Any) -> tuple:  # numbers by value, anything else (None, lists) after, as text

@@ -1,6 +1,6 @@
 """scripts/collect.py refuses what would make a collection's comparison meaningless: reused
-setups planned to another length than the fresh ones (``train.steps``, ``train.stop.*``); an
-early stop on a rule every arm shares, or a divergence, is kept."""
+setups planned to another length than the fresh ones (``train.steps``, ``train.stop.*``), and a
+run that another study made; an early stop on a rule every arm shares, or a divergence, is kept."""
 
 import json
 from pathlib import Path
@@ -101,6 +101,36 @@ def test_an_early_stop_on_a_shared_rule_and_a_divergence_are_outcomes_not_settin
     summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
     assert summary["setups"]["brn32"]["diverged"] == [False, True]
     assert summary["reused"]["setups"] == ["bn32"]
+
+
+def _mnist_run(folder: Path, setup: str, seed: int) -> None:
+    _write_run(folder, setup, seed, 0.9, 0.9)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["command"] = f"python -m experiments.mnist setup={setup} seed={seed}"
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.mark.parametrize("sweep", [False, True])
+def test_a_run_of_another_study_in_the_sweep_folder_is_refused(tmp_path, sweep):
+    for seed in (0, 1):
+        _mnist_run(tmp_path / "sweep" / f"baseline{seed}", "baseline", seed)
+    _renorm_run(tmp_path / "sweep" / "renorm_brn", "brn32", 0, FULL)
+    out = ["--sweep", "--out", str(tmp_path / "s.csv")] if sweep else ["--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as e:
+        collect.main(["mnist", str(tmp_path / "sweep"), *out])
+    message = str(e.value)
+    assert f"{tmp_path / 'sweep' / 'renorm_brn'} holds a run of study renorm" in message
+    assert "not of mnist" in message and "\n" not in message
+    assert not (tmp_path / "o").exists() and not (tmp_path / "s.csv").exists()
+
+
+def test_a_run_that_records_no_study_is_collected(tmp_path):
+    """Summaries without a ``command`` (written by hand) name no study: taken as they are."""
+    _mnist_run(tmp_path / "sweep" / "a", "baseline", 0)
+    _write_run(tmp_path / "sweep" / "b", "baseline", 1, 0.8, 0.8)  # no command
+    collect.main(["mnist", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["setups"]["baseline"]["seeds"] == [0, 1]
 
 
 def test_a_run_records_its_planned_length_for_the_collection_to_compare():
