@@ -541,14 +541,27 @@ def _resumable(key: str) -> bool:
     return _under(key, RESUMABLE_CHANGES)
 
 
+def stop_defaults() -> dict[str, Any]:
+    """``train.stop.*`` at their defaults (no rule), by flat key."""
+    from dataclasses import fields
+
+    from experiments.kit.config import StopConf
+
+    return {f"train.stop.{f.name}": f.default for f in fields(StopConf)}
+
+
 def comparable_config(flat: dict[str, Any]) -> dict[str, Any]:
     """The settings that make runs one setting: the flat config but for the seed and the keys a
     resume may change, those of the planned length (``PLANNED_LENGTH``: ``train.steps``,
-    ``train.stop.*``) kept."""
+    ``train.stop.*``) kept; a stopping setting at its default is left out, so the record of a
+    run without a stopping rule is what it was before stopping rules were recorded."""
+    defaults = stop_defaults()
     return {
         k: v
         for k, v in flat.items()
-        if k != "seed" and (_under(k, PLANNED_LENGTH) or not _resumable(k))
+        if k != "seed"
+        and (_under(k, PLANNED_LENGTH) or not _resumable(k))
+        and not (k in defaults and v == defaults[k])
     }
 
 

@@ -156,14 +156,13 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
 
 
 def planned(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with the stopping settings (``train.stop.*``) that runs recorded before those
-    were recorded leave out read as their defaults (no rule), so that the planned length of old
-    and new runs compares; an old run that had a rule cannot be told apart from one without."""
-    from dataclasses import fields
+    """``config`` with the stopping settings (``train.stop.*``) it leaves out read as their
+    defaults (no rule): a record leaves out those at their default, and runs recorded before
+    stopping rules were recorded leave out all, so an old run that had a rule cannot be told
+    apart from one without."""
+    from experiments.kit.loop import stop_defaults
 
-    from experiments.kit.config import StopConf
-
-    return {**{f"train.stop.{f.name}": f.default for f in fields(StopConf)}, **config}
+    return {**stop_defaults(), **config}
 
 
 def seed_stats(values: list[float]) -> dict:
@@ -312,10 +311,9 @@ def _check_shared_settings(
 
 
 def _shown(recorded: dict, key: str) -> str:
-    """A setting's value in an error, saying when it was read as the default (:func:`planned`)."""
-    if key in recorded:
-        return repr(recorded[key])
-    return f"{planned({})[key]!r} (not recorded: the default)"
+    """A setting's value in an error; the stopping settings a record leaves out are their
+    defaults (:func:`planned`), shown plainly."""
+    return repr(planned(recorded)[key])
 
 
 def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]:
