@@ -343,6 +343,8 @@ STUDIES: tuple[Study, ...] = (
                 "init-scale", "The weight-initialisation scale", "mnist/init_scale_sweep.csv", "sweep-init-scale",
                 (Figure("mnist_init_scale.png", "Final test accuracy against the initial weights' standard deviation"),),
             ),
+            Section("mnist-confirmatory", f"Confirmatory seeds: MNIST ({len(CONFIRM_MNIST)} seeds)", f"{CONFIRMATORY}/mnist/mnist", "confirm-mnist"),
+            Section("fashion-mnist-confirmatory", f"Confirmatory seeds: BN on Fashion-MNIST ({len(CONFIRM_FASHION)} seeds)", f"{CONFIRMATORY}/mnist/fashion_mnist", "confirm-fashion-mnist"),
         ),
         FIG1,
         claims=("bn_paper",),
@@ -382,6 +384,7 @@ STUDIES: tuple[Study, ...] = (
                     Figure("renorm_final.png", "Final test accuracy of every setup on both datasets, beside the paper's ImageNet numbers"),
                 ),
             ),
+            Section("renorm-confirmatory", f"Confirmatory seeds: Fashion-MNIST ({len(CONFIRM_CONV)} seeds)", f"{CONFIRMATORY}/renorm/fashion_mnist", "confirm-renorm"),
             Section(
                 "renorm-mnist", "MNIST", "renorm/mnist", "reproduce-renorm",
                 (
@@ -515,6 +518,7 @@ STUDIES: tuple[Study, ...] = (
                     Figure("mechanism_weights.png", "Weight norms and relative updates, with and without weight decay"),
                 ),
             ),
+            Section("mechanism-confirmatory", f"Confirmatory seeds: no BN, BN, noisy BN ({len(CONFIRM_MECHANISM)} seeds)", f"{CONFIRMATORY}/mechanism/mlp", "confirm-mechanism"),
         ),
         {
             "mech_baseline": "no BN", "mech_bn": "BN", "mech_noisy_bn": "noisy BN",
@@ -591,6 +595,9 @@ STUDIES: tuple[Study, ...] = (
                 "init-scale-small", "1,000 images: sensitivity to the initial scale", "questions/init_scale_small/mnist.csv", "question-init-scale-small",
                 (Figure("question_init_scale_small.png", "Accuracy against the initial weights' scale on 1,000 training images"),),
             ),
+            Section("norm-position-confirmatory", f"Confirmatory seeds: BN before or after the ReLU ({len(CONFIRM_CONV)} seeds)", f"{CONFIRMATORY}/questions/norm_position/fashion_mnist", "confirm-norm-position-conv"),
+            Section("mlp-questions-confirmatory", f"Confirmatory seeds: the Figure 1 MLP's placement and non-Gaussianity ({len(CONFIRM_MLP)} seeds)", f"{CONFIRMATORY}/questions/mlp", "confirm-mlp"),
+            Section("brn-gradient-confirmatory", f"Confirmatory seeds: Batch Renorm's gradient ({len(CONFIRM_CONV)} seeds)", f"{CONFIRMATORY}/questions/brn_gradient/fashion_mnist", "confirm-brn-gradient"),
         ),
         {
             **FIG1, "bn32": "BN before the ReLU", "bn32_after": "BN after the ReLU", "nonorm": "no BN",

@@ -118,7 +118,7 @@ def _clipping(plan: Plan) -> Measured:
         values[f"r, {name}"] = r
         values[f"no d clipped, {name}"] = [v == 0 for v in d.values()]
         parts.append(
-            f"{name}: share of r clipped {r.text(unit='%')}, of d at most {max(d.values()):.2%}"
+            f"{name}: share of r clipped {r.text(unit='%')}, of d at most {max(d.values()) * 100:.2g}% in a seed"
         )
     return Measured(
         values,
