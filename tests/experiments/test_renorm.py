@@ -20,6 +20,7 @@ from experiments.kit.errors import ConfigError, DataUnavailable
 from experiments.kit.norm import norm_layers, renorm_bounds
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
+from tests.idx_files import make_dataset
 from tests.interrupt import killed_after_checkpoint
 from tests.processes import free_port
 from tests.runs import metric_rows
@@ -122,10 +123,21 @@ def test_every_setup_composes_and_builds():
 # --- end to end --------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def root_1000(tmp_path_factory) -> Path:
+    """Like ``root`` with 1,000 training and 500 test images: the 2 labels x 16 setups draw
+    groups of 16 examples of a label from both splits, which 50 test images over 10 labels do
+    not have."""
+    path = tmp_path_factory.mktemp("data_1000")
+    make_dataset(path, n_train=1000, n_test=500)
+    return path
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("setup", SETUPS)
-def test_each_setup_runs_end_to_end(root, tmp_path, setup):
-    summary = renorm.train(_small(root, f"setup={setup}"), tmp_path)
+def test_each_setup_runs_end_to_end(root, root_1000, tmp_path, setup):
+    data = root_1000 if _cfg([f"setup={setup}"]).sampler.per_label > 8 else root
+    summary = renorm.train(_small(data, f"setup={setup}"), tmp_path)
     rows = metric_rows(tmp_path)
     metrics = {r["metric"] for r in rows}
     assert {"test/acc", "train/acc", "train/loss", "train/acc_minibatch", "lr"} <= metrics
