@@ -36,9 +36,8 @@ format: $(ENV) ## ruff format + import sorting
 	$(PY) -m ruff check --fix --select I .
 	$(PY) -m ruff format .
 
-smoke: $(ENV) ## every study for a few steps (debug=quick), collected and plotted into multirun/smoke/ (never results/), about a minute
-	$(PY) -m experiments.kit.data mnist
-	$(PY) -m experiments.kit.data fashion_mnist
+smoke: $(ENV) ## every study of the registry for a few steps (debug=quick), collected and plotted into multirun/smoke/ (never results/)
+	for d in $$($(PY) -m scripts.smoke --datasets); do $(PY) -m experiments.kit.data $$d || exit 1; done
 	$(PY) -m scripts.smoke
 
 bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer, the conv net's layouts (writes results/bench/)

@@ -2,7 +2,7 @@
 Yang et al., ICLR 2019: at initialization BN makes gradients explode with depth).
 
     python -m experiments.depth setup=deep_mlp_bn model.activation=relu seed=0
-    make reproduce-depth     # BN and none x sigmoid, ReLU, linear x 3 seeds; results/mechanism/depth/
+    make reproduce-depth     # its setups and seeds: make help; results/mechanism/depth/
 
 One run trains a :class:`~experiments.nets.deep_mlp.DeepMLP` of every depth in ``model.depths``
 side by side (plain SGD, the same i.i.d. MNIST batches of 60) and, every ``eval.every`` steps,
@@ -20,7 +20,7 @@ from pathlib import Path
 import hydra
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import nn
 
 from experiments.kit import config
@@ -30,7 +30,6 @@ from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import first_last_gradient_ratio
 from experiments.kit.norm import norm_factory
-from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed
 from experiments.nets.deep_mlp import ACTIVATIONS, DeepMLP
@@ -40,9 +39,9 @@ STUDY = "depth"
 
 @dataclass
 class Model:
-    depths: list[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64])
-    width: int = 100
-    activation: str = "relu"  # relu | sigmoid | linear
+    depths: list[int] = MISSING
+    width: int = MISSING
+    activation: str = MISSING  # relu | sigmoid | linear
 
 
 @dataclass
@@ -51,13 +50,6 @@ class DepthConf(config.StudyConf):
 
 
 config.register(STUDY, DepthConf)
-
-SPEC = StudySpec(
-    name=STUDY,
-    setup_keys=("norm", "activation", "depth"),
-    stat_keys=("grad_ratio_init", "grad_ratio", "fixed_batch_loss"),
-    summary_keys=("data", "steps", "lr", "batch_size", "git_commit"),
-)
 
 
 def check(cfg: DictConfig) -> None:
@@ -170,7 +162,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """The console command ``bn-depth``: ``python -m experiments.depth``."""
+    """``python -m experiments.depth`` (``bn-study depth``)."""
     config.preflight(STUDY, objective=False)
     main()
 

@@ -27,20 +27,18 @@ from experiments.kit import classify, config
 from experiments.kit.config import require
 from experiments.kit.data import load_splits
 from experiments.kit.norm import apply_norm_options, norm_factory
-from experiments.kit.results import StudySpec
 from experiments.kit.sampling import ShardBatches
 from experiments.kit.seeds import derive_seed
 from experiments.nets.bn_inception import BNInception, count_parameters
-from experiments.papers import BN_FIG3
 
 STUDY = "inception"
 
 
 @dataclass
 class Model:
-    activation: str = "relu"  # relu | sigmoid
-    lrn: bool = False
-    dropout: float = 0.0
+    activation: str = MISSING  # relu | sigmoid
+    lrn: bool = MISSING
+    dropout: float = MISSING
     width: float = MISSING
     separable_stem: bool = MISSING
     stem_stride: int = MISSING
@@ -48,31 +46,31 @@ class Model:
 
 @dataclass
 class Train(config.ClassifierTrainConf):
-    reference_batch: int = 32
-    lr_mult: float = 1.0
+    reference_batch: int = MISSING
+    lr_mult: float = MISSING
     weight_decay: float = MISSING
-    wd_mult: float = 1.0
-    lr_decay_factor: float = 0.96
+    wd_mult: float = MISSING
+    lr_decay_factor: float = MISSING
     lr_decay_every: int = MISSING
-    decay_speedup: float = 1.0
-    amp: bool = True
+    decay_speedup: float = MISSING
+    amp: bool = MISSING
 
 
 @dataclass
 class Sampler:
-    shard_size: int = 1024
-    within_shard: bool = False
+    shard_size: int = MISSING
+    within_shard: bool = MISSING
 
 
 @dataclass
 class Augment:
     photometric: float = MISSING
-    photometric_mult: float = 1.0
+    photometric_mult: float = MISSING
 
 
 @dataclass
 class Eval(config.ClassifierEvalConf):
-    train_subset: int = 2000
+    train_subset: int = MISSING
 
 
 @dataclass
@@ -85,16 +83,6 @@ class InceptionConf(config.StudyConf):
 
 
 config.register(STUDY, InceptionConf)
-
-SPEC = StudySpec(
-    name=STUDY,
-    order=list(BN_FIG3["setups"]),
-    setup_keys=("norm", "activation", "weight_decay", "lr_decay_every", "photometric"),
-    stat_keys=("max_test_acc", "test_acc", "examples_per_s"),
-    summary_keys=("data", "width", "steps", "global_batch", "git_commit"),
-    paper=BN_FIG3,
-    extend="experiments.inception_fig3:extend",
-)
 
 
 def check(cfg: DictConfig) -> None:
@@ -231,7 +219,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """The console command ``bn-inception``: ``python -m experiments.inception``."""
+    """``python -m experiments.inception`` (``bn-study inception``)."""
     config.preflight(STUDY)
     main()
 

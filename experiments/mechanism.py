@@ -3,8 +3,7 @@ measures side by side, on the Figure 1 networks (Santurkar et al., NeurIPS 2018;
 ICLR 2019; definitions below and in :mod:`experiments.kit.measures`).
 
     python -m experiments.mechanism setup=mech_bn seed=0
-    make reproduce-mechanism     # baseline, BN, noisy BN (3 seeds), BN with L2 (2 values),
-                                 # the ReLU MLP without and with BN (2 seeds); results/mechanism/
+    make reproduce-mechanism     # its setups and seeds: make help; results/mechanism/mlp/
 
 The network, data, batch, learning rate and initialisation are ``make reproduce-mnist``'s (the
 sigmoid MLP of :mod:`experiments.mnist`, one seed per process). Every ``eval.every`` steps:
@@ -76,14 +75,12 @@ from experiments.kit.measures import (
 from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs
-from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import ACTIVATIONS, SigmoidMLP
 from experiments.nets.mlp_step import SGDStep, split_noise
 from experiments.nets.noisy import CovariateShiftNoise
-from experiments.studies import study
 
 STUDY = "mechanism"
 WAYS = ("moving", "population", "train_mode")  # the three views of the sigmoid inputs
@@ -94,23 +91,23 @@ HiddenLayer = tuple[Tensor, Tensor | None, nn.Module | None, nn.Module]  # W, b,
 
 @dataclass
 class Model:
-    hidden: list[int] = field(default_factory=lambda: [100, 100, 100])
-    init_std: float = 0.1
-    noise: bool = False  # Santurkar et al.'s noisy BN: CovariateShiftNoise after every BN
+    hidden: list[int] = MISSING
+    init_std: float = MISSING
+    noise: bool = MISSING  # Santurkar et al.'s noisy BN: CovariateShiftNoise after every BN
     activation: str = "sigmoid"  # or "relu": the same measurements on a ReLU network
 
 
 @dataclass
 class Train(config.TrainConf):
-    weight_decay: float = 0.0  # L2 on the weight matrices (not on biases, γ, β)
+    weight_decay: float = MISSING  # L2 on the weight matrices (not on biases, γ, β)
 
 
 @dataclass
 class Probe:
-    percentiles: list[float] = field(default_factory=lambda: [15.0, 50.0, 85.0])
-    batches: int = 20  # fixed training batches: population statistics (b) and training mode (c)
+    percentiles: list[float] = MISSING
+    batches: int = MISSING  # fixed training batches: population statistics (b) and training mode (c)
     etas: list[float] = MISSING  # x train.lr (configs/mechanism.yaml)
-    jacobian_examples: int = 100
+    jacobian_examples: int = MISSING
 
 
 @dataclass
@@ -121,15 +118,6 @@ class MechanismConf(config.StudyConf):
 
 
 config.register(STUDY, MechanismConf)
-
-SPEC = StudySpec(
-    name=STUDY,
-    order=list(study(STUDY).labels),  # the registry's order of its setups
-    setup_keys=("activation", "norm", "noise", "weight_decay"),
-    stat_keys=("test_acc", "max_test_acc", "final_train_loss"),
-    summary_keys=("data", "steps", "lr", "git_commit"),
-    extend="experiments.mechanism_results:extend_results",
-)
 
 
 def check(cfg: DictConfig) -> None:
@@ -559,7 +547,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """The console command ``bn-mechanism``: ``python -m experiments.mechanism``."""
+    """``python -m experiments.mechanism`` (``bn-study mechanism``)."""
     config.preflight(STUDY, objective=False)
     main()
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import hydra
 import torch
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 
 import bn
 from experiments.kit import config
@@ -33,35 +33,33 @@ from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
-from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep
-from experiments.studies import study
 
 STUDY = "mnist"
 
 
 @dataclass
 class Model:
-    hidden: list[int] = field(default_factory=lambda: [100, 100, 100])
-    init_std: float = 0.1
+    hidden: list[int] = MISSING
+    init_std: float = MISSING
     norm_position: config.NormPosition = config.NormPosition.before  # of the sigmoid
 
 
 @dataclass
 class Probe:
-    unit: int = 0
-    percentiles: list[float] = field(default_factory=lambda: [15.0, 50.0, 85.0])
+    unit: int = MISSING
+    percentiles: list[float] = MISSING
     # every evaluation: each unit's excess kurtosis and negentropy (quartiles over units logged,
     # every unit's in unit_nongaussianity.pt), and the same on a standard-normal control
-    nongaussian: bool = False
+    nongaussian: bool = MISSING
 
 
 @dataclass
 class Population:
-    num_batches: int = 100
+    num_batches: int = MISSING
 
 
 @dataclass
@@ -80,26 +78,6 @@ class MnistConf(config.StudyConf):
 
 
 config.register(STUDY, MnistConf)
-
-SPEC = StudySpec(
-    name=STUDY,
-    order=list(study(STUDY).labels),  # the registry's order of its setups
-    stat_keys=(
-        "test_acc",
-        "train_acc",
-        "test_acc_population",
-        "test_acc_population_no_bessel",
-        "final_train_loss",
-        "steps_per_s",
-    ),
-    summary_keys=("data", "steps", "lr", "init_std", "git_commit"),
-    paper={
-        "source": "BN paper Fig. 1(a), read off the plot (approximate; the paper states no number)",
-        "bn_test_acc_at_50k": [0.98, 0.99],
-        "baseline_test_acc_at_50k": [0.95, 0.97],
-    },
-)
-SWEEP_KEYS = ["setup", "seed", "lr", "init_std", "steps", "diverged", "test_acc", "train_acc", "final_train_loss"]  # fmt: skip
 
 
 def check(cfg: DictConfig) -> None:
@@ -338,7 +316,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """The console command ``bn-mnist``: ``python -m experiments.mnist``."""
+    """``python -m experiments.mnist`` (``bn-study mnist``)."""
     config.preflight(STUDY)
     main()
 

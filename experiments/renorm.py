@@ -29,42 +29,39 @@ from experiments.kit.data import load_splits
 from experiments.kit.errors import ConfigError
 from experiments.kit.evaluation import copy_accuracies
 from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
-from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.stacked import copy_views, stack_copies
-from experiments.papers import BRN_RESULTS
-from experiments.studies import RENORM_SETUPS
 
 STUDY = "renorm"
 
 
 @dataclass
 class Train(config.ClassifierTrainConf):
-    optimizer: str = "sgd"  # sgd | rmsprop
-    weight_decay: float = 0.0
+    optimizer: str = MISSING  # sgd | rmsprop
+    weight_decay: float = MISSING
     lr_decay_every: int = MISSING
     lr_decay_factor: float = MISSING
 
 
 @dataclass
 class Eval(config.ClassifierEvalConf):
-    train_subset: int = 10_000
-    train_mode: bool = False
+    train_subset: int = MISSING
+    train_mode: bool = MISSING
     pair_batch_size: int = MISSING
-    clip_every: int = 10
+    clip_every: int = MISSING
 
 
 @dataclass
 class Sampler:
-    kind: str = "iid"  # iid | pairs
-    per_label: int = 2
+    kind: str = MISSING  # iid | pairs
+    per_label: int = MISSING
 
 
 @dataclass
 class Model:
-    name: str = "small_convnet"  # small_convnet | inception_v3
+    name: str = MISSING  # small_convnet | inception_v3
     widths: list[int] = field(default_factory=lambda: [16, 32, 64])
     first_stride: int = 2
     hidden: int = 128
@@ -83,23 +80,6 @@ config.register(STUDY, RenormConf)
 
 # Batch Renorm paper Secs. 4.2-4.3, top-1 ImageNet validation accuracy of Inception-v3 (paper
 # scale: 50 workers x 32 examples).
-SPEC = StudySpec(
-    name=STUDY,
-    # the registry's setups, with the questions' arms on this network beside those they vary
-    order=[
-        *RENORM_SETUPS[:4],
-        "bn_micro4_rgrad",
-        "brn_micro4_bngrad",
-        *RENORM_SETUPS[4:],
-        "bn32_after",
-        "nonorm",
-    ],
-    split_by="data",
-    setup_keys=("norm", "microbatch", "sampler"),
-    stat_keys=("test_acc", "max_test_acc", "train_acc", "test_acc_train_mode", "steps_per_s"),
-    summary_keys=("data", "model", "steps", "git_commit"),
-    paper=BRN_RESULTS,
-)
 
 
 def check(cfg: DictConfig) -> None:
@@ -305,7 +285,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """The console command ``bn-renorm``: ``python -m experiments.renorm``."""
+    """``python -m experiments.renorm`` (``bn-study renorm``)."""
     config.preflight(STUDY)
     main()
 

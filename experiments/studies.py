@@ -11,8 +11,14 @@ list its reproductions, and its claims can link to it by the section's anchor.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from experiments.papers import BN_FIG1, BN_FIG3, BRN_RESULTS
 
 
 @dataclass(frozen=True)
@@ -89,23 +95,87 @@ class Reproduction:
 @dataclass(frozen=True)
 class Style:
     """How a setup is drawn in its study's figures: colour, matplotlib line style, and its name in
-    a legend (shorter than its table label where the panel's title says the rest)."""
+    a legend where that is not its table label (shorter, where the panel's title says the rest)."""
 
     color: str
     line: str
-    legend: str
+    legend: str = ""
 
 
 @dataclass(frozen=True)
 class Study:
-    name: str  # its module, python -m experiments.<name>, where it has one of its own
+    """A study's one record: its results, its setups, its reproductions, how its runs are
+    collected, and how it is smoke-tested.
+
+    Args:
+        name: its module, ``python -m experiments.<name>``, where it has one of its own.
+        title: its heading in the report, the claims table and ``results/README.md``.
+        sections: its results folders (or files), each a heading of the report.
+        labels: setup → its name in tables, in the order tables and figures list them.
+        trains: it has a training module, ``experiments/<name>.py``, and ``configs/<name>/``.
+        reproductions: its ``make`` targets.
+        claims: the modules of ``scripts/claims/`` with claims on its results.
+        styles: setup → how its figures draw it.
+        order: the setups in the order its collections list them, where that is not ``labels``'
+            (setups of other studies' labels among them; others follow, sorted).
+        split_by: a summary key whose values get one output folder each (``data``), or None.
+        setup_keys: summary keys that describe a setup (copied from its first run).
+        stat_keys: summary keys averaged over seeds (mean, spread, per seed).
+        summary_keys: summary keys of the whole collection (copied from the first run).
+        sweep_keys: the columns of a ``--sweep`` collection (default: the settings that differ).
+        paper: the paper's numbers (:mod:`experiments.papers`), stored beside ours.
+        extend: the collection's hook, ``"module:function"``, called as
+            ``function(summary, runs, out)`` to add the study's own numbers and files; named, not
+            imported, so the analysis stays out of the training module.
+        smoke: the overrides of its ``make smoke`` run beyond ``debug=quick`` (a ``data=`` among
+            them; default: its first reproduction's first dataset and its default setup).
+    """
+
+    name: str
     title: str
     sections: tuple[Section, ...]
-    labels: dict[str, str] = field(default_factory=dict)  # setup → its name in tables
-    trains: bool = True  # it has a training module, experiments/<name>.py, and configs/<name>/
+    labels: dict[str, str] = field(default_factory=dict)
+    trains: bool = True
     reproductions: tuple[Reproduction, ...] = ()
-    claims: tuple[str, ...] = ()  # the modules of scripts/claims/ with claims on its results
-    styles: dict[str, Style] = field(default_factory=dict)  # setup → how its figures draw it
+    claims: tuple[str, ...] = ()
+    styles: dict[str, Style] = field(default_factory=dict)
+    order: tuple[str, ...] = ()
+    split_by: str | None = None
+    setup_keys: tuple[str, ...] = ()
+    stat_keys: tuple[str, ...] = ("test_acc", "max_test_acc", "train_acc")
+    summary_keys: tuple[str, ...] = ("data", "steps", "git_commit")
+    sweep_keys: tuple[str, ...] = ()
+    paper: dict[str, Any] = field(default_factory=dict)
+    extend: str | None = None
+    smoke: tuple[str, ...] = ()
+
+    @property
+    def setups(self) -> tuple[str, ...]:
+        """The setups in the order its collections list them."""
+        return self.order or tuple(self.labels)
+
+    def rank(self, setup: str) -> tuple[int, str]:
+        """A sort key: the setups in :attr:`setups` order, the others after them, sorted."""
+        order = self.setups
+        return (order.index(setup) if setup in order else len(order), setup)
+
+    def legend(self, setup: str) -> str:
+        """The setup's name in a figure's legend."""
+        return self.styles[setup].legend or self.labels[setup]
+
+    def extend_hook(self) -> Callable[[dict, list, Path], None] | None:
+        if self.extend is None:
+            return None
+        module, _, function = self.extend.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+    def smoke_overrides(self) -> tuple[str, ...]:
+        """What ``make smoke`` adds to ``debug=quick``: :attr:`smoke`, with a ``data=`` taken from
+        its first reproduction where :attr:`smoke` names none."""
+        if any(o.startswith("data=") for o in self.smoke):
+            return self.smoke
+        data = next((r.data[0] for r in self.reproductions if r.data), "mnist")
+        return (f"data={data}", *self.smoke)
 
 
 def _seeds(seeds: tuple[int, ...]) -> str:
@@ -196,24 +266,25 @@ def _mnist_sweep(
 
 
 SEEDS5 = (0, 1, 2, 3, 4)  # the renorm study's Fashion-MNIST seeds, whose runs the questions reuse
-RENORM_SETUPS = (
-    "bn32",
-    "brn32",
-    "bn_micro4",
-    "brn_micro4",
-    "noniid_bn",
-    "noniid_bn_halves",
-    "noniid_brn",
-    "noniid8_bn",
-    "noniid8_brn",
-    "noniid4_bn",
-    "noniid4_brn",
-    "noniid16_bn",
-    "noniid16_brn",
-    "groupnorm",
-    "layernorm",
-    "brn_micro4_jump",
-)
+RENORM_LABELS = {
+    "bn32": "BN, minibatch 32",
+    "brn32": "Batch Renorm, minibatch 32",
+    "bn_micro4": "BN, microbatch 4",
+    "brn_micro4": "Batch Renorm, microbatch 4",
+    "noniid_bn": "BN, non-i.i.d. (16 labels × 2)",
+    "noniid_bn_halves": "BN on two halves, non-i.i.d.",
+    "noniid_brn": "Batch Renorm, non-i.i.d. (16 labels × 2)",
+    "noniid8_bn": "BN, non-i.i.d. (4 labels × 8)",
+    "noniid8_brn": "Batch Renorm, non-i.i.d. (4 labels × 8)",
+    "noniid4_bn": "BN, non-i.i.d. (8 labels × 4)",
+    "noniid4_brn": "Batch Renorm, non-i.i.d. (8 labels × 4)",
+    "noniid16_bn": "BN, non-i.i.d. (2 labels × 16)",
+    "noniid16_brn": "Batch Renorm, non-i.i.d. (2 labels × 16)",
+    "groupnorm": "GroupNorm",
+    "layernorm": "LayerNorm",
+    "brn_micro4_jump": "Batch Renorm, microbatch 4, no ramp",
+}
+RENORM_SETUPS = tuple(RENORM_LABELS)
 # The non-i.i.d. sampler's doses: examples per drawn label → the setups of BN and of Batch Renorm
 # (minibatches of 32: 16 labels x 2 as in the paper, 8 x 4, 4 x 8, 2 x 16).
 NONIID_DOSES = {
@@ -349,6 +420,11 @@ STUDIES: tuple[Study, ...] = (
         FIG1,
         claims=("bn_paper",),
         styles={"baseline": Style("#4c72b0", "-", "Without BN"), "bn": Style("#dd8452", "-", "With BN")},
+        stat_keys=("test_acc", "train_acc", "test_acc_population", "test_acc_population_no_bessel", "final_train_loss", "steps_per_s"),
+        summary_keys=("data", "steps", "lr", "init_std", "git_commit"),
+        sweep_keys=("setup", "seed", "lr", "init_std", "steps", "diverged", "test_acc", "train_acc", "final_train_loss"),
+        paper=BN_FIG1,
+        smoke=("setup=baseline,bn", "seed=[0,1]"),
         reproductions=(
             _mnist_fig1("reproduce-mnist", "mnist", "mnist/mnist"),
             _mnist_fig1("reproduce-fashion-mnist", "fashion_mnist", "mnist/fashion_mnist"),
@@ -394,24 +470,14 @@ STUDIES: tuple[Study, ...] = (
                 ),
             ),
         ),
-        {
-            "bn32": "BN, minibatch 32", "brn32": "Batch Renorm, minibatch 32",
-            "bn_micro4": "BN, microbatch 4", "brn_micro4": "Batch Renorm, microbatch 4",
-            "brn_micro4_jump": "Batch Renorm, microbatch 4, no ramp",
-            "groupnorm": "GroupNorm", "layernorm": "LayerNorm",
-            "noniid_bn": "BN, non-i.i.d. (16 labels × 2)", "noniid_bn_halves": "BN on two halves, non-i.i.d.",
-            "noniid_brn": "Batch Renorm, non-i.i.d. (16 labels × 2)",
-            "noniid8_bn": "BN, non-i.i.d. (4 labels × 8)", "noniid8_brn": "Batch Renorm, non-i.i.d. (4 labels × 8)",
-            "noniid4_bn": "BN, non-i.i.d. (8 labels × 4)", "noniid4_brn": "Batch Renorm, non-i.i.d. (8 labels × 4)",
-            "noniid16_bn": "BN, non-i.i.d. (2 labels × 16)", "noniid16_brn": "Batch Renorm, non-i.i.d. (2 labels × 16)",
-        },
+        RENORM_LABELS,
         claims=("brn_paper",),
         styles={
-            "bn32": Style("#4c72b0", "-", "BN, minibatch 32"),
-            "brn32": Style("#dd8452", "-", "Batch Renorm, minibatch 32"),
-            "bn_micro4": Style("#4c72b0", "--", "BN, microbatch 4"),
-            "brn_micro4": Style("#dd8452", "--", "Batch Renorm, microbatch 4"),
-            "brn_micro4_jump": Style("#c44e52", ":", "Batch Renorm, microbatch 4, no ramp"),
+            "bn32": Style("#4c72b0", "-"),
+            "brn32": Style("#dd8452", "-"),
+            "bn_micro4": Style("#4c72b0", "--"),
+            "brn_micro4": Style("#dd8452", "--"),
+            "brn_micro4_jump": Style("#c44e52", ":"),
             "groupnorm": Style("#55a868", "-.", "GroupNorm (per example)"),
             "layernorm": Style("#8172b3", "-.", "LayerNorm (per example)"),
             "noniid_bn": Style("#4c72b0", "-", "BN"),
@@ -424,6 +490,14 @@ STUDIES: tuple[Study, ...] = (
             "noniid16_bn": Style("#4c72b0", "-", "BN"),
             "noniid16_brn": Style("#dd8452", "-", "Batch Renorm"),
         },
+        # the questions' arms on this network beside those they vary
+        order=(*RENORM_SETUPS[:4], "bn_micro4_rgrad", "brn_micro4_bngrad", *RENORM_SETUPS[4:], "bn32_after", "nonorm"),
+        split_by="data",
+        setup_keys=("norm", "microbatch", "sampler"),
+        stat_keys=("test_acc", "max_test_acc", "train_acc", "test_acc_train_mode", "steps_per_s"),
+        summary_keys=("data", "model", "steps", "git_commit"),
+        paper=BRN_RESULTS,
+        smoke=("data=fashion_mnist", "setup=bn32,brn_micro4", "seed=[0,1]"),
         reproductions=(
             # Fashion-MNIST is the informative set (5 seeds, for intervals); MNIST, where every
             # setup is within a point of the others, keeps 2. A job per setup and dataset, its
@@ -465,13 +539,20 @@ STUDIES: tuple[Study, ...] = (
         },
         claims=("bn_paper",),
         styles={
-            "inception": Style("#4c4c4c", "-", "Inception"),
-            "bn_baseline": Style("#4c72b0", "-", "BN-Baseline"),
-            "bn_x5": Style("#dd8452", "-", "BN-x5"),
-            "bn_x30": Style("#c44e52", "-", "BN-x30"),
-            "bn_x5_sigmoid": Style("#55a868", "--", "BN-x5-Sigmoid"),
+            "inception": Style("#4c4c4c", "-"),
+            "bn_baseline": Style("#4c72b0", "-"),
+            "bn_x5": Style("#dd8452", "-"),
+            "bn_x30": Style("#c44e52", "-"),
+            "bn_x5_sigmoid": Style("#55a868", "--"),
             "inception_sigmoid": Style("#8172b3", ":", "Inception-Sigmoid (no BN)"),
         },
+        order=tuple(BN_FIG3["setups"]),
+        setup_keys=("norm", "activation", "weight_decay", "lr_decay_every", "photometric"),
+        stat_keys=("max_test_acc", "test_acc", "examples_per_s"),
+        summary_keys=("data", "width", "steps", "global_batch", "git_commit"),
+        paper=BN_FIG3,
+        extend="experiments.inception_fig3:extend",
+        smoke=("data=fashion_mnist", "setup=bn_x5"),
         reproductions=(
             Reproduction(
                 "reproduce-inception-cpu", "BN paper Figs. 2-3, CPU scale: 6 variants on Fashion-MNIST 32 px, 3,000 steps; results/inception/fashion_mnist_cpu/",
@@ -526,6 +607,11 @@ STUDIES: tuple[Study, ...] = (
             "mech_relu_baseline": "ReLU, no BN", "mech_relu_bn": "ReLU, BN",
         },
         claims=("mechanism",),
+        setup_keys=("activation", "norm", "noise", "weight_decay"),
+        stat_keys=("test_acc", "max_test_acc", "final_train_loss"),
+        summary_keys=("data", "steps", "lr", "git_commit"),
+        extend="experiments.mechanism_results:extend_results",
+        smoke=("setup=mech_baseline,mech_bn",),
         reproductions=(
             # Baseline, BN and noisy BN with 5 seeds; BN with L2 and the ReLU MLP with 3 (lr 0.1:
             # the ReLU baseline diverges at 1.0); measured every 1,000 steps.
@@ -557,6 +643,10 @@ STUDIES: tuple[Study, ...] = (
             ),
         ),
         claims=("mechanism",),
+        setup_keys=("norm", "activation", "depth"),
+        stat_keys=("grad_ratio_init", "grad_ratio", "fixed_batch_loss"),
+        summary_keys=("data", "steps", "lr", "batch_size", "git_commit"),
+        smoke=("setup=deep_mlp,deep_mlp_bn",),
         reproductions=(
             # Yang et al. 2019: the first/last gradient-norm ratio of width-100 MLPs of depth 2..64
             # at initialization and after 1, 10, 100 SGD steps, 3 seeds.
@@ -689,28 +779,32 @@ STUDIES: tuple[Study, ...] = (
     ),
 )  # fmt: skip
 
-REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for s in STUDIES for r in s.reproductions} | {
+
+def _everyday(reproductions: tuple[Reproduction, ...]) -> tuple[str, ...]:
+    """The reproductions ``reproduce-all`` runs: those of this machine's CPUs (no settings the
+    command line must give, no ``torchrun``), not confirmatory, not a member of another one, and
+    running something of their own (jobs or figures; a list of others alone is an alias)."""
+    members = {m for r in reproductions for m in r.members}
+    return tuple(
+        r.name
+        for r in reproductions
+        if not (r.seeds or r.requires or r.distributed or r.name in members)
+        and (r.stages or r.plots)
+    )
+
+
+_ALL = tuple(r for s in STUDIES for r in s.reproductions)
+REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in _ALL} | {
     "reproduce-all": Reproduction(
         "reproduce-all",
         "every study on this machine's CPUs (not the GPU-scale Inception), then the claims and the report",
-        members=(
-            "reproduce-mnist",
-            "reproduce-fashion-mnist",
-            "reproduce-renorm",
-            "reproduce-mechanism",
-            "reproduce-depth",
-            "reproduce-inception-cpu",
-            "reproduce-inception-converged",
-            "reproduce-questions",
-            "sweep-lr",
-            "sweep-init-scale",
-        ),
+        members=_everyday(_ALL),
         plots=(("claims",), ("report",)),
     ),
     "confirm-all": Reproduction(
         "confirm-all",
         "every confirmatory reproduction (the seeds the power calculation fixed), then the claims and the report",
-        members=tuple(r.name for s in STUDIES for r in s.reproductions if r.seeds),
+        members=tuple(r.name for r in _ALL if r.seeds),
         plots=(("claims",), ("report",)),
     ),
 }

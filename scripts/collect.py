@@ -1,5 +1,5 @@
-"""Gather a sweep of a study's runs into ``results/``, as the study's spec says (``SPEC`` in
-``experiments/<study>.py``).
+"""Gather a sweep of a study's runs into ``results/``, as the study's registry record says
+(``experiments/studies.py``; torch is not imported unless the study's collection hook needs it).
 
     python -m scripts.collect mnist MULTIRUN_DIR --out results/mnist/mnist --command "make reproduce-mnist"
     python -m scripts.collect mnist MULTIRUN_DIR --sweep --out results/mnist/lr_sweep.csv
@@ -9,8 +9,8 @@
     python -m scripts.collect mechanism MULTIRUN_DIR --out OUT --metrics test/acc,landscape/
 
 Writes ``runs.csv`` (``setup,seed,step,metric,value``: every run's metrics) and ``summary.json``
-(per setup: mean, spread and per-seed values of the spec's keys, next to the paper's numbers), or
-with ``--sweep`` one CSV row per run (the study's ``SWEEP_KEYS``, or for any study the settings
+(per setup: mean, spread and per-seed values of the record's keys, next to the paper's numbers), or
+with ``--sweep`` one CSV row per run (the study's ``sweep_keys``, or for any study the settings
 that differ between the runs), and with ``--curves`` every run's metrics over training keyed by
 those keys. ``--reuse`` takes the ``--reuse-setups`` runs
 from an earlier collection of the same study and settings instead of running them again;
@@ -20,17 +20,18 @@ from an earlier collection of the same study and settings instead of running the
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
 
 from experiments.kit.results import Reuse, collect, collect_sweep
+from experiments.studies import STUDIES
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("study", help="the study module: experiments.<study>")
+    trained = [s.name for s in STUDIES if s.trains]
+    p.add_argument("study", help=f"the study whose runs they are: {', '.join(trained)}")
     p.add_argument("sweep_dir", type=Path)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sweep", action="store_true", help="one row per run of a hyperparameter sweep")
@@ -52,20 +53,21 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--reuse and --reuse-setups go together, without --sweep")
     if args.metrics is not None and (args.sweep or not all(args.metrics.split(","))):
         p.error("--metrics takes comma-separated metric prefixes, without --sweep")
-    try:
-        study = importlib.import_module(f"experiments.{args.study}")
-    except ModuleNotFoundError:
-        raise SystemExit(f"error: there is no study experiments.{args.study}") from None
+    study = next((s for s in STUDIES if s.trains and s.name == args.study), None)
+    if study is None:
+        raise SystemExit(
+            f"error: there is no study {args.study} (the studies that train: {', '.join(trained)})"
+        )
     if args.sweep:
         metrics = args.curve_metrics.split(",") if args.curve_metrics else None
-        keys = getattr(study, "SWEEP_KEYS", None)  # a study's fixed columns, else what differs
-        collect_sweep(study.SPEC, args.sweep_dir, args.out, keys, args.curves, metrics)
+        keys = list(study.sweep_keys) or None  # a study's fixed columns, else what differs
+        collect_sweep(study, args.sweep_dir, args.out, keys, args.curves, metrics)
     else:
         reuse = None
         if args.reuse:
             reuse = Reuse(args.reuse, tuple(args.reuse_setups.split(",")))
         metrics = tuple(args.metrics.split(",")) if args.metrics else ()
-        collect(study.SPEC, args.sweep_dir, args.out, args.command, args.wall_time, reuse, metrics)
+        collect(study, args.sweep_dir, args.out, args.command, args.wall_time, reuse, metrics)
 
 
 if __name__ == "__main__":

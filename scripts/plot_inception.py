@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.inception import SPEC
 from experiments.inception_fig3 import BASELINE, parameter_range
 from experiments.papers import BN_FIG3
 from experiments.studies import study
@@ -27,13 +26,14 @@ from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, se
 SUBSET = "test/acc_subset"
 
 RESULTS = Path("results/inception")
-STYLE = study("inception").styles
+INCEPTION = study("inception")
+STYLE = INCEPTION.styles
 
 
 def figure2(setting: Path) -> Path:
     data = read_curves(setting / "runs.csv")
     summary = results.read_summary(setting)
-    variants = [v for v in SPEC.order if has(data, v)]
+    variants = [v for v in INCEPTION.setups if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
     if "converged" in summary:
         _converged_accuracy_panel(axes[0], data, summary["converged"], variants, setting)
@@ -54,7 +54,7 @@ def figure2(setting: Path) -> Path:
 
 def _accuracy_panel(ax, data: dict, summary: dict, variants: list[str]) -> None:
     for v in variants:
-        color, style, label = STYLE[v].color, STYLE[v].line, STYLE[v].legend
+        color, style, label = STYLE[v].color, STYLE[v].line, INCEPTION.legend(v)
         steps, acc = series(data, v, "test/acc")
         ax.plot(steps, acc.mean(0), color=color, ls=style, label=label)
         reached = summary["setups"][v].get("steps_to_baseline_max")
@@ -81,7 +81,7 @@ def _accuracy_panel(ax, data: dict, summary: dict, variants: list[str]) -> None:
 
 def _loss_panel(ax, data: dict, variants: list[str], per_seed: bool = False) -> None:
     for v in variants:
-        color, style, label = STYLE[v].color, STYLE[v].line, STYLE[v].legend
+        color, style, label = STYLE[v].color, STYLE[v].line, INCEPTION.legend(v)
         if per_seed:
             for i, (steps, loss) in enumerate(_seed_curves(data, v, "train/loss")):
                 ax.plot(steps, loss, color=color, ls=style, lw=1, label=label if i == 0 else None)
@@ -110,7 +110,7 @@ def _steps_panel(ax, summary: dict, variants: list[str]) -> None:
             ax.text(0.01, i + 0.2, "never", va="center", fontsize=7)
         if p == 0:
             ax.text(0.01, i - 0.2, "never", va="center", fontsize=7)
-    ax.set_yticks(list(y), [STYLE[v].legend for v in rows])
+    ax.set_yticks(list(y), [INCEPTION.legend(v) for v in rows])
     ax.invert_yaxis()
     ax.set(
         xlabel="steps to Inception's max / Inception's steps",
@@ -127,7 +127,7 @@ def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]
 def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], folder: Path) -> None:
     level = fig3.target(folder=folder)
     for v in variants:
-        color, style, label = STYLE[v].color, STYLE[v].line, STYLE[v].legend
+        color, style, label = STYLE[v].color, STYLE[v].line, INCEPTION.legend(v)
         for i, (steps, acc) in enumerate(_seed_curves(data, v, SUBSET)):
             ax.plot(steps, acc, color=color, ls=style, lw=1, label=label if i == 0 else None)
         for step in fig3.steps(v, level, folder).values():
@@ -172,7 +172,7 @@ def _converged_steps_panel(ax, c: dict, variants: list[str], folder: Path) -> No
             ax.text(0.01, i + 0.2, text, va="center", fontsize=7)
         if paper == 0:
             ax.text(0.01, i - 0.2, "never", va="center", fontsize=7)
-    ax.set_yticks(range(len(rows)), [STYLE[v].legend for v in rows])
+    ax.set_yticks(range(len(rows)), [INCEPTION.legend(v) for v in rows])
     ax.invert_yaxis()
     ax.set(
         xlabel="steps to Inception's max / Inception's mean steps (dots: seeds)",

@@ -28,9 +28,10 @@ from scripts.plotting import (
 )
 
 RESULTS = Path("results/mnist")
-STYLE = study("mnist").styles
+MNIST = study("mnist")
+STYLE = MNIST.styles
 COLORS = {setup: s.color for setup, s in STYLE.items()}
-LABELS = {setup: s.legend for setup, s in STYLE.items()}
+LABELS = {setup: MNIST.legend(setup) for setup in STYLE}
 
 
 def figure1(dataset: str) -> Path | None:

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.renorm import SPEC
 from experiments.studies import NONIID_DOSES, study
 from scripts.analysis import results
 from scripts.analysis.stats import Estimate
 from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series, spread_band
 
-LABELS = study("renorm").labels
+RENORM = study("renorm")
+LABELS = RENORM.labels
 
 RESULTS = Path("results/renorm")
 DATASETS = ("fashion_mnist", "mnist")
-STYLE = study("renorm").styles
+STYLE = RENORM.styles
 
 
 def _curve(ax, data, setup, metric="test/acc", label=None, **kw) -> None:
@@ -31,7 +31,7 @@ def _curve(ax, data, setup, metric="test/acc", label=None, **kw) -> None:
     steps, v = series(data, setup, metric)
     kw = {"color": style.color, "ls": style.line, **kw}
     mean = spread_band(ax, steps, v, kw["color"])
-    ax.plot(steps, mean, label=label or style.legend, **kw)
+    ax.plot(steps, mean, label=label or RENORM.legend(setup), **kw)
 
 
 def _ylim(ax, data, setups, metric="test/acc") -> None:
@@ -86,7 +86,7 @@ def non_iid(dataset: str, data: dict) -> Path:
             label="BN, test in training mode on non-i.i.d. minibatches",
         )
         for s in others:
-            _curve(ax, data, s, label=f"{STYLE[s].legend}, test")
+            _curve(ax, data, s, label=f"{RENORM.legend(s)}, test")
         ax.set(xlabel="training step", title=title)
         ax.legend(loc="lower right", fontsize=7)
     axes[0].set_ylabel("accuracy")
@@ -166,7 +166,7 @@ def clipping(dataset: str, data: dict) -> Path:
                     color=STYLE[s].color,
                     ls=STYLE[s].line,
                     alpha=0.4 + 0.6 * (i + 1) / len(layers),
-                    label=f"{STYLE[s].legend}: layer {i + 1}",
+                    label=f"{RENORM.legend(s)}: layer {i + 1}",
                 )
         ax.set(
             xlabel="training step",
@@ -193,9 +193,9 @@ def final_bars() -> Path | None:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), layout="constrained")
     for ax, (name, summary) in zip(np.atleast_1d(axes), panels):
         rows = []
-        for setup in SPEC.order:
+        for setup in RENORM.setups:
             if summary is None:
-                p = SPEC.paper["setups"].get(setup)
+                p = RENORM.paper["setups"].get(setup)
                 if p:
                     rows.append((setup, p["test_acc"], 0.0))
                     if "test_acc_train_mode" in p:

@@ -128,12 +128,13 @@ def paper_text(entry: dict) -> str:
 
 
 def setups_table(summary: dict, labels: dict[str, str]) -> dict:
+    """A column per seed statistic the summary holds (its study's ``stat_keys``): those
+    :data:`COLUMNS` names first, in its order, then any other, named after its key."""
     setups = summary.get("setups", {})
-    keys = [
-        k
-        for k in COLUMNS
-        if any(isinstance(e.get(k), dict) and "mean" in e[k] for e in setups.values())
-    ]
+    held = dict.fromkeys(
+        k for e in setups.values() for k, v in e.items() if isinstance(v, dict) and "mean" in v
+    )
+    keys = [k for k in COLUMNS if k in held] + [k for k in held if k not in COLUMNS]
     paper = summary.get("paper", {}).get("setups", {})
     rows = [
         {
@@ -146,7 +147,10 @@ def setups_table(summary: dict, labels: dict[str, str]) -> dict:
         for name, e in setups.items()
     ]
     columns = [
-        (COLUMNS[k], "value or mean (range)" if k in THROUGHPUT else "mean [95% t-interval]")
+        (
+            COLUMNS.get(k, k.replace("_", " ")),
+            "value or mean (range)" if k in THROUGHPUT else "mean [95% t-interval]",
+        )
         for k in keys
     ]
     return {"columns": columns, "rows": rows, "paper": bool(paper)}

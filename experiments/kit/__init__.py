@@ -4,5 +4,6 @@ One training loop (:mod:`~experiments.kit.loop`), one ``norm`` config consumed o
 (:mod:`~experiments.kit.norm`), typed config schemas and the study runner
 (:mod:`~experiments.kit.config`), data (:mod:`~experiments.kit.data`), samplers, run logs,
 the classification skeleton of the image studies (:mod:`~experiments.kit.classify`) and the
-results pipeline (:mod:`~experiments.kit.results`). A study adds a module, a config and a spec.
+results pipeline (:mod:`~experiments.kit.results`). A study adds a module, a config and its
+registry record (:mod:`experiments.studies`).
 """

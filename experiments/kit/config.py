@@ -76,7 +76,7 @@ class NormConf:
     """``configs/norm/*.yaml``: the normalization layer every study builds the same way
     (:func:`experiments.kit.norm.norm_factory`)."""
 
-    kind: NormKind = NormKind.batchnorm
+    kind: NormKind = MISSING
     momentum: float | None = 0.1
     eps: float = 1e-5
     impl: Impl = Impl.fast
@@ -93,10 +93,10 @@ class DataConf:
     """``configs/data/*.yaml``."""
 
     name: DataName = MISSING
-    root: str = "data"
-    download: bool = True
+    root: str = MISSING
+    download: bool = MISSING
     verify: bool = True
-    binarize: bool = False
+    binarize: bool = MISSING
     image_size: int | None = None
     channels: int = 1
     num_workers: int = 8
@@ -106,12 +106,12 @@ class DataConf:
 class LoggerConf:
     """``configs/logger/wandb.yaml``."""
 
-    mode: LoggerMode = LoggerMode.offline
-    project: str = "bn-reproduction"
-    entity: str | None = None
-    dir: str | None = None
-    group: str | None = None
-    tags: list[str] = field(default_factory=list)
+    mode: LoggerMode = MISSING
+    project: str = MISSING
+    entity: str | None = MISSING
+    dir: str | None = MISSING
+    group: str | None = MISSING
+    tags: list[str] = MISSING
 
 
 @dataclass
@@ -159,7 +159,7 @@ class ClassifierEvalConf(EvalConf):
 class StudyConf:
     """The keys every study has; a study's schema extends it (and its ``train``/``eval``)."""
 
-    seed: Any = 0
+    seed: Any = MISSING
     threads: int | None = None
     device: str = "auto"
     resume: bool = False

@@ -1,8 +1,8 @@
 """The results pipeline of every study: a sweep's run directories into ``results/<study>/``.
 
-A study describes its results with a :class:`StudySpec` (its setups' order, which summary keys
-to keep and to average over seeds, the paper's numbers, and an optional hook for a study's own
-table); :func:`collect` writes the long-format ``runs.csv`` (``setup,seed,step,metric,value``)
+A study's registry record (:class:`experiments.studies.Study`) says how its runs become results
+(its setups' order, which summary keys to keep and to average over seeds, the paper's numbers, and
+an optional hook for a study's own table); :func:`collect` writes the long-format ``runs.csv`` (``setup,seed,step,metric,value``)
 and ``summary.json``. ``python -m scripts.collect <study> SWEEP_DIR --out DIR`` runs it.
 
 A collection is written as one: every file of it into a new folder beside ``--out``, which then
@@ -14,54 +14,18 @@ earlier results whole or the new ones whole, never a ``runs.csv`` of one beside 
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import os
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from experiments.kit.files import ends_whole, folder_as_one, writable, write_whole
+from experiments.studies import Study
 
 RUN_KEY = "setup"  # the run-key column of every runs.csv
-
-
-@dataclass
-class StudySpec:
-    """How a study's runs become its results.
-
-    Args:
-        name: the study (``experiments.<name>``).
-        order: setups in the order tables and figures list them (others follow, sorted).
-        split_by: a summary key whose values get one output folder each (``data``), or None.
-        setup_keys: summary keys that describe a setup (copied from its first run).
-        stat_keys: summary keys averaged over seeds (mean, spread, per seed).
-        summary_keys: summary keys of the whole sweep (copied from the first run).
-        paper: the paper's numbers, stored beside ours.
-        extend: the study's results hook, ``"module:function"``, called as
-            ``function(summary, runs, out)`` to add the study's own numbers and files; named, not
-            imported, so the analysis stays out of the training module (the collector imports it).
-    """
-
-    name: str
-    order: list[str] = field(default_factory=list)
-    split_by: str | None = None
-    setup_keys: tuple[str, ...] = ()
-    stat_keys: tuple[str, ...] = ("test_acc", "max_test_acc", "train_acc")
-    summary_keys: tuple[str, ...] = ("data", "steps", "git_commit")
-    paper: dict[str, Any] = field(default_factory=dict)
-    extend: str | None = None
-
-    def extend_hook(self) -> Callable[[dict, list[tuple[Path, dict]], Path], None] | None:
-        if self.extend is None:
-            return None
-        module, _, function = self.extend.partition(":")
-        return getattr(importlib.import_module(module), function)
-
-    def rank(self, setup: str) -> tuple[int, str]:
-        return (self.order.index(setup) if setup in self.order else len(self.order), setup)
 
 
 def find_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
@@ -214,10 +178,10 @@ class Reuse:
 
     Args:
         folder: the collected folder (``runs.csv``, ``summary.json``); split like the output
-            (``folder/<split_by value>``) when the spec splits.
+            (``folder/<split_by value>``) when the study splits.
         setups: the setups to take; the sweep must not have run them.
 
-    It checks what the summaries record: the spec's ``summary_keys`` but the commit, the setups,
+    It checks what the summaries record: the study's ``summary_keys`` but the commit, the setups,
     their seeds and their rows, and every setting the setups of each collection share (lr,
     momentum, steps, the stopping rule, data, ...: from the runs' recorded configs). It cannot
     see a change of code since the earlier runs: rerun them after one.
@@ -226,9 +190,9 @@ class Reuse:
     folder: Path
     setups: tuple[str, ...]
 
-    def load(self, spec: StudySpec, group: Any, summary: dict, ran: dict) -> tuple[dict, dict]:
+    def load(self, study: Study, group: Any, summary: dict, ran: dict) -> tuple[dict, dict]:
         """``(summary entries by setup, runs.csv rows by (setup, seed))``, after checking that
-        the earlier collection was made with the same ``spec.summary_keys`` and seeds as the
+        the earlier collection was made with the same ``study.summary_keys`` and seeds as the
         sweep's setups ``ran`` (:func:`per_setup`)."""
         folder = self.folder if group is None else self.folder / str(group)
         if not (folder / "summary.json").exists() or not (folder / "runs.csv").exists():
@@ -237,7 +201,7 @@ class Reuse:
             earlier = json.loads((folder / "summary.json").read_text())
         except ValueError as e:
             raise SystemExit(f"error: {folder / 'summary.json'} is not valid JSON ({e})") from None
-        for key in spec.summary_keys:
+        for key in study.summary_keys:
             if key != "git_commit" and earlier.get(key) != summary.get(key):
                 raise SystemExit(
                     f"error: {folder} was made with {key}={earlier.get(key)!r}, this sweep with "
@@ -254,7 +218,7 @@ class Reuse:
                     f"error: {folder} has {k} with seeds {earlier['setups'][k]['seeds']}, the "
                     f"sweep ran seeds {seeds}: run {k} here instead of reusing it"
                 )
-        _check_shared_settings(spec.name, folder, earlier["setups"], ran, self.setups)
+        _check_shared_settings(study.name, folder, earlier["setups"], ran, self.setups)
         rows = _reused_rows(folder / "runs.csv", self.setups)
         if lacking := sorted({(k, seed) for k in self.setups for seed in seeds} - set(rows)):
             raise SystemExit(f"error: {folder / 'runs.csv'} has no rows of (setup, seed) {lacking}")
@@ -316,18 +280,18 @@ def _shown(recorded: dict, key: str) -> str:
     return repr(planned(recorded)[key])
 
 
-def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]:
+def per_setup(study: Study, runs: list[tuple[Path, dict]]) -> dict[str, dict]:
     """One entry per setup: its description, seeds, divergence and seed statistics."""
     setups: dict[str, dict] = {}
-    for setup in sorted({s[RUN_KEY] for _, s in runs}, key=spec.rank):
+    for setup in sorted({s[RUN_KEY] for _, s in runs}, key=study.rank):
         ss = [s for _, s in runs if s[RUN_KEY] == setup]
-        entry = {key: ss[0].get(key) for key in spec.setup_keys}
+        entry = {key: ss[0].get(key) for key in study.setup_keys}
         entry.update(seeds=[s["seed"] for s in ss], diverged=[s["diverged"] for s in ss])
         if configs := [s["config"] for s in ss if "config" in s]:  # one setting (check_poolable)
             from experiments.kit.loop import comparable_config
 
             entry["config"] = comparable_config(configs[0])
-        for key in spec.stat_keys:
+        for key in study.stat_keys:
             values = [s[key] for s in ss if s.get(key) is not None]
             if values:
                 entry[key] = seed_stats(values)
@@ -336,7 +300,7 @@ def per_setup(spec: StudySpec, runs: list[tuple[Path, dict]]) -> dict[str, dict]
 
 
 def collect(
-    spec: StudySpec,
+    study: Study,
     sweep_dir: Path,
     out: Path,
     command: str = "",
@@ -347,19 +311,21 @@ def collect(
     """``runs.csv`` and ``summary.json`` of a sweep, in ``out`` (or ``out/<split_by value>``),
     with ``reuse``'s setups taken from an earlier collection; with ``metrics``, runs.csv holds
     only the metrics that start with one of them (recorded in the summary as ``metrics_kept``)."""
-    if reuse is not None and spec.extend is not None:
-        raise SystemExit(f"error: {spec.name}'s results need every run (its extend hook): no reuse")
-    found = sorted(find_runs(sweep_dir), key=lambda rs: (spec.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
-    refuse_other_studies(spec.name, found)
-    groups = sorted({s.get(spec.split_by) for _, s in found}) if spec.split_by else [None]
-    if spec.split_by:  # each value names a folder: none may lead outside --out
+    if reuse is not None and study.extend is not None:
+        raise SystemExit(
+            f"error: {study.name}'s results need every run (its extend hook): no reuse"
+        )
+    found = sorted(find_runs(sweep_dir), key=lambda rs: (study.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
+    refuse_other_studies(study.name, found)
+    groups = sorted({s.get(study.split_by) for _, s in found}) if study.split_by else [None]
+    if study.split_by:  # each value names a folder: none may lead outside --out
         for group in groups:
-            plain_name(group, spec.split_by)
+            plain_name(group, study.split_by)
     parts = []  # every group checked (reuse.load) before any is written
     for group in groups:
-        runs = [(r, s) for r, s in found if group is None or s.get(spec.split_by) == group]
+        runs = [(r, s) for r, s in found if group is None or s.get(study.split_by) == group]
         check_poolable(runs)
-        summary = {key: runs[0][1].get(key) for key in spec.summary_keys}
+        summary = {key: runs[0][1].get(key) for key in study.summary_keys}
         summary["git_dirty"] = any(s.get("git_dirty") for _, s in runs)
         if capabilities := sorted({s["cpu_capability"] for _, s in runs if "cpu_capability" in s}):
             summary["cpu_capability"] = "; ".join(capabilities)
@@ -369,8 +335,8 @@ def collect(
             {s["resumed_at_commit"] for _, s in runs if s.get("resumed_at_commit")}
         ):
             summary["resumed_at_commit"] = resumed
-        setups = per_setup(spec, runs)
-        entries, rows = reuse.load(spec, group, summary, setups) if reuse is not None else ({}, {})
+        setups = per_setup(study, runs)
+        entries, rows = reuse.load(study, group, summary, setups) if reuse is not None else ({}, {})
         parts.append((group, runs, summary, {**setups, **entries}, rows))
     if out.exists() and not out.is_dir():
         raise SystemExit(f"error: --out {out} is a file; give a folder for the collection")
@@ -382,7 +348,7 @@ def collect(
                 folder = staged if group is None else staged / str(group)
                 folder.mkdir(exist_ok=True)
                 write_collection(
-                    spec, folder, runs, summary, merged, rows, metrics, command, wall_time
+                    study, folder, runs, summary, merged, rows, metrics, command, wall_time
                 )
                 written.append((out if group is None else out / str(group), summary))
     except OSError as e:
@@ -390,12 +356,12 @@ def collect(
             f"error: {out} could not be written ({_why(e)}): it holds its earlier results, unchanged"
         ) from None
     for folder, summary in written:
-        print_table(spec, summary, folder)
+        print_table(study, summary, folder)
     return [summary for _, summary in written]
 
 
 def write_collection(
-    spec: StudySpec,
+    study: Study,
     folder: Path,
     runs: list[tuple[Path, dict]],
     summary: dict,
@@ -407,14 +373,14 @@ def write_collection(
 ) -> None:
     """One group's ``runs.csv``, ``summary.json`` and the study's own files (its extend hook) in
     ``folder`` (a new one, put in place by :func:`collect` once every group is written)."""
-    write_runs_csv(folder / "runs.csv", runs, rows, spec.rank, metrics)
-    setups = {k: merged[k] for k in sorted(merged, key=spec.rank)}
+    write_runs_csv(folder / "runs.csv", runs, rows, study.rank, metrics)
+    setups = {k: merged[k] for k in sorted(merged, key=study.rank)}
     summary.update(command=command, wall_time_s=wall_time, setups=setups)
     if metrics:
         summary["metrics_kept"] = list(metrics)
-    if (extend := spec.extend_hook()) is not None:
+    if (extend := study.extend_hook()) is not None:
         extend(summary, runs, folder)
-    summary["paper"] = spec.paper
+    summary["paper"] = study.paper
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
@@ -443,20 +409,20 @@ def _why(e: OSError) -> str:
     return f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}"
 
 
-def sweep_keys(spec: StudySpec, runs: list[tuple[Path, dict]]) -> list[str]:
+def sweep_keys(study: Study, runs: list[tuple[Path, dict]]) -> list[str]:
     """A sweep table's columns for any study: setup and seed, every setting that differs between
-    the runs (from each run's recorded config), then how each run ended and the spec's numbers."""
+    the runs (from each run's recorded config), then how each run ended and the study's numbers."""
     from experiments.kit.loop import comparable_config
 
     configs = [comparable_config(s.get("config", {})) for _, s in runs]
     varying = sorted(
         {k for c in configs for k in c if any(c.get(k) != other.get(k) for other in configs)}
     )
-    return [RUN_KEY, "seed", *varying, "steps_done", "diverged", *spec.stat_keys]
+    return [RUN_KEY, "seed", *varying, "steps_done", "diverged", *study.stat_keys]
 
 
 def collect_sweep(
-    spec: StudySpec,
+    study: Study,
     sweep_dir: Path,
     out: Path,
     keys: list[str] | None = None,
@@ -472,9 +438,9 @@ def collect_sweep(
     if out.is_dir():
         raise SystemExit(f"error: --out {out} is a folder; give the CSV file to write")
     runs = find_runs(sweep_dir)
-    refuse_other_studies(spec.name, runs)
+    refuse_other_studies(study.name, runs)
     found = [(run, {**s.get("config", {}), **s}) for run, s in runs]
-    keys = keys or sweep_keys(spec, found)
+    keys = keys or sweep_keys(study, found)
 
     def order(value: Any) -> tuple:  # numbers by value, anything else (None, lists) after, as text
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -482,7 +448,7 @@ def collect_sweep(
 
     found.sort(
         key=lambda rs: tuple(
-            (spec.rank(rs[1][k]) if k == RUN_KEY else order(rs[1].get(k))) for k in keys
+            (study.rank(rs[1][k]) if k == RUN_KEY else order(rs[1].get(k))) for k in keys
         )
     )
     wanted = None if curve_metrics is None else set(curve_metrics)
@@ -519,8 +485,8 @@ def collect_sweep(
         print(f"wrote {path}" + (f" ({len(found)} runs)" if path == out else ""))
 
 
-def print_table(spec: StudySpec, summary: dict, folder: Path) -> None:
-    keys = [k for k in spec.stat_keys if any(k in e for e in summary["setups"].values())]
+def print_table(study: Study, summary: dict, folder: Path) -> None:
+    keys = [k for k in study.stat_keys if any(k in e for e in summary["setups"].values())]
     print(f"\n{folder}: mean ± spread over seeds")
     print(f"{RUN_KEY:18} " + " ".join(f"{k:>22}" for k in keys))
     for setup, e in summary["setups"].items():

@@ -13,6 +13,7 @@ from experiments import depth
 from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
 from experiments.nets.deep_mlp import DeepMLP
+from experiments.studies import study
 from tests.configs import compose_config
 from tests.runs import metric_rows
 
@@ -113,7 +114,7 @@ def test_collector_and_figure(root, tmp_path, monkeypatch):
                 tmp_path / "sweep" / f"{setup}_{act}",
             )
     out = tmp_path / "results"
-    [summary] = collect(depth.SPEC, tmp_path / "sweep", out, "test", None)
+    [summary] = collect(study("depth"), tmp_path / "sweep", out, "test", None)
     assert summary["setups"]["deep_mlp_bn_relu_d3"]["depth"] == 3
     from scripts import plot_depth, plotting
 

@@ -1,7 +1,8 @@
 """The README's "Adding a study" example is a real study: its module, its config folder and its
 registry entry (``example_study/``), shown in the README word for word. Put into a copy of the
-repository, that is all it takes for the study to train, to be reproduced and collected by
-``scripts.reproduce``, and to appear in ``make help``, the report and the claims table."""
+repository, that is all it takes for the study to train (``bn-study mystudy`` too), to be
+reproduced and collected by ``scripts.reproduce``, to be smoke-tested by ``make smoke``, and to
+appear in ``make help``, ``reproduce-all``, the report and the claims table."""
 
 import json
 import os
@@ -71,10 +72,17 @@ def test_the_example_study_is_everywhere_by_registration_alone(tmp_path):
     quick = ["debug=quick", f"data.root={data}", "data.download=false", "data.verify=false"]
     py = sys.executable
 
-    one = _run(copy, py, "-m", "experiments.mystudy", "setup=brn32", *quick,
+    one = _run(copy, py, "-m", "scripts.study", "mystudy", "setup=brn32", *quick,
                f"hydra.run.dir={tmp_path / 'one'}")  # fmt: skip
     assert one.returncode == 0, one.stderr[-2000:]
     assert json.loads((tmp_path / "one" / "summary.json").read_text())["setup"] == "brn32"
+
+    smoked = _run(copy, py, "-m", "scripts.smoke", "--study", "mystudy", "--data-root", str(data),
+                  "--no-verify", "--out", str(tmp_path / "smoke"))  # fmt: skip
+    assert smoked.returncode == 0, smoked.stdout[-2000:] + smoked.stderr[-2000:]
+    assert (tmp_path / "smoke" / "results" / "mystudy" / "summary.json").exists()
+    listed = _run(copy, py, "-c", "from scripts.smoke import JOBS; print([j.study for j in JOBS])")
+    assert "'mystudy'" in listed.stdout, listed.stderr
 
     wrong = _run(copy, py, "-m", "experiments.mystudy", "setup=mech_bn", *quick)
     assert (
@@ -92,6 +100,8 @@ def test_the_example_study_is_everywhere_by_registration_alone(tmp_path):
 
     shown = _run(copy, "make", "--no-print-directory", "help").stdout
     assert re.search(r"^  reproduce-mystudy +BN and Batch Renorm, 2 seeds", shown, re.M)
+    everything = _run(copy, py, "-m", "scripts.reproduce", "reproduce-all", "--dry-run").stdout
+    assert "reproduce-mystudy" in everything
 
     assert _run(copy, py, "-m", "scripts.report").returncode == 0
     page = (copy / "results" / "report.html").read_text()

@@ -22,6 +22,7 @@ from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
 from experiments.kit.seeds import derive_seed
 from experiments.nets.bn_inception import count_parameters
+from experiments.studies import study
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
 from tests.interrupt import killed_after_checkpoint
@@ -427,7 +428,7 @@ def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
     for i, variant in enumerate(("bn_x5", "inception")):  # the spec's order, not the sweep's
         inception.train(_on_folder(folder, f"setup={variant}"), tmp_path / "sweep" / str(i))
     out = tmp_path / "results" / "synthetic"
-    [summary] = collect(inception.SPEC, tmp_path / "sweep", out, "test", None)
+    [summary] = collect(study("inception"), tmp_path / "sweep", out, "test", None)
     assert list(summary["setups"]) == ["inception", "bn_x5"]
     assert summary["paper"]["setups"]["bn_x5"]["steps_to_baseline_max"] == 2.1e6
     assert "| bn_x5 |" in (out / "fig3_table.md").read_text()
@@ -504,7 +505,7 @@ def test_converged_collector_from_real_runs(idx_root, tmp_path, capsys, monkeypa
         _small(*common, "setup=bn_x5", f"train.stop.target={target}"), tmp_path / "sweep" / "b0"
     )
     out = tmp_path / "results"
-    [summary] = collect(inception.SPEC, tmp_path / "sweep", out, "test", None)
+    [summary] = collect(study("inception"), tmp_path / "sweep", out, "test", None)
     c = summary["converged"]
     assert c["target"] == target and c["test_subset"] == 16 and c["eval_every"] == 2
     assert [r["seed"] for r in c["setups"]["inception"]["seeds"]] == [0, 1]

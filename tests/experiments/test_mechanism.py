@@ -16,6 +16,7 @@ from experiments.kit.errors import ConfigError
 from experiments.kit.seeds import derive_seed
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.noisy import CovariateShiftNoise
+from experiments.studies import study
 from tests.configs import compose_config
 from tests.interrupt import dies_at_step
 from tests.runs import metric_rows
@@ -192,7 +193,7 @@ def test_collect_writes_the_typical_unit_and_the_moving_average_share(root, tmp_
 
     for setup in ("mech_baseline", "mech_bn"):
         mechanism.train(_small(root, f"setup={setup}"), tmp_path / "sweep" / setup)
-    [summary] = collect(mechanism.SPEC, tmp_path / "sweep", tmp_path / "out")
+    [summary] = collect(study("mechanism"), tmp_path / "sweep", tmp_path / "out")
     units = summary["typical_unit_of_the_last_hidden_layer"]
     saved = torch.load(tmp_path / "sweep/mech_bn/unit_percentiles.pt", weights_only=True)
     values = saved["values"].numpy()[:, 1, 2]  # way (b), the last hidden layer

@@ -83,6 +83,14 @@ def test_a_speed_gets_its_range_or_its_value_not_an_interval():
     )
 
 
+def test_a_new_study_s_statistics_get_columns_after_the_known_ones():
+    stat = {"mean": 0.5, "per_seed": [0.4, 0.6]}
+    summary = {"setups": {"a": {"val_loss": stat, "test_acc": stat, "seeds": [0, 1]}}}
+    table = report.setups_table(summary, {"a": "A"})
+    assert [name for name, _ in table["columns"]] == ["test accuracy", "val loss"]
+    assert table["rows"][0]["setup"] == "A" and len(table["rows"][0]["cells"]) == 2
+
+
 def test_the_papers_numbers_read_as_text():
     assert (
         report.paper_text({"test_acc": 0.783, "at_step": 130_000})

@@ -1,10 +1,11 @@
-"""scripts/smoke.py (make smoke): every study trains, collects and plots end to end into a new
-folder, and results/ is left alone."""
+"""scripts/smoke.py (make smoke): every study of the registry that trains, collects and plots end
+to end into a new folder, and results/ is left alone."""
 
 from pathlib import Path
 
 import pytest
 
+from experiments.studies import TRAINING, Reproduction, Study, study
 from scripts import smoke
 from tests.idx_files import make_dataset
 
@@ -26,7 +27,46 @@ def test_every_study_end_to_end_outside_results(tmp_path):
     assert _snapshot(REPO / "results") == before
     for job in smoke.JOBS:
         assert list((out / "results" / job.out).rglob("runs.csv")), job.study
-    assert len(list((out / "results" / "figures").glob("*.png"))) >= len(smoke.JOBS)
+    plotted = [job for job in smoke.JOBS if job.plots]
+    assert len(list((out / "results" / "figures").glob("*.png"))) >= len(plotted)
+
+
+def test_smoke_runs_every_study_that_trains_as_its_record_says():
+    assert [job.study for job in smoke.JOBS] == list(TRAINING)
+    renorm = smoke.job(study("renorm"))
+    assert renorm.out == "renorm" and renorm.plots == (("plot_renorm",),)
+    assert renorm.data == "fashion_mnist" and "setup=bn32,brn_micro4" in renorm.overrides
+
+
+def test_a_study_without_figures_or_smoke_settings_is_smoked_with_its_defaults():
+    reproduce = study("depth").reproductions[0]
+    bare = Study("bare", "A bare study", (), reproductions=(reproduce,))
+    job = smoke.job(bare)
+    assert job.overrides == ("data=mnist",) and job.plots == reproduce.plots
+    unplotted = Study(
+        "bare",
+        "",
+        (),
+        reproductions=(
+            Reproduction(
+                "r",
+                "h",
+                data=("fashion_mnist",),
+                stages=reproduce.stages,
+                collect=reproduce.collect,
+            ),
+        ),
+    )
+    assert smoke.job(unplotted).plots == () and smoke.job(unplotted).data == "fashion_mnist"
+    with pytest.raises(SystemExit, match="no reproduction that collects"):
+        smoke.job(Study("bare", "", ()))
+
+
+def test_smoke_lists_the_datasets_of_the_studies_it_runs(capsys):
+    smoke.main(["--datasets", "--study", "renorm"])
+    assert capsys.readouterr().out.split() == ["fashion_mnist"]
+    smoke.main(["--datasets"])
+    assert capsys.readouterr().out.split() == ["mnist", "fashion_mnist"]
 
 
 def test_each_study_says_when_it_starts(tmp_path, monkeypatch, capsys):

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from experiments.kit import files, results
-from experiments.kit.results import StudySpec, collect, collect_sweep
+from experiments.kit.results import collect, collect_sweep
+from experiments.studies import Study
 from tests.experiments.kit.test_results import _write_run
 from tests.faults import fault_at, files_under, in_child, killed
 
-SPEC = StudySpec(
-    name="fake", order=["zeta", "alpha"], split_by="data", extend=f"{__name__}:_extend"
-)
+SPEC = Study("fake", "", (), order=("zeta", "alpha"), split_by="data", extend=f"{__name__}:_extend")
 
 
 def _extend(summary, runs, out):
@@ -165,7 +164,7 @@ def test_a_split_value_that_is_not_a_plain_folder_name_is_refused(tmp_path, name
     _write_run(tmp_path / "sweep" / "0", "alpha", 0, 0.5, 0.5, data=name)
     out = tmp_path / "a" / "b" / "out"
     with pytest.raises(SystemExit, match=r"not a plain folder name"):
-        collect(StudySpec(name="fake", split_by="data"), tmp_path / "sweep", out)
+        collect(Study("fake", "", (), split_by="data"), tmp_path / "sweep", out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]  # nothing written anywhere
 
 

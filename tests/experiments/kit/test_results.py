@@ -8,17 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from experiments.kit.results import RUN_KEY, Reuse, StudySpec, collect, collect_sweep, find_runs
+from experiments.kit.results import RUN_KEY, Reuse, collect, collect_sweep, find_runs
+from experiments.studies import Study
 
-SPEC = StudySpec(
-    name="fake",
-    order=["zeta", "alpha"],  # not alphabetical: the spec's order must win
+SPEC = Study(
+    "fake",
+    "A fake study",
+    (),
+    order=("zeta", "alpha"),  # not alphabetical: the record's order must win
     setup_keys=("norm",),
     stat_keys=("test_acc", "train_acc"),
     summary_keys=("data", "steps"),
     paper={"source": "a paper", "zeta": 0.5},
 )
-# (directory, setup, seed, test_acc, train_acc): directories in neither the spec's nor seed order.
+# (directory, setup, seed, test_acc, train_acc): directories in neither the record's nor seed order.
 RUNS = [
     ("0", "alpha", 2, 0.7, 0.75),
     ("1", "zeta", 2, 0.9, None),  # a key a run lacks is left out of its setup's statistics
@@ -113,7 +116,7 @@ def test_statistics_are_the_mean_of_each_setups_own_seeds(sweep, tmp_path):
 
 
 def test_split_by_writes_one_folder_per_value(tmp_path):
-    spec = StudySpec(name="fake", order=["zeta", "alpha"], split_by="data")
+    spec = Study("fake", "", (), order=("zeta", "alpha"), split_by="data")
     _write_run(tmp_path / "sweep" / "a", "alpha", 0, 0.3, 0.3, data="mnist")
     _write_run(tmp_path / "sweep" / "b", "alpha", 0, 0.8, 0.8, data="fashion_mnist")
     _write_run(tmp_path / "sweep" / "c", "zeta", 0, 0.6, 0.6, data="fashion_mnist")
@@ -138,7 +141,7 @@ def _extend(summary, runs, out):
 
 def test_a_studys_extend_hook_adds_its_own_numbers(sweep, tmp_path):
     SEEN.clear()
-    spec = StudySpec(name="fake", order=SPEC.order, extend=f"{__name__}:_extend")
+    spec = Study("fake", "", (), order=SPEC.order, extend=f"{__name__}:_extend")
     [summary] = collect(spec, sweep, tmp_path / "out")
     assert SEEN["runs"] == [0, 1, 2, 1, 2] and summary["extra"] == 5
     assert (tmp_path / "out" / "extra.md").exists()
@@ -197,7 +200,7 @@ def test_collect_command_line(tmp_path, capsys):
          "--curves", str(curves), "--curve-metrics", "train/loss"]
     )  # fmt: skip
     assert [r[-2:] for r in _csv(curves)[1:]] == [["train/loss", "0"], ["train/loss", "1"]]
-    with pytest.raises(SystemExit, match="there is no study experiments.nosuch"):
+    with pytest.raises(SystemExit, match="there is no study nosuch"):
         collect_script.main(["nosuch", str(tmp_path / "sweep"), "--out", str(tmp_path / "x")])
 
 
@@ -271,7 +274,7 @@ def test_reuse_on_the_command_line(tmp_path):
 
 
 def test_a_refusal_in_one_group_writes_no_group(tmp_path):
-    spec = StudySpec(name="fake", order=["zeta", "alpha"], split_by="data")
+    spec = Study("fake", "", (), order=("zeta", "alpha"), split_by="data")
     for data in ("fashion_mnist", "mnist"):
         _write_run(tmp_path / "earlier_runs" / data, "zeta", 0, 0.2, 0.2, data=data)
         _write_run(tmp_path / "sweep" / data, "alpha", 0, 0.3, 0.3, data=data)
@@ -287,7 +290,7 @@ def test_a_refusal_in_one_group_writes_no_group(tmp_path):
 
 def test_reuse_refuses_a_study_whose_results_need_every_run(tmp_path):
     _, alpha, zeta = _split(tmp_path)
-    spec = StudySpec(name="fake", order=SPEC.order, extend=f"{__name__}:_extend")
+    spec = Study("fake", "", (), order=SPEC.order, extend=f"{__name__}:_extend")
     collect(spec, zeta, tmp_path / "earlier")
     with pytest.raises(SystemExit, match="extend hook"):
         collect(spec, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
@@ -332,7 +335,7 @@ def test_collect_help_shows_its_whole_description(capsys):
     with pytest.raises(SystemExit):
         collect_script.main(["--help"])
     out = capsys.readouterr().out
-    assert "``SPEC`` in\n``experiments/<study>.py``)" in out and "--reuse-setups" in out
+    assert "needs it).\n" in out and "--reuse-setups" in out
 
 
 def test_a_sweep_table_for_any_study_has_a_column_per_setting_that_differs(sweep, tmp_path):

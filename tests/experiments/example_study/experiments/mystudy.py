@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 from experiments.kit import classify, config
 from experiments.kit.data import load_splits
 from experiments.kit.norm import apply_norm_options, norm_factory
-from experiments.kit.results import StudySpec
 from experiments.kit.sampling import IIDBatches
+from experiments.kit.seeds import derive_seed
 from experiments.nets.convnet import SmallConvNet
 
 
@@ -24,7 +24,6 @@ class MyStudy(config.StudyConf):  # the typed keys; configs/mystudy/mystudy.yaml
 
 
 config.register("mystudy", MyStudy)
-SPEC = StudySpec(name="mystudy", order=["bn32", "brn32"])  # how scripts.collect gathers its runs
 
 
 def check(cfg: DictConfig) -> None:
@@ -40,7 +39,8 @@ def train(cfg: DictConfig, out_dir) -> dict:
     model = apply_norm_options(SmallConvNet(*layers, channels, classes), cfg.norm)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.train.lr, momentum=cfg.train.momentum)
     scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)  # a constant lr
-    sampler = IIDBatches(len(train_split), cfg.train.batch_size, cfg.seed)
+    seed = derive_seed(cfg.seed, "train", proc.rank)  # each torchrun process its own batches
+    sampler = IIDBatches(len(train_split), cfg.train.batch_size, seed)
     loop = classify.classifier_loop(
         cfg, proc, out_dir, model=model, optimizer=optimizer, scheduler=scheduler, sampler=sampler,
         splits=(train_split, test_split), study="mystudy", summary={},
@@ -54,6 +54,10 @@ def main(cfg: DictConfig) -> float | None:
     return config.run_study(train, cfg)
 
 
-if __name__ == "__main__":
+def cli() -> None:  # python -m experiments.mystudy, bn-study mystudy
     config.preflight("mystudy")  # one-line errors for what Hydra would refuse less clearly
     main()
+
+
+if __name__ == "__main__":
+    cli()
