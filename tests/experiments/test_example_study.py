@@ -52,9 +52,9 @@ def _repo_with_the_example(tmp_path: Path) -> Path:
             shutil.copy(EXAMPLE / path, copy / path)
     registry = copy / "experiments" / "studies.py"
     text = registry.read_text()
-    end = text.index(")  # fmt: skip\n\nREPRODUCTIONS")  # the end of STUDIES
+    start = text.index("STUDIES: tuple[Study, ...] = (\n") + len("STUDIES: tuple[Study, ...] = (\n")
     entry = "\n".join("    " + line if line else line for line in _entry().splitlines())
-    registry.write_text(text[:end] + entry + ",\n" + text[end:])
+    registry.write_text(text[:start] + entry + ",\n" + text[start:])
     shutil.copytree(REPO / "results", copy / "results")
     return copy
 
