@@ -66,7 +66,7 @@ endif
 $(REPRODUCTIONS): $(ENV)
 	$(PY) -m scripts.reproduce $@ --jobs $(JOBS) --nproc $(NPROC) $(ARGS)
 
-figures: $(ENV) ## rebuild every figure (PNG + SVG), CLAIMS.md and report.html from the committed CSVs (offline)
+figures: $(ENV) ## rebuild every figure (PNG + SVG), CLAIMS.md, report.html and results/README.md from the committed CSVs (offline)
 	$(PY) -m scripts.reproduce --figures
 
 claims: $(ENV) ## results/CLAIMS.md: every claim of the papers against the committed results (offline, seconds)
@@ -75,7 +75,10 @@ claims: $(ENV) ## results/CLAIMS.md: every claim of the papers against the commi
 report: claims ## results/report.html: one self-contained page of every result (offline)
 	$(PY) -m scripts.report
 
+results-readme: $(ENV) ## results/README.md: every committed result, where it comes from, its numbers (offline)
+	$(PY) -m scripts.results_readme
+
 clean-outputs: ## delete run outputs (outputs/, multirun/, wandb/)
 	rm -rf outputs multirun wandb
 
-.PHONY: $(REPRODUCTIONS) help install test test-slow test-full lint format smoke bench figures claims report clean-outputs
+.PHONY: $(REPRODUCTIONS) help install test test-slow test-full lint format smoke bench figures claims report results-readme clean-outputs

@@ -62,6 +62,9 @@ from scripts.job_worker import ProcessGroups, WorkerPool
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = "reproduce.json"  # in the run folder: what --resume continues
+# The documents written from the committed results, in order: a group whose figures rewrite one
+# of them rewrites them all (scripts.claims, scripts.report, scripts.results_readme).
+DOCUMENTS = (("claims",), ("report",), ("results_readme",))
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -85,8 +88,15 @@ def group_plots(names: list[str], failed: Collection[str] = ()) -> list[tuple[st
         if r.members:
             out += [p for p in group_plots(list(r.members), failed) if p not in out]
             if not any(leaf.name in failed for leaf in expand([name])):
-                out += [p for p in r.plots if p not in out]
+                out += [p for p in with_documents(r.plots) if p not in out]
     return out
+
+
+def with_documents(plots: tuple[tuple[str, ...], ...]) -> list[tuple[str, ...]]:
+    """``plots``, with every document after the figures where they rewrite one of them."""
+    if not any(p in DOCUMENTS for p in plots):
+        return list(plots)
+    return [p for p in plots if p not in DOCUMENTS] + list(DOCUMENTS)
 
 
 def module_of(r: Reproduction) -> str:
@@ -623,16 +633,12 @@ def prepare_data(rs: list[Reproduction], extra: list[str], dry_run: bool) -> Non
 
 
 def redraw(home: Path) -> int:
-    """Every reproduction's figures from the committed results (offline), then the claims table
-    and the report: ``make figures``."""
+    """Every reproduction's figures from the committed results (offline), then the documents
+    written from them (the claims table, the report, results/README.md): ``make figures``."""
     drawn = dict.fromkeys(p for r in REPRODUCTIONS.values() for p in r.plots)
     # a script run without arguments draws all it can (plot_mnist: every dataset and sweep)
-    plots = [
-        p
-        for p in drawn
-        if (len(p) == 1 or (p[0],) not in drawn) and p[0] not in ("claims", "report")
-    ]
-    for plot in [*plots, ("claims",), ("report",)]:
+    plots = [p for p in drawn if (len(p) == 1 or (p[0],) not in drawn) and p not in DOCUMENTS]
+    for plot in [*plots, *DOCUMENTS]:
         if _run(plot_command(plot), cwd=home):
             print(f"error: scripts.{plot[0]} failed (above)")
             return 1
@@ -669,7 +675,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the reproductions")
     p.add_argument("--names", action="store_true", help="their names, on one line (the Makefile)")
     p.add_argument(
-        "--figures", action="store_true", help="redraw every figure, the claims and the report"
+        "--figures",
+        action="store_true",
+        help="redraw every figure, then the claims, the report and results/README.md",
     )
     p.add_argument("--out", type=Path, help="the run folder (default multirun/reproduce/<time>)")
     p.add_argument(

@@ -182,14 +182,15 @@ def test_a_real_run_collects_plots_and_names_a_failed_job(tmp_path, monkeypatch,
         reproduce.main(["reproduce-mnist", "--out", str(tmp_path / "runs"), *quick])
 
 
-def test_figures_redraws_each_figure_script_once_then_the_claims_and_the_report(monkeypatch):
+def test_figures_redraws_each_figure_script_once_then_the_documents(monkeypatch):
     ran = []
     monkeypatch.setattr(reproduce, "_run", lambda cmd, log=None, cwd=REPO: ran.append(cmd[2]) or 0)
     assert reproduce.main(["--figures"]) == 0
     scripts = [c.removeprefix("scripts.") for c in ran]
-    assert scripts[-2:] == ["claims", "report"] and len(scripts) == len(set(scripts))
+    documents = ["claims", "report", "results_readme"]
+    assert scripts[-3:] == documents and len(scripts) == len(set(scripts))
     drawn = {p[0] for r in REPRODUCTIONS.values() for p in r.plots}
-    assert set(scripts) == drawn | {"claims", "report"}
+    assert set(scripts) == drawn | set(documents)
 
 
 def test_a_failing_stage_hook_stops_only_its_reproduction(monkeypatch, tmp_path, capsys):
@@ -225,6 +226,9 @@ def test_a_data_override_is_refused(capsys, item):
 def test_a_group_s_figures_wait_for_its_own_members_only():
     everything = reproduce.group_plots(["reproduce-all"])
     assert ("plot_questions",) in everything and ("claims",) in everything
+    # a group that rewrites the claims table rewrites every document, results/README.md last
+    assert everything[-3:] == [("claims",), ("report",), ("results_readme",)]
+    assert reproduce.group_plots(["confirm-all"])[-1] == ("results_readme",)
     drawn = reproduce.group_plots(["reproduce-all"], failed={"question-mlp"})
     # the questions' group and reproduce-all hold question-mlp: not drawn; no other group is lost
     assert ("plot_questions",) not in drawn and ("claims",) not in drawn

@@ -1,0 +1,185 @@
+"""The benchmarks' files (``results/bench/``, ``make bench``): what each holds, the script that
+writes it, and its numbers as a table read from the file."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scripts.results_readme.tables import Table
+
+
+def _columns(columns: dict[str, str], caption: str) -> Callable[[list[dict]], Table]:
+    """A table of ``columns`` (CSV name → heading), a row per CSV row."""
+    return lambda rows: Table(
+        list(columns.values()), [[r.get(c) or "–" for c in columns] for r in rows], caption
+    )
+
+
+def _layouts(rows: list[dict]) -> Table:
+    """A row per setup; a column per number of seeds side by side and memory layout."""
+    cases = list(dict.fromkeys((r["seeds_side_by_side"], r["layout"]) for r in rows))
+    by = {(r["setup"], r["seeds_side_by_side"], r["layout"]): r for r in rows}
+    body = [
+        [
+            setup,
+            *(
+                by[(setup, *c)]["total_ms_per_run_step"] if (setup, *c) in by else "–"
+                for c in cases
+            ),
+        ]
+        for setup in dict.fromkeys(r["setup"] for r in rows)
+    ]
+    head = [f"{n} seed{'s' if n != '1' else ''}, {layout}" for n, layout in cases]
+    return Table(["setup", *head], body, "CPU milliseconds per run-step, training and evaluation.")
+
+
+def _layers(rows: list[dict]) -> Table:
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    by = {(r["layer"], r["shape"]): r for r in rows}
+    body = []
+    for layer in dict.fromkeys(r["layer"] for r in rows):
+        cells = []
+        for shape in shapes:
+            r = by.get((layer, shape))
+            target = f" (≤ {r['target']})" if r and r.get("target") else ""
+            cells.append(f"{r['time_ratio']}{target}" if r else "–")
+        body.append([layer, *cells])
+    return Table(
+        ["layer", *shapes],
+        body,
+        "Forward and backward time over `torch.nn`'s in the same run (the target in brackets).",
+    )
+
+
+STUDY_COLUMNS = {
+    "network": "network",
+    "study_ms_per_run_step": "study, ms a run-step",
+    "stacked_ms_per_run_step": "five seeds side by side, ms",
+    "peer_ms_per_run_step": "plain-PyTorch peer, ms",
+    "ratio_peer_to_study": "peer / study",
+    "ratios_by_round": "each round's ratio",
+    "target": "target",
+}
+
+
+@dataclass(frozen=True)
+class Bench:
+    file: str  # under results/bench/
+    command: str  # what writes it; "" where each row names its own
+    what: str
+    table: Callable[[list[dict]], Table] | None = None
+
+
+BENCHES = (
+    Bench(
+        "layers_cpu.csv",
+        "python -m scripts.bench_layers",
+        "each layer's forward and backward pass against `torch.nn.BatchNorm1d/2d` timed in the "
+        "same run (the best of interleaved rounds), and the memory autograd saves for the "
+        "backward pass (`mem_ratio`)",
+        _layers,
+    ),
+    Bench(
+        "inception_cpu.csv",
+        "python -m scripts.bench_inception",
+        "training images/s of BN-Inception at the width whose parameter count matches "
+        "torchvision's GoogLeNet with BN, against that GoogLeNet in the same run",
+        _columns(
+            {
+                "model": "network",
+                "parameters": "parameters",
+                "images_per_s": "images / s",
+                "ratio_vs_googlenet": "over GoogLeNet",
+                "target": "target",
+            },
+            "Training throughput in one run.",
+        ),
+    ),
+    Bench(
+        "mnist_cpu.csv",
+        "python -m scripts.bench_mnist",
+        "one training step of the Figure 1 network's three seeds side by side, and its first "
+        "layer alone, with the binary-input first layer against a dense one",
+        _columns(
+            {
+                "what": "what",
+                "network": "network",
+                "first_layer": "first layer",
+                "ms": "ms",
+                "ratio_to_dense": "over the dense layer's",
+            },
+            "Times, and their ratio to the dense first layer's in the same run.",
+        ),
+    ),
+    Bench(
+        "studies_cpu.csv",
+        "python -m scripts.bench_studies",
+        "each study's training against a plain-PyTorch peer of the same network "
+        "(`scripts/peers/`: `torch.nn` layers, `torch.optim.SGD`, one run per process, the same "
+        "evaluations), one thread each, in CPU milliseconds per run-step (a step of one network, "
+        "start-up left out: the difference between two run lengths), the ratio being the median "
+        "over rounds; the MLP rows add the compute floor and the matrix-product rates it assumes",
+        _columns(STUDY_COLUMNS, "The cost of a run-step; the ratio is peer / study."),
+    ),
+    Bench(
+        "pinned_avx2/studies_cpu.csv",
+        "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 python -m scripts.bench_studies "
+        "--only mlp,mlp_baseline --out results/bench/pinned_avx2",
+        "the same for the Figure 1 MLP, study and peer pinned to AVX2 kernels",
+        _columns(
+            STUDY_COLUMNS, "The cost of a run-step on AVX2 kernels; the ratio is peer / study."
+        ),
+    ),
+    Bench(
+        "conv_layout_cpu.csv",
+        "python -m scripts.bench_layout",
+        "the conv net's training step and its share of the evaluations per run-step, in "
+        "channels-last and NCHW, one seed and five side by side; each setup's config takes the "
+        "faster layout of five seeds",
+        _layouts,
+    ),
+    Bench(
+        "renorm_aim_cpu.csv",
+        "",
+        "the record behind comparing `make reproduce-renorm`'s wall time across machines: the "
+        "plain-PyTorch conv-net peer and the study's one-seed step, alternated, in CPU seconds at "
+        "two run lengths",
+    ),
+    Bench(
+        "renorm_workers_cpu.csv",
+        "",
+        "each job's seconds in `make reproduce-renorm`, run with worker processes and with a "
+        "process per job (`--fresh-processes`)",
+    ),
+)
+
+
+def _machine(rows: list[dict]) -> str:
+    """The machines a file's rows name (its ``cpu`` and ``torch`` columns)."""
+    found = dict.fromkeys(
+        ", ".join(x for x in (r.get("cpu"), f"torch {r['torch']}" if r.get("torch") else "") if x)
+        for r in rows
+    )
+    return "; ".join(m for m in found if m)
+
+
+def benches(root: Path) -> list[dict[str, Any]]:
+    """Each benchmark's file as the template reads it (``missing`` where it is not committed)."""
+    out = []
+    for b in BENCHES:
+        file = root / "bench" / b.file
+        entry: dict[str, Any] = {
+            "file": b.file, "command": b.command, "what": b.what,
+            "missing": not file.exists(), "machine": "", "table": "",
+        }  # fmt: skip
+        if file.exists():
+            with file.open(newline="") as f:
+                rows = list(csv.DictReader(f))
+            entry["machine"] = _machine(rows)
+            entry["table"] = b.table(rows).markdown() if b.table and rows else ""
+        out.append(entry)
+    return out

@@ -1,0 +1,202 @@
+"""scripts/results_readme: the committed results/README.md is what the committed results give; on
+a small generated results folder, a registered section without results reads "No result committed"
+in one line, its tables come from the summary and the sweep's CSV, and a changed summary makes
+``--check`` fail naming the first line that differs; the prose and the special tables belong to
+registered sections."""
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from experiments.studies import SECTIONS, STUDIES, Figure, Section, Study
+from scripts.results_readme import document
+from scripts.results_readme.sections import SectionError, SectionView
+from scripts.results_readme.tables import SPECIAL
+from scripts.results_readme.text import BLOCK_START, reflow
+
+cli = importlib.import_module("scripts.results_readme.__main__")
+REPO = Path(__file__).resolve().parents[2]
+
+TOY = Study(
+    "toy",
+    "A toy study",
+    (
+        Section("toy-runs", "Two setups", "toy/runs", "reproduce-toy", (Figure("toy.png", "A toy figure"),)),
+        Section("toy-sweep", "A sweep", "toy/sweep.csv", "sweep-toy"),
+        Section("toy-later", "Not run yet", "toy/later", "reproduce-toy-later"),
+    ),
+    {"a": "setup A", "b": "setup B"},
+)  # fmt: skip
+
+
+def write_collection(folder: Path, accuracy: dict[str, list[float]]) -> None:
+    """A collection as ``scripts.collect`` writes it: runs.csv and a summary of each setup's
+    final test accuracy per seed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [
+        f"{setup},{seed},500,test/acc,{acc}\r\n"
+        for setup, accs in accuracy.items()
+        for seed, acc in enumerate(accs)
+    ]
+    (folder / "runs.csv").write_text("setup,seed,step,metric,value\r\n" + "".join(rows), newline="")
+    setups = {
+        setup: {
+            "seeds": list(range(len(accs))),
+            "diverged": [False] * len(accs),
+            "config": {"train.lr": 0.1},
+            "test_acc": {"mean": sum(accs) / len(accs), "std": 0.0, "per_seed": accs},
+        }
+        for setup, accs in accuracy.items()
+    }
+    summary = {"git_commit": "0123456789abcdef", "command": "make reproduce-toy", "setups": setups}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+SWEEP = """setup,seed,lr,steps,diverged,test_acc,train_acc,final_train_loss
+a,0,0.1,100,False,0.5,0.5,1.0
+a,0,1.0,100,False,0.75,0.8,0.5
+b,0,0.1,100,False,0.625,0.6,0.9
+b,0,1.0,100,True,0.1,0.1,nan
+"""
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch) -> Path:
+    """A working folder whose ``results/`` holds the toy study's runs and sweep (not its third
+    section), the registry being the toy study alone."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(document, "STUDIES", (TOY,))
+    root = tmp_path / "results"
+    write_collection(root / "toy/runs", {"a": [0.9, 0.8, 0.85], "b": [0.7, 0.75, 0.8]})
+    (root / "toy/sweep.csv").write_text(SWEEP)
+    return root
+
+
+def _section(text: str, anchor: str) -> list[str]:
+    """The lines of one section, from its heading to the next heading."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if f'<a id="{anchor}"></a>' in line)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("#")), len(lines))
+    return lines[start:end]
+
+
+def test_the_committed_results_readme_is_what_the_committed_results_give(monkeypatch):
+    monkeypatch.chdir(REPO)  # the results paths are relative to the repository
+    committed = (REPO / "results/README.md").read_text()
+    assert committed == document.render(), cli.first_difference(committed, document.render())
+
+
+def test_every_registered_section_and_study_has_its_place(monkeypatch):
+    monkeypatch.chdir(REPO)
+    text = document.render()
+    for study in STUDIES:
+        assert f'## <a id="study-{study.name}"></a>{study.title}' in text
+        for s in study.sections:
+            assert f'### <a id="{s.anchor}"></a>{s.title}' in text
+            assert f"(#{s.anchor})" in text  # in the contents and the provenance table
+
+
+def test_a_section_without_results_says_so_in_one_line(results):
+    text = document.render(results)
+    body = [line for line in _section(text, "toy-later")[1:] if line]
+    assert body == ["No result committed: `make reproduce-toy-later` writes `results/toy/later`."]
+    assert "| [Not run yet](#toy-later) | no result | `make reproduce-toy-later` |" in text
+
+
+def test_the_tables_come_from_the_summary_and_the_sweep(results):
+    text = document.render(results)
+    runs = "\n".join(_section(text, "toy-runs"))
+    assert "| setup A (`a`) | 3 | 85.00% [" in runs and "| setup B (`b`) | 3 | 75.00% [" in runs
+    assert "at commit `0123456`" in runs and "seeds: 0–2" in runs
+    assert "[`toy.png`]" not in runs and "`toy.png`: not drawn yet (`make figures`)" in runs
+    sweep = "\n".join(_section(text, "toy-sweep"))
+    assert "every run: `steps` = 100" in sweep
+    assert "| 0.1 | 50.00% | 1 | **62.50%** | 0.9 |" in sweep
+    assert "| 1 | **75.00%** | 0.5 | diverged | – |" in sweep
+
+
+def test_check_passes_on_what_it_wrote_and_names_the_line_a_changed_summary_moves(results, capsys):
+    cli.main([])
+    cli.main(["--check"])
+    assert "is up to date" in capsys.readouterr().out
+    written = (results / "README.md").read_text()
+    write_collection(results / "toy/runs", {"a": [0.9, 0.8, 0.95], "b": [0.7, 0.75, 0.8]})
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--check"])
+    message = str(e.value.code)
+    assert "\n" not in message and message.startswith("error: results/README.md differs at line ")
+    line = int(re.search(r"at line (\d+)", message).group(1))
+    assert written.splitlines()[line - 1].startswith("| setup A (`a`) | 3 | 85.00%")
+    assert "88.33%" in message and message.endswith("run `make results-readme`")
+    assert (results / "README.md").read_text() == written  # --check writes nothing
+
+
+def test_check_names_a_missing_file(results):
+    with pytest.raises(
+        SystemExit, match=r"results/README.md is not there: .* run `make results-readme`"
+    ):
+        cli.main(["--check"])
+
+
+def test_results_that_are_not_whole_are_one_line_and_the_file_kept(results):
+    (results / "README.md").write_text("the committed file\n")
+    (results / "toy/runs/summary.json").write_text("{not json")
+    with pytest.raises(SystemExit) as e:
+        cli.main([])
+    message = str(e.value.code)
+    assert "\n" not in message and "toy/runs/summary.json is not valid JSON" in message
+    assert message.endswith("README.md left as it was")
+    assert (results / "README.md").read_text() == "the committed file\n"
+
+
+def test_a_sweep_in_which_nothing_varies_is_refused(results):
+    (results / "toy/sweep.csv").write_text(
+        SWEEP.splitlines()[0] + "\n" + SWEEP.splitlines()[1] + "\n"
+    )
+    with pytest.raises(SystemExit, match="results/toy/sweep.csv: no setting varies"):
+        cli.main([])
+
+
+def test_prose_reads_only_settings_the_setups_share(results):
+    view = SectionView(TOY.sections[0], TOY, results)
+    view.summary = json.loads((results / "toy/runs/summary.json").read_text())
+    assert view.shared("train.lr") == 0.1
+    view.summary["setups"]["b"]["config"]["train.lr"] = 1.0
+    with pytest.raises(SectionError, match=r"the setups differ in train.lr"):
+        view.shared("train.lr")
+    with pytest.raises(SectionError, match=r"setup a records no train.steps"):
+        view.shared("train.steps")
+
+
+def test_prose_and_special_tables_belong_to_registered_sections():
+    macros = set(document.prose_macros(document.environment()))
+    sections = {document.macro_name(a) for a in SECTIONS}
+    studies = {f"study_{document.macro_name(s.name)}" for s in STUDIES}
+    assert macros <= sections | studies, macros - sections - studies
+    assert set(SPECIAL) <= set(SECTIONS)
+
+
+def test_reflow_wraps_prose_and_keeps_tables_code_and_lists():
+    text = "\n".join(
+        [
+            "A paragraph " + "word " * 40 + "ending at 2. then more",
+            "",
+            "| a | b |",
+            "|---|---|",
+            "```bash",
+            "a long command " * 10,
+            "```",
+            "- an item " + "word " * 30,
+            "  continued",
+        ]
+    )
+    out = reflow(text, width=60).splitlines()
+    assert all(len(line) <= 60 for line in out if not line.startswith(("|", "a long")))
+    assert "| a | b |" in out and "a long command " * 10 in out
+    items = out[out.index("```", out.index("```bash") + 1) + 1 :]
+    assert items[0].startswith("- an item") and all(line.startswith("  ") for line in items[1:])
+    paragraph = out[: out.index("")]
+    assert not any(BLOCK_START.match(line) for line in paragraph[1:])
