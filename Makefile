@@ -20,10 +20,10 @@ $(ENV): pyproject.toml research/pyproject.toml uv.lock | $(UV)
 
 install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build the compiled CPU kernels
 
-test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU, about two minutes on 2 cores)
+test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU)
 	$(PY) -m pytest -m "not slow" -q
 
-test-slow: $(ENV) ## the slow tier alone: other processes, torchrun, whole study runs, compile, the wheel (~9 min)
+test-slow: $(ENV) ## the slow tier alone: other processes, torchrun, whole study runs, compile, the wheel
 	$(PY) -m pytest -m slow -q
 
 test-full: $(ENV) ## every test, both tiers (what CI runs)
