@@ -22,16 +22,23 @@ def first_difference(committed: str | None, fresh: str) -> str:
     old, new = committed.splitlines(), fresh.splitlines()
     for i, (a, b) in enumerate(zip(old, new), start=1):
         if a != b:
-            return f"differs at line {i}: it reads {_clip(a)!r} where the results give {_clip(b)!r}"
+            at = next((c for c, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            return (
+                f"differs at line {i}: it reads {_around(a, at)!r} where the results give "
+                f"{_around(b, at)!r}"
+            )
     if len(old) > len(new):
-        return f"differs at line {len(new) + 1}: it goes on ({_clip(old[len(new)])!r}) where the results end"
+        return f"differs at line {len(new) + 1}: it goes on ({_around(old[len(new)], 0)!r}) where the results end"
     if len(old) < len(new):
-        return f"differs at line {len(old) + 1}: it ends where the results give {_clip(new[len(old)])!r}"
+        return f"differs at line {len(old) + 1}: it ends where the results give {_around(new[len(old)], 0)!r}"
     return "differs in its line endings"
 
 
-def _clip(line: str, width: int = 60) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
+def _around(line: str, at: int, width: int = 60) -> str:
+    """The part of ``line`` around column ``at``, where two lines first differ."""
+    start = max(0, min(at - width // 3, len(line) - width))
+    part = line[start : start + width]
+    return ("…" if start else "") + part + ("…" if start + width < len(line) else "")
 
 
 def main(argv: list[str] | None = None) -> None:

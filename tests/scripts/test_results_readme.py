@@ -200,3 +200,14 @@ def test_reflow_wraps_prose_and_keeps_tables_code_and_lists():
     assert items[0].startswith("- an item") and all(line.startswith("  ") for line in items[1:])
     paragraph = out[: out.index("")]
     assert not any(BLOCK_START.match(line) for line in paragraph[1:])
+
+
+def test_the_check_message_shows_where_two_long_lines_differ():
+    line = "| a long row of a table | " + "97.00% | " * 12
+    changed = line[:-4] + "x | "
+    message = cli.first_difference(f"head\n{changed}\n", f"head\n{line}\n")
+    assert message.startswith("differs at line 2: it reads '…")
+    assert "x |" in message and "\n" not in message
+    assert cli.first_difference("head\n", "head\nmore\n") == (
+        "differs at line 2: it ends where the results give 'more'"
+    )
