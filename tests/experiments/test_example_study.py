@@ -2,7 +2,7 @@
 registry entry (``example_study/``), shown in the README word for word. Put into a copy of the
 repository, that is all it takes for the study to train (``bn-study mystudy`` too), to be
 reproduced and collected by ``scripts.reproduce``, to be smoke-tested by ``make smoke``, and to
-appear in ``make help``, ``reproduce-all``, the report and the claims table."""
+appear in ``make help``, ``reproduce-all``, the report, ``results/README.md`` and the claims table."""
 
 import json
 import os
@@ -106,6 +106,10 @@ def test_the_example_study_is_everywhere_by_registration_alone(tmp_path):
     assert _run(copy, py, "-m", "scripts.report").returncode == 0
     page = (copy / "results" / "report.html").read_text()
     assert 'id="mystudy"' in page and "My study: BN and Batch Renorm on the small conv net" in page
+
+    assert _run(copy, py, "-m", "scripts.results_readme").returncode == 0
+    documented = (copy / "results" / "README.md").read_text()
+    assert "My study: BN and Batch Renorm on the small conv net" in documented
 
     assert _run(copy, py, "-m", "scripts.claims").returncode == 0
     claims = (copy / "results" / "CLAIMS.md").read_text()
