@@ -10,6 +10,10 @@ target (``train.stop.target``), plateaus below it, or hits the cap. The curves a
 test subset evaluated often (``eval.test_subset``); the full test set is measured at the end.
 
     python -m experiments.inception_fig3 target RUN_DIR   # the converged protocol's target
+
+In code, Figure 3's accuracy to reach is a *threshold*; ``target`` is the stopping rule's
+(``train.stop.target``), which the converged protocol sets to it, and the recorded keys
+(``target``, ``steps_to_target``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from experiments.kit.errors import CollectError, OneLineError
 from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
 from experiments.papers import BN_FIG3
@@ -28,9 +33,9 @@ BASELINE = "inception"
 SUBSET = "test/acc_subset"  # the converged protocol's curve
 
 
-def steps_to(curve: list[tuple[int, float]], target: float) -> int | None:
-    """The first step at which ``curve`` (``(step, accuracy)`` pairs) reaches ``target``."""
-    return next((step for step, acc in curve if acc >= target), None)
+def steps_to(curve: list[tuple[int, float]], threshold: float) -> int | None:
+    """The first step at which ``curve`` (``(step, accuracy)`` pairs) reaches ``threshold``."""
+    return next((step for step, acc in curve if acc >= threshold), None)
 
 
 def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
@@ -44,8 +49,8 @@ def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]
 
 def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) -> dict[str, dict]:
     """Figure 3's columns for every setup's (mean) validation curve."""
-    target = max(acc for _, acc in curves[BASELINE]) if BASELINE in curves else None
-    base_steps = steps_to(curves[BASELINE], target) if target is not None else None
+    threshold = max(acc for _, acc in curves[BASELINE]) if BASELINE in curves else None
+    base_steps = steps_to(curves[BASELINE], threshold) if threshold is not None else None
     table = {}
     for setup, curve in curves.items():
         best_step, best = max(curve, key=lambda sa: (sa[1], -sa[0]))
@@ -54,9 +59,9 @@ def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) 
             "step_of_max": best_step,
             "final_acc": round(curve[-1][1], 5),
         }
-        if target is not None:
-            reached = steps_to(curve, target)
-            entry["baseline_max_acc"] = round(target, 5)
+        if threshold is not None:
+            reached = steps_to(curve, threshold)
+            entry["baseline_max_acc"] = round(threshold, 5)
             entry["steps_to_baseline_max"] = reached
             entry["images_to_baseline_max"] = None if reached is None else reached * images_per_step
             entry["speedup_vs_baseline"] = (
@@ -92,8 +97,8 @@ def extend(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> None:
 
 def fig3_table(summary: dict) -> str:
     """The paper's Figure 3 as markdown, our reduced-setting numbers beside the paper's."""
-    target = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
-    head = f"steps to {target:.1%}" if target is not None else "steps to baseline max"
+    threshold = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
+    head = f"steps to {threshold:.1%}" if threshold is not None else "steps to baseline max"
     lines = [
         f"BN paper Figure 3, reduced setting: {summary['data']}, width {summary['width']}, "
         f"{parameter_range(summary)} parameters, {summary['steps']} steps of {summary['global_batch']}.",
@@ -132,19 +137,19 @@ def parameter_range(summary: dict) -> str:
 
 
 # -- the converged protocol ------------------------------------------------------------------
-def target_of(curves: list[list[tuple[int, float]]]) -> float:
-    """The converged protocol's target: the lowest of the Inception seeds' maxima."""
+def threshold_of(curves: list[list[tuple[int, float]]]) -> float:
+    """The converged protocol's threshold: the lowest of the Inception seeds' maxima."""
     return min(max(acc for _, acc in curve) for curve in curves)
 
 
-def seed_row(run: Path, s: dict, target: float) -> dict:
-    """One run of the converged protocol: when it reached ``target``, its best, how it ended."""
+def seed_row(run: Path, s: dict, threshold: float) -> dict:
+    """One run of the converged protocol: when it reached ``threshold``, its best, how it ended."""
     curve = read_curve(run / "metrics.csv", SUBSET)
     best_step, best = max(curve, key=lambda sa: (sa[1], -sa[0]))
     stopped = s.get("stopped", "")
     return {
         "seed": s["seed"],
-        "steps_to_target": steps_to(curve, target),
+        "steps_to_target": steps_to(curve, threshold),
         "max_acc_subset": best,
         "step_of_max": best_step,
         "steps_done": s["steps_done"],
@@ -181,12 +186,12 @@ def extend_converged(summary: dict, runs: list[tuple[Path, dict]], out: Path) ->
     for run, s in runs:
         by_setup[s[RUN_KEY]].append((run, s))
     if BASELINE not in by_setup:
-        raise SystemExit(f"error: the converged protocol needs the {BASELINE!r} runs (its target)")
-    target = target_of([read_curve(r / "metrics.csv", SUBSET) for r, _ in by_setup[BASELINE]])
-    rows = {k: [seed_row(r, s, target) for r, s in rs] for k, rs in by_setup.items()}
+        raise CollectError(f"the converged protocol needs the {BASELINE!r} runs (its target)")
+    threshold = threshold_of([read_curve(r / "metrics.csv", SUBSET) for r, _ in by_setup[BASELINE]])
+    rows = {k: [seed_row(r, s, threshold) for r, s in rs] for k, rs in by_setup.items()}
     base = [r["steps_to_target"] for r in rows[BASELINE]]
     summary["converged"] = {
-        "target": target,
+        "target": threshold,
         "target_rule": "the lowest of the Inception seeds' maxima on the test subset",
         **eval_settings(runs),
         "cap": max(s["steps"] for _, s in runs),
@@ -253,8 +258,8 @@ def _mean(stat: dict | None) -> str:
     return "-" if stat is None else f"{stat['mean']:.2%}"
 
 
-def target(run_dir: Path) -> float:
-    """The converged protocol's target: the lowest maximum of the ``inception`` runs under
+def converged_threshold(run_dir: Path) -> float:
+    """The converged protocol's threshold: the lowest maximum of the ``inception`` runs under
     ``run_dir`` (their test-subset curves)."""
     curves = [
         read_curve(run / "metrics.csv", SUBSET)
@@ -262,14 +267,14 @@ def target(run_dir: Path) -> float:
         if s[RUN_KEY] == BASELINE
     ]
     if not curves or not all(curves):
-        raise SystemExit(f"error: no {BASELINE} run with a {SUBSET} curve under {run_dir}")
-    return target_of(curves)
+        raise CollectError(f"no {BASELINE} run with a {SUBSET} curve under {run_dir}")
+    return threshold_of(curves)
 
 
 def stop_at_target(run_dir: Path) -> list[str]:
-    """The variants' overrides: stop at :func:`target` (``scripts.reproduce`` calls this between
-    the protocol's two stages)."""
-    return [f"train.stop.target={target(run_dir)!r}"]
+    """The variants' overrides: stop at :func:`converged_threshold` (``scripts.reproduce`` calls this
+    between the protocol's two stages)."""
+    return [f"train.stop.target={converged_threshold(run_dir)!r}"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -279,7 +284,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("command", choices=["target"])
     p.add_argument("run_dir", type=Path, help="a folder holding the inception runs")
     args = p.parse_args(argv)
-    print(repr(target(args.run_dir)))
+    try:
+        print(repr(converged_threshold(args.run_dir)))
+    except OneLineError as e:  # no runs to read it from
+        raise SystemExit(f"error: {e}") from None
 
 
 if __name__ == "__main__":

@@ -22,11 +22,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments.kit.errors import OneLineError
 from experiments.kit.results import Reuse, collect, collect_sweep
 from experiments.studies import STUDIES
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _collect_as_asked(argv)
+    except OneLineError as e:  # runs that cannot be collected, or results not whole
+        raise SystemExit(f"error: {e}") from None
+
+
+def _collect_as_asked(argv: list[str] | None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import NullLocator
 
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.plotting import SPREAD, TITLES, figure_set, plt, read_curves, save, t_band
 
 RESULTS = Path("results/mechanism/depth")
@@ -41,7 +41,7 @@ def ratio_at(data: dict, setup: str, step: int) -> list[float]:
 
 def figure(folder: Path = RESULTS) -> Path:
     data = read_curves(folder / "runs.csv")
-    summary = results.read_summary(folder)
+    summary = committed.read_summary(folder)
     depths = sorted({e["depth"] for e in summary["setups"].values()})
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained", sharey=True)
     for ax, act in zip(axes, ACTIVATIONS):

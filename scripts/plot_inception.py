@@ -19,7 +19,7 @@ import numpy as np
 from experiments.inception_fig3 import BASELINE, parameter_range
 from experiments.papers import BN_FIG3
 from experiments.studies import study
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis import steps_to_target as fig3
 from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series
 
@@ -32,7 +32,7 @@ STYLE = INCEPTION.styles
 
 def figure2(setting: Path) -> Path:
     data = read_curves(setting / "runs.csv")
-    summary = results.read_summary(setting)
+    summary = committed.read_summary(setting)
     variants = [v for v in INCEPTION.setups if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
     if "converged" in summary:

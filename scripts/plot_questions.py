@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.studies import study
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis.stats import Estimate
 from scripts.plotting import (
     TITLES,
@@ -40,7 +40,7 @@ GREY = "#7f7f7f"
 
 
 def _summary(folder: Path) -> dict:
-    return results.read_summary(folder)
+    return committed.read_summary(folder)
 
 
 def _curves(ax, data: dict, setups: dict, metric: str = "test/acc") -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.studies import NONIID_DOSES, study
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis.stats import Estimate
 from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series, spread_band
 
@@ -102,7 +102,7 @@ def _doses(ax, dataset: str) -> None:
     """Final test accuracy against the labels per minibatch of 32 (mean over seeds, whiskers the
     95% t-interval of the mean): BN at inference and in training mode, Batch Renorm, and BN on
     i.i.d. minibatches for reference."""
-    summary = results.read_summary(RESULTS / dataset)["setups"]
+    summary = committed.read_summary(RESULTS / dataset)["setups"]
     if not any(NONIID_DOSES[k][0] in summary for k in NONIID_DOSES):
         ax.set_axis_off()
         ax.text(
@@ -186,7 +186,7 @@ def clipping(dataset: str, data: dict) -> Path:
 def final_bars() -> Path | None:
     """Final test accuracy of every setup, each dataset next to the paper's ImageNet numbers."""
     summaries = {d: RESULTS / d / "summary.json" for d in DATASETS}
-    summaries = {d: results.read_summary(p.parent) for d, p in summaries.items() if p.exists()}
+    summaries = {d: committed.read_summary(p.parent) for d, p in summaries.items() if p.exists()}
     if not summaries:
         return None
     panels = [*summaries.items(), ("paper", None)]

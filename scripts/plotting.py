@@ -27,8 +27,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import t as student_t
 
+from experiments.kit.errors import BadResults, MissingResult
 from experiments.kit.files import alive, open_new, writable
-from scripts.analysis import results
+from scripts.analysis import committed
 
 FIGURES = Path("results/figures")
 _STAGED = ".new-"  # a figure drawn but not yet in place: .<name>.new-<the set's process id>
@@ -51,8 +52,8 @@ def read_curves(path: Path) -> dict:
     reader, arranged for plotting); a missing file or a row that is not whole (a file cut short)
     ends the figure script with one line naming it."""
     try:
-        runs = results.read_runs(path)
-    except (results.MissingResult, results.BadResults) as e:
+        runs = committed.read_runs(path)
+    except (MissingResult, BadResults) as e:
         raise SystemExit(f"error: {e}") from None
     data: dict = defaultdict(dict)
     for (setup, metric), by_seed in runs.items():
@@ -219,7 +220,7 @@ def figure_set() -> Iterator[None]:
         _commit(_set)
     except BaseException as e:
         _discard(_set)
-        if isinstance(e, (results.BadResults, results.MissingResult)):
+        if isinstance(e, (BadResults, MissingResult)):
             raise SystemExit(f"error: {e}; no figure replaced") from None
         if isinstance(e, OSError):
             why = f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}"

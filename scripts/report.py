@@ -22,11 +22,12 @@ from urllib.parse import quote
 
 import jinja2
 
+from experiments.kit.errors import BadResults, OneLineError
 from experiments.kit.files import write_whole
 from experiments.studies import STUDIES, Section
-from scripts.analysis import results
-from scripts.analysis.results import RESULTS
-from scripts.analysis.stats import AnalysisError, Estimate
+from scripts.analysis import committed
+from scripts.analysis.committed import RESULTS
+from scripts.analysis.stats import Estimate
 from scripts.claims.rules import MEANING, Verdict
 from scripts.claims.table import (
     decide_all,
@@ -80,7 +81,7 @@ def markdown_table(text: str, source: str) -> str:
         line.strip().strip("|").split(" | ") for line in text.splitlines() if line.startswith("|")
     ]
     if not rows:
-        raise SystemExit(f"error: {source} holds no table to show (collect the study again)")
+        raise BadResults(f"{source} holds no table to show (collect the study again)")
     head, body = rows[0], rows[2:]
     cell = lambda c: html.escape(c.strip()).replace("**", "")  # noqa: E731
     out = ["<table><tr>" + "".join(f"<th>{cell(c)}</th>" for c in head) + "</tr>"]
@@ -163,7 +164,7 @@ def wall_text(seconds: object, source: Path) -> str:
         return "–"
     number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
     if not number or not math.isfinite(seconds) or seconds < 0:
-        raise results.BadResults(
+        raise BadResults(
             f"{source}: wall_time_s is {seconds!r}, not a number of seconds: collect it again"
         )
     return f"{seconds:,.0f} s" if seconds else "–"
@@ -200,10 +201,7 @@ def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
     summary_path = folder / "summary.json"
     if not summary_path.exists():
         return out
-    try:
-        summary = results.read_summary(folder)
-    except results.BadResults as e:
-        raise SystemExit(f"error: {e}") from None
+    summary = committed.read_summary(folder)
     out["summary"] = {
         "command": summary.get("command") or "–",
         "commit": str(summary.get("git_commit") or "–")[:7],
@@ -294,9 +292,9 @@ def main() -> None:
     """Write :data:`OUT`; results that are not whole (or that no rule can decide on) end it in
     one line, and the page is left as it was."""
     try:
-        results.check_all(RESULTS)  # every collection whole, those no claim reads too
+        committed.check_all(RESULTS)  # every collection whole, those no claim reads too
         page = render()
-    except (results.BadResults, AnalysisError) as e:
+    except OneLineError as e:  # results not whole, or that no rule can decide on
         sys.exit(f"error: {e}; {OUT} left as it was")
     try:
         write_whole(OUT, lambda f: f.write(page), tmp=OUT.with_name(f".{OUT.name}.tmp"))

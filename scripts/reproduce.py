@@ -419,7 +419,7 @@ class Runner:
             else:
                 try:
                     extra += getattr(importlib.import_module(module), function)(self.folder(r))
-                except (Exception, SystemExit) as e:  # the hook's SystemExit too: the others run on
+                except Exception as e:  # its one-line error (OneLineError) too: the others run on
                     self.failed.setdefault(r.name, []).append(f"{r.between} ({e})")
                     self.finished.add(r.name)
                     print(f"failed: {r.name}: {r.between}: {e}", flush=True)

@@ -28,7 +28,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bn import factory, schedules
-from experiments.kit.errors import ConfigError, DataUnavailable
+from experiments.kit.errors import ConfigError, OneLineError
 
 
 class Choice(str, enum.Enum):
@@ -476,7 +476,7 @@ def run_study(
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         result = train(cfg, out_dir)
-    except (ConfigError, DataUnavailable) as e:
+    except OneLineError as e:  # a bad setting, data that cannot be had, ...
         return _fail(str(e))
     except MissingMandatoryValue as e:
         return _fail(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.kit.errors import CollectError
 from experiments.kit.files import ends_whole, folder_as_one, writable, write_whole
 from experiments.studies import Study
 
@@ -43,13 +44,13 @@ def find_runs(sweep_dir: Path) -> list[tuple[Path, dict]]:
         if visible(p) and not (p.parent / "summary.json").exists()
     )
     if unfinished:
-        raise SystemExit(
-            f"error: {unfinished[0]} holds a run that did not finish (metrics.csv, no "
+        raise CollectError(
+            f"{unfinished[0]} holds a run that did not finish (metrics.csv, no "
             f"summary.json){f' and {len(unfinished) - 1} more' if len(unfinished) > 1 else ''}: "
             "finish it with resume=true or move it out of the sweep folder"
         )
     if not found:
-        raise SystemExit(f"error: no run with a summary.json under {sweep_dir}")
+        raise CollectError(f"no run with a summary.json under {sweep_dir}")
     return [(run, read_summary(run / "summary.json")) for run in found]
 
 
@@ -68,8 +69,8 @@ def refuse_other_studies(study: str, runs: list[tuple[Path, dict]]) -> None:
     collected, it would pass for a setup of ``study``. A run that records no study is taken."""
     for run, s in runs:
         if (other := recorded_study(s)) not in (None, study):
-            raise SystemExit(
-                f"error: {run} holds a run of study {other} (experiments.{other}), not of "
+            raise CollectError(
+                f"{run} holds a run of study {other} (experiments.{other}), not of "
                 f"{study}: collect it with its own study, or move it out of the sweep folder"
             )
 
@@ -79,11 +80,9 @@ def read_summary(path: Path) -> dict:
     try:
         summary = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise SystemExit(
-            f"error: {path} cannot be read ({e}): rerun that run or move it away"
-        ) from None
+        raise CollectError(f"{path} cannot be read ({e}): rerun that run or move it away") from None
     if not isinstance(summary, dict) or RUN_KEY not in summary or "seed" not in summary:
-        raise SystemExit(f"error: {path} is not a run's summary (no {RUN_KEY} and seed)")
+        raise CollectError(f"{path} is not a run's summary (no {RUN_KEY} and seed)")
     return summary
 
 
@@ -100,8 +99,8 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
         seeds: dict[Any, Path] = {}
         for run, s in rs:
             if s["seed"] in seeds:
-                raise SystemExit(
-                    f"error: {setup} has seed {s['seed']} twice ({seeds[s['seed']]} and {run}): "
+                raise CollectError(
+                    f"{setup} has seed {s['seed']} twice ({seeds[s['seed']]} and {run}): "
                     "collect the two sweeps separately, or use --sweep for one row per run"
                 )
             seeds[s["seed"]] = run
@@ -112,8 +111,8 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
                 k for k in first.keys() | config.keys() if first.get(k) != config.get(k)
             ):
                 key = diff[0]
-                raise SystemExit(
-                    f"error: the runs of {setup} differ in {key} ({first.get(key)!r} in {first_run}, "
+                raise CollectError(
+                    f"the runs of {setup} differ in {key} ({first.get(key)!r} in {first_run}, "
                     f"{config.get(key)!r} in {run}{f'; {len(diff) - 1} more keys' if len(diff) > 1 else ''}): "
                     "they are not seeds of one setting; collect them separately, or use --sweep"
                 )
@@ -196,32 +195,32 @@ class Reuse:
         sweep's setups ``ran`` (:func:`per_setup`)."""
         folder = self.folder if group is None else self.folder / str(group)
         if not (folder / "summary.json").exists() or not (folder / "runs.csv").exists():
-            raise SystemExit(f"error: {folder} has no summary.json and runs.csv to reuse")
+            raise CollectError(f"{folder} has no summary.json and runs.csv to reuse")
         try:
             earlier = json.loads((folder / "summary.json").read_text())
         except ValueError as e:
-            raise SystemExit(f"error: {folder / 'summary.json'} is not valid JSON ({e})") from None
+            raise CollectError(f"{folder / 'summary.json'} is not valid JSON ({e})") from None
         for key in study.summary_keys:
             if key != "git_commit" and earlier.get(key) != summary.get(key):
-                raise SystemExit(
-                    f"error: {folder} was made with {key}={earlier.get(key)!r}, this sweep with "
+                raise CollectError(
+                    f"{folder} was made with {key}={earlier.get(key)!r}, this sweep with "
                     f"{summary.get(key)!r}: run its setups here instead of reusing them"
                 )
         if both := sorted(set(ran) & set(self.setups)):
-            raise SystemExit(f"error: the sweep ran {both}; reuse only setups it did not run")
+            raise CollectError(f"the sweep ran {both}; reuse only setups it did not run")
         if missing := sorted(set(self.setups) - set(earlier["setups"])):
-            raise SystemExit(f"error: {folder} has no runs of {missing}")
+            raise CollectError(f"{folder} has no runs of {missing}")
         seeds = sorted({seed for e in ran.values() for seed in e["seeds"]})
         for k in self.setups:
             if earlier["setups"][k]["seeds"] != seeds:
-                raise SystemExit(
-                    f"error: {folder} has {k} with seeds {earlier['setups'][k]['seeds']}, the "
+                raise CollectError(
+                    f"{folder} has {k} with seeds {earlier['setups'][k]['seeds']}, the "
                     f"sweep ran seeds {seeds}: run {k} here instead of reusing it"
                 )
         _check_shared_settings(study.name, folder, earlier["setups"], ran, self.setups)
         rows = _reused_rows(folder / "runs.csv", self.setups)
         if lacking := sorted({(k, seed) for k in self.setups for seed in seeds} - set(rows)):
-            raise SystemExit(f"error: {folder / 'runs.csv'} has no rows of (setup, seed) {lacking}")
+            raise CollectError(f"{folder / 'runs.csv'} has no rows of (setup, seed) {lacking}")
         entries = {k: earlier["setups"][k] for k in self.setups}
         info = {"folder": str(folder), "setups": list(self.setups)}
         info.update({k: earlier.get(k) for k in ("git_commit", "command")})
@@ -232,7 +231,7 @@ class Reuse:
 def _reused_rows(path: Path, setups: tuple[str, ...]) -> dict[tuple[str, int], list[list[str]]]:
     """The rows of ``setups`` in an earlier ``runs.csv``, by (setup, seed); one cut short or
     not whole (a row with another number of fields) is refused, not copied into a new one."""
-    torn = SystemExit(f"error: {path} is not whole (cut short?): collect it again first")
+    torn = CollectError(f"{path} is not whole (cut short?): collect it again first")
     if not ends_whole(path):
         raise torn
     rows: dict[tuple[str, int], list[list[str]]] = {}
@@ -267,8 +266,8 @@ def _check_shared_settings(
             settings = (setup_settings(study, old_name), setup_settings(study, new_name))
             for key in sorted(before.keys() & now.keys()):
                 if before[key] != now[key] and not own(key, settings):
-                    raise SystemExit(
-                        f"error: {folder} ran {old_name} with {key}={_shown(recorded, key)}, this "
+                    raise CollectError(
+                        f"{folder} ran {old_name} with {key}={_shown(recorded, key)}, this "
                         f"sweep ran {new_name} with {_shown(entry['config'], key)}: run {old_name} "
                         "here instead of reusing it"
                     )
@@ -312,9 +311,7 @@ def collect(
     with ``reuse``'s setups taken from an earlier collection; with ``metrics``, runs.csv holds
     only the metrics that start with one of them (recorded in the summary as ``metrics_kept``)."""
     if reuse is not None and study.extend is not None:
-        raise SystemExit(
-            f"error: {study.name}'s results need every run (its extend hook): no reuse"
-        )
+        raise CollectError(f"{study.name}'s results need every run (its extend hook): no reuse")
     found = sorted(find_runs(sweep_dir), key=lambda rs: (study.rank(rs[1][RUN_KEY]), rs[1]["seed"]))
     refuse_other_studies(study.name, found)
     groups = sorted({s.get(study.split_by) for _, s in found}) if study.split_by else [None]
@@ -339,7 +336,7 @@ def collect(
         entries, rows = reuse.load(study, group, summary, setups) if reuse is not None else ({}, {})
         parts.append((group, runs, summary, {**setups, **entries}, rows))
     if out.exists() and not out.is_dir():
-        raise SystemExit(f"error: --out {out} is a file; give a folder for the collection")
+        raise CollectError(f"--out {out} is a file; give a folder for the collection")
     refuse_unwritable(out)
     written = []
     try:
@@ -352,8 +349,8 @@ def collect(
                 )
                 written.append((out if group is None else out / str(group), summary))
     except OSError as e:
-        raise SystemExit(
-            f"error: {out} could not be written ({_why(e)}): it holds its earlier results, unchanged"
+        raise CollectError(
+            f"{out} could not be written ({_why(e)}): it holds its earlier results, unchanged"
         ) from None
     for folder, summary in written:
         print_table(study, summary, folder)
@@ -391,8 +388,8 @@ def plain_name(value: Any, key: str | None) -> str:
     name = str(value)
     separators = {"/", "\\", "\0", os.sep, os.altsep} - {None}
     if name in ("", ".", "..") or any(c in name for c in separators):
-        raise SystemExit(
-            f"error: a run's {key} is {value!r}, not a plain folder name: the collection writes "
+        raise CollectError(
+            f"a run's {key} is {value!r}, not a plain folder name: the collection writes "
             f"one folder per {key} inside --out; fix that run's summary.json"
         )
     return name
@@ -402,7 +399,7 @@ def refuse_unwritable(out: Path) -> None:
     """A one-line error, before anything is written, if ``out``'s folder cannot be written (a
     read-only ``results/``)."""
     if (blocked := writable(out.parent)) is not None:
-        raise SystemExit(f"error: {blocked} cannot be written (read-only?): {out} not written")
+        raise CollectError(f"{blocked} cannot be written (read-only?): {out} not written")
 
 
 def _why(e: OSError) -> str:
@@ -436,7 +433,7 @@ def collect_sweep(
     setup and seed could not tell them apart. Each file is written beside its name and renamed
     over it: a kill or a full disk leaves it as it was, or whole."""
     if out.is_dir():
-        raise SystemExit(f"error: --out {out} is a folder; give the CSV file to write")
+        raise CollectError(f"--out {out} is a folder; give the CSV file to write")
     runs = find_runs(sweep_dir)
     refuse_other_studies(study.name, runs)
     found = [(run, {**s.get("config", {}), **s}) for run, s in runs]
@@ -479,8 +476,8 @@ def collect_sweep(
             tmp = path.with_name(f".{path.name}.tmp")
             write_whole(path, write, tmp=tmp, sync=True, newline="")
         except OSError as e:
-            raise SystemExit(
-                f"error: {path} could not be written ({_why(e)}): it is as it was"
+            raise CollectError(
+                f"{path} could not be written ({_why(e)}): it is as it was"
             ) from None
         print(f"wrote {path}" + (f" ({len(found)} runs)" if path == out else ""))
 

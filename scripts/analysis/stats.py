@@ -20,12 +20,9 @@ from dataclasses import dataclass
 
 from scipy import stats as _scipy
 
+from experiments.kit.errors import AnalysisError
+
 LEVEL = 0.95  # every interval in the claims table, unless it says otherwise
-
-
-class AnalysisError(ValueError):
-    """Committed results the analysis plan cannot decide on as they are: the claims table stops
-    with this one line rather than print a verdict from them."""
 
 
 class NonFinite(AnalysisError):

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis.windows import PLAN, Plan, first_step, smoothed
 
-CONVERGED = results.RESULTS / "inception/fashion_mnist_converged"
+CONVERGED = committed.RESULTS / "inception/fashion_mnist_converged"
 BASELINE = "inception"
 METRIC = "test/acc_subset"
 
 
 def curves(setup: str, folder: Path = CONVERGED) -> dict[int, dict[int, float]]:
     """``{seed: {step: accuracy on the fixed test subset}}`` of a converged-protocol folder."""
-    return dict(sorted(results.series(folder.name, setup, METRIC, folder.parent).items()))
+    return dict(sorted(committed.series(folder.name, setup, METRIC, folder.parent).items()))
 
 
 def smoothed_curves(

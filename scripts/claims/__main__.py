@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from experiments.kit.errors import OneLineError
 from experiments.kit.files import write_whole
-from scripts.analysis.results import RESULTS, BadResults, check_all
-from scripts.analysis.stats import AnalysisError
+from scripts.analysis.committed import RESULTS, check_all
 from scripts.claims.claim import PLAN, design, planned
 from scripts.claims.table import CLAIMS, render
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         check_all(RESULTS)  # every collection whole, those no claim reads too
         text = render()
-    except (AnalysisError, BadResults) as e:  # results no rule can decide on, or not whole
+    except OneLineError as e:  # results not whole, or that no rule can decide on
         sys.exit(f"error: {e}; {OUT} left as it was")
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from experiments.kit.errors import MissingResult
 from experiments.studies import REPRODUCTIONS, SECTIONS
+from scripts.analysis.committed import Diverged
 from scripts.analysis.power import Need, sd_upper, seeds_for
-from scripts.analysis.results import Diverged, MissingResult
 from scripts.analysis.stats import Estimate
 from scripts.analysis.windows import ALTERNATIVES, PLAN, Plan
 from scripts.claims.rules import Compare, Decision, Rule, Values, Verdict, leaves

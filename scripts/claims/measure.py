@@ -6,27 +6,27 @@ from __future__ import annotations
 import math
 import statistics
 
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired, same_seeds
 from scripts.analysis.windows import Plan, matched_by_progress
 
-# Ten classes: every data set of the CPU-scale studies. A diverged run's accuracy (results.per_seed).
+# Ten classes: every data set of the CPU-scale studies. A diverged run's accuracy (committed.per_seed).
 CHANCE = 0.1
 
 
 def series(plan: Plan, path: str, setup: str, metric: str) -> dict[int, dict[int, float]]:
     """``{seed: {step: value}}`` of one setup's metric in the results the plan reads."""
-    return results.series(path, setup, metric, plan.results)
+    return committed.series(path, setup, metric, plan.results)
 
 
 def metrics(plan: Plan, path: str, setup: str, ending: str) -> list[str]:
     """The metrics of ``setup`` whose names end with ``ending``, in the order logged."""
-    return [m for s, m in results.curves(path, plan.results) if s == setup and m.endswith(ending)]
+    return [m for s, m in committed.curves(path, plan.results) if s == setup and m.endswith(ending)]
 
 
 def summary_values(plan: Plan, path: str, setup: str, key: str) -> dict[int, float]:
     """``{seed: value}`` of a per-seed summary entry; a diverged run's is an error."""
-    return results.per_seed(path, setup, key, plan.results)
+    return committed.per_seed(path, setup, key, plan.results)
 
 
 def final_accuracy(plan: Plan, path: str, setup: str, key: str = "test_acc") -> dict[int, float]:
@@ -34,7 +34,7 @@ def final_accuracy(plan: Plan, path: str, setup: str, key: str = "test_acc") -> 
     under the plan's ``final_mean`` alternative, the late window's mean of the matching curve
     (``test_acc`` → ``test/acc``)."""
     if not plan.final_mean:
-        return results.per_seed(path, setup, key, plan.results, diverged_as=CHANCE)
+        return committed.per_seed(path, setup, key, plan.results, diverged_as=CHANCE)
     metric = key.replace("test_acc", "test/acc", 1).replace("train_acc", "train/acc", 1)
     return plan.per_seed(series(plan, path, setup, metric), plan.late, geometric=False)
 

@@ -8,7 +8,7 @@ import math
 import statistics
 
 from experiments.papers import YANG_RELU_RATE
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis.stats import Estimate, NonFinite, SeedMismatch, log_ratios, paired, same_seeds
 from scripts.analysis.windows import (
     EARLY_ALTERNATIVES,
@@ -120,7 +120,7 @@ def _jacobian(plan: Plan) -> Measured:
             if window is None:
                 v = early(plan, MECH, k, metric, FIG1_EARLY_END, change=False)
             else:
-                v = plan.per_seed(results.series(MECH, k, metric, plan.results), window, True)
+                v = plan.per_seed(committed.series(MECH, k, metric, plan.results), window, True)
             shown.append(
                 f"{label} {name} {Estimate.of([math.log10(x) for x in v.values()], log=True).text(unit='')}"
             )
@@ -160,7 +160,7 @@ def _depth_ratios(plan: Plan, setup_base: str, step: int) -> dict[int, dict[int,
     """``{seed: {depth: gradient ratio at step}}`` of ``setup_base`` from the depth sweep; every
     seed must hold every depth at ``step`` (a SeedMismatch otherwise: no depth is dropped)."""
     out: dict[int, dict[int, float]] = {}
-    for (setup, metric), by_seed in results.curves(DEPTH, plan.results).items():
+    for (setup, metric), by_seed in committed.curves(DEPTH, plan.results).items():
         if metric == "grad_ratio" and setup.startswith(f"{setup_base}_d"):
             depth = int(setup.rsplit("_d", 1)[1])
             for seed, curve in by_seed.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis.stats import SeedMismatch, log_ratios, paired
 from scripts.analysis.windows import LATE_ALTERNATIVES, Plan, first_step
 from scripts.claims.brn_paper import EFFECT
@@ -63,7 +63,7 @@ def _after_sigmoid(plan: Plan) -> Measured:
     )
     return Measured(
         {"after − before": d},
-        f"MNIST, {results.summary(path, plan.results)['steps']:,} steps: after − before {d.text()} "
+        f"MNIST, {committed.summary(path, plan.results)['steps']:,} steps: after − before {d.text()} "
         f"(not decided on: before − no BN {before.text()}; median steps to 97% test accuracy: {steps})",
     )
 
@@ -96,7 +96,7 @@ def _dropout(plan: Plan) -> Measured:
     base = accuracy_gain(plan, path, "bn_baseline_nodropout", "bn_baseline")
     return Measured(
         {"BN-x5": x5, "BN-Baseline": base},
-        f"final test accuracy, without − with dropout, {results.summary(path, plan.results)['steps']:,} steps: "
+        f"final test accuracy, without − with dropout, {committed.summary(path, plan.results)['steps']:,} steps: "
         f"BN-x5 {x5.text()}; BN-Baseline {base.text()}",
     )
 
@@ -104,7 +104,7 @@ def _dropout(plan: Plan) -> Measured:
 def _small_data_ranges(plan: Plan, dataset: str) -> dict[str, dict[int, dict[float, float]]]:
     """``{setup: {seed: {init_std: test accuracy}}}``; a diverged run counts as chance."""
     out: dict = {}
-    for r in results.rows("questions/init_scale_small", f"{dataset}.csv", plan.results):
+    for r in committed.rows("questions/init_scale_small", f"{dataset}.csv", plan.results):
         acc = float(r["test_acc"]) if r["test_acc"] not in ("", "None") else CHANCE
         out.setdefault(r["setup"], {}).setdefault(int(r["seed"]), {})[float(r["init_std"])] = acc
     return out

@@ -27,6 +27,6 @@ def test_converged_speedups_and_their_range_over_seed_pairs():
         never["steps_to_target"] is None and never["speedup"] is None and never["reached"] == "1/2"
     )
     assert (
-        inception_fig3.target_of([[(0, 0.1), (100, 0.8)], [(0, 0.1), (100, 0.75), (200, 0.7)]])
+        inception_fig3.threshold_of([[(0, 0.1), (100, 0.8)], [(0, 0.1), (100, 0.75), (200, 0.7)]])
         == 0.75
     )

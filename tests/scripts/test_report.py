@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.kit.errors import BadResults
 from experiments.studies import SECTIONS, STUDIES
 from scripts import report
 from scripts.claims.table import CLAIMS
@@ -103,7 +104,7 @@ def test_the_papers_numbers_read_as_text():
 
 
 def test_study_tables_and_bad_files(tmp_path, monkeypatch):
-    with pytest.raises(SystemExit, match="holds no table"):
+    with pytest.raises(BadResults, match="holds no table"):
         report.markdown_table("# nothing\n", "x.md")
     assert report.markdown_table("| a | b |\n|---|---|\n| 1 | **x** |\n", "x.md") == (
         "<table><tr><th>a</th><th>b</th></tr>\n<tr><td>1</td><td>x</td></tr></table>"
@@ -111,7 +112,7 @@ def test_study_tables_and_bad_files(tmp_path, monkeypatch):
     (tmp_path / "study").mkdir()
     (tmp_path / "study" / "summary.json").write_text('{"command": "make')
     monkeypatch.setattr(report, "RESULTS", tmp_path)
-    with pytest.raises(SystemExit, match="summary.json is not valid JSON"):
+    with pytest.raises(BadResults, match="summary.json is not valid JSON"):
         report.section(SECTIONS["mnist"].__class__("a", "A", "study", "t"), {}, [])
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from experiments.kit import files, results
+from experiments.kit.errors import CollectError
 from experiments.kit.results import collect, collect_sweep
 from experiments.studies import Study
 from tests.experiments.kit.test_results import _write_run
@@ -84,7 +85,7 @@ def test_a_failure_at_any_point_leaves_the_old_results_or_the_new_whole(setting,
         with fault_at(k) as fault:
             try:
                 collect(SPEC, new, out)
-            except SystemExit as e:
+            except CollectError as e:
                 assert "No space left on device" in str(e) and "\n" not in str(e)
         now = files_under(out)
         assert now in (old_files, new_files), f"a mix after a failure at change {k}"
@@ -131,7 +132,7 @@ def test_a_full_disk_while_writing_runs_csv_keeps_the_old_collection(setting, mo
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(results, "write_runs_csv", half_then_full)
-    with pytest.raises(SystemExit, match=r"fake could not be written \(No space left on device"):
+    with pytest.raises(CollectError, match=r"fake could not be written \(No space left on device"):
         collect(SPEC, new, out)
     assert files_under(out) == old_files
 
@@ -141,9 +142,9 @@ def test_a_read_only_results_folder_is_one_line_before_anything_is_written(setti
 
     new, out, old_files, _ = setting
     monkeypatch.setattr(os, "access", lambda path, mode: False)
-    with pytest.raises(SystemExit, match=r"cannot be written \(read-only\?\)"):
+    with pytest.raises(CollectError, match=r"cannot be written \(read-only\?\)"):
         collect(SPEC, new, out)
-    with pytest.raises(SystemExit, match=r"cannot be written \(read-only\?\)"):
+    with pytest.raises(CollectError, match=r"cannot be written \(read-only\?\)"):
         collect_sweep(SPEC, new, out.parent / "sweep.csv")
     assert files_under(out) == old_files and not (out.parent / "sweep.csv").exists()
 
@@ -154,7 +155,7 @@ def test_a_file_system_refusing_writes_is_one_line_not_a_traceback(setting):
     def read_only(event):
         raise OSError(30, "Read-only file system")
 
-    with fault_at(1, read_only, every=True), pytest.raises(SystemExit, match="Read-only file"):
+    with fault_at(1, read_only, every=True), pytest.raises(CollectError, match="Read-only file"):
         collect(SPEC, new, out)
     assert files_under(out) == old_files
 
@@ -163,7 +164,7 @@ def test_a_file_system_refusing_writes_is_one_line_not_a_traceback(setting):
 def test_a_split_value_that_is_not_a_plain_folder_name_is_refused(tmp_path, name):
     _write_run(tmp_path / "sweep" / "0", "alpha", 0, 0.5, 0.5, data=name)
     out = tmp_path / "a" / "b" / "out"
-    with pytest.raises(SystemExit, match=r"not a plain folder name"):
+    with pytest.raises(CollectError, match=r"not a plain folder name"):
         collect(Study("fake", "", (), split_by="data"), tmp_path / "sweep", out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]  # nothing written anywhere
 
@@ -182,7 +183,7 @@ def test_the_sweep_table_and_curves_are_each_replaced_whole(setting, tmp_path):
         with fault_at(k) as fault:
             try:
                 collect_sweep(SPEC, more, table, ["seed"], curves)
-            except SystemExit as e:
+            except CollectError as e:
                 assert "No space left" in str(e)
         for path in (table, curves):
             assert path.read_bytes() in (before[path], after[path]), (k, path.name)

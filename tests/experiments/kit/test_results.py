@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.kit.errors import CollectError
 from experiments.kit.results import RUN_KEY, Reuse, collect, collect_sweep, find_runs
 from experiments.studies import Study
 
@@ -177,7 +178,7 @@ def test_collect_sweep_curves_are_keyed_by_the_sweep_keys(sweep, tmp_path):
 
 
 def test_a_folder_without_runs_is_a_one_line_error(tmp_path):
-    with pytest.raises(SystemExit, match="no run with a summary.json under"):
+    with pytest.raises(CollectError, match="no run with a summary.json under"):
         find_runs(tmp_path)
 
 
@@ -233,15 +234,15 @@ def test_reused_setups_give_the_same_files_as_running_them(tmp_path):
 def test_reuse_refuses_other_settings_seeds_missing_setups_and_setups_run_twice(tmp_path):
     sweep, alpha, zeta = _split(tmp_path)
     collect(SPEC, zeta, tmp_path / "earlier")
-    with pytest.raises(SystemExit, match="has no runs of \\['beta'\\]"):
+    with pytest.raises(CollectError, match="has no runs of \\['beta'\\]"):
         collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("beta",)))
-    with pytest.raises(SystemExit, match="the sweep ran \\['zeta'\\]"):
+    with pytest.raises(CollectError, match="the sweep ran \\['zeta'\\]"):
         collect(SPEC, sweep, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
-    with pytest.raises(SystemExit, match="has no summary.json and runs.csv"):
+    with pytest.raises(CollectError, match="has no summary.json and runs.csv"):
         collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "nothing", ("zeta",)))
     _write_run(tmp_path / "alpha_seed0" / "a", "alpha", 0, 0.3, 0.3)
     with pytest.raises(
-        SystemExit, match="has zeta with seeds \\[0, 1\\], the sweep ran seeds \\[0\\]"
+        CollectError, match="has zeta with seeds \\[0, 1\\], the sweep ran seeds \\[0\\]"
     ):
         collect(
             SPEC,
@@ -251,7 +252,7 @@ def test_reuse_refuses_other_settings_seeds_missing_setups_and_setups_run_twice(
         )
     summary = tmp_path / "earlier" / "summary.json"
     summary.write_text(summary.read_text().replace('"steps": 10', '"steps": 20'))
-    with pytest.raises(SystemExit, match="was made with steps=20, this sweep with 10"):
+    with pytest.raises(CollectError, match="was made with steps=20, this sweep with 10"):
         collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
     assert not (tmp_path / "x").exists()  # nothing written on a refusal
 
@@ -281,7 +282,9 @@ def test_a_refusal_in_one_group_writes_no_group(tmp_path):
     collect(spec, tmp_path / "earlier_runs", tmp_path / "earlier")
     csv_path = tmp_path / "earlier" / "mnist" / "runs.csv"
     csv_path.write_text(csv_path.read_text().splitlines()[0] + "\n")  # mnist's zeta rows lost
-    with pytest.raises(SystemExit, match="has no rows of \\(setup, seed\\) \\[\\('zeta', 0\\)\\]"):
+    with pytest.raises(
+        CollectError, match="has no rows of \\(setup, seed\\) \\[\\('zeta', 0\\)\\]"
+    ):
         collect(
             spec, tmp_path / "sweep", tmp_path / "out", reuse=Reuse(tmp_path / "earlier", ("zeta",))
         )
@@ -292,7 +295,7 @@ def test_reuse_refuses_a_study_whose_results_need_every_run(tmp_path):
     _, alpha, zeta = _split(tmp_path)
     spec = Study("fake", "", (), order=SPEC.order, extend=f"{__name__}:_extend")
     collect(spec, zeta, tmp_path / "earlier")
-    with pytest.raises(SystemExit, match="extend hook"):
+    with pytest.raises(CollectError, match="extend hook"):
         collect(spec, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
 
 
@@ -307,17 +310,19 @@ def test_runs_of_one_setup_with_other_settings_are_not_pooled(sweep, tmp_path):
         _with_config(sweep / name, **{"logger.mode": name})  # a key that changes no run: ignored
     collect(SPEC, sweep, tmp_path / "ok")
     _with_config(sweep / "4", **{"train.lr": 0.5})
-    with pytest.raises(SystemExit, match=r"runs of zeta differ in train\.lr \(0\.1 in .*, 0\.5 in"):
+    with pytest.raises(
+        CollectError, match=r"runs of zeta differ in train\.lr \(0\.1 in .*, 0\.5 in"
+    ):
         collect(SPEC, sweep, tmp_path / "out")
     _with_config(sweep / "4", **{"train.steps": 20})
-    with pytest.raises(SystemExit, match=r"differ in train\.steps"):
+    with pytest.raises(CollectError, match=r"differ in train\.steps"):
         collect(SPEC, sweep, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
 def test_a_seed_twice_in_one_setup_is_refused(sweep, tmp_path):
     _write_run(sweep / "5", "zeta", 1, 0.3, 0.3)
-    with pytest.raises(SystemExit, match="zeta has seed 1 twice"):
+    with pytest.raises(CollectError, match="zeta has seed 1 twice"):
         collect(SPEC, sweep, tmp_path / "out")
 
 
@@ -325,7 +330,7 @@ def test_an_unfinished_run_is_refused_and_a_replaced_one_skipped(sweep, tmp_path
     _write_run(sweep / "0" / ".replaced" / "2026-01-01_00-00-00", "zeta", 1, 0.3, 0.3)
     assert len(find_runs(sweep)) == len(RUNS)
     (sweep / "3" / "summary.json").unlink()
-    with pytest.raises(SystemExit, match=r"3 holds a run that did not finish"):
+    with pytest.raises(CollectError, match=r"3 holds a run that did not finish"):
         find_runs(sweep)
 
 
@@ -360,13 +365,13 @@ def test_a_sweep_table_for_any_study_has_a_column_per_setting_that_differs(sweep
 
 def test_a_broken_summary_or_an_out_of_the_wrong_kind_is_one_line(sweep, tmp_path):
     (tmp_path / "a_file").write_text("mine")
-    with pytest.raises(SystemExit, match="is a file; give a folder"):
+    with pytest.raises(CollectError, match="is a file; give a folder"):
         collect(SPEC, sweep, tmp_path / "a_file")
     assert (tmp_path / "a_file").read_text() == "mine"
-    with pytest.raises(SystemExit, match="is a folder; give the CSV"):
+    with pytest.raises(CollectError, match="is a folder; give the CSV"):
         collect_sweep(SPEC, sweep, tmp_path)
     (sweep / "2" / "summary.json").write_text('{"setup": "alpha", "se')
-    with pytest.raises(SystemExit, match=r"2/summary.json cannot be read"):
+    with pytest.raises(CollectError, match=r"2/summary.json cannot be read"):
         find_runs(sweep)
 
 
@@ -379,7 +384,7 @@ def test_reuse_refuses_setups_run_with_another_setting_than_the_sweeps(tmp_path)
     for folder in alpha.iterdir():
         _with_config(folder, **{"train.lr": 0.5})
     with pytest.raises(
-        SystemExit, match=r"ran zeta with train\.lr=0\.1, this sweep ran alpha with 0\.5"
+        CollectError, match=r"ran zeta with train\.lr=0\.1, this sweep ran alpha with 0\.5"
     ):
         collect(SPEC, alpha, tmp_path / "x", reuse=Reuse(tmp_path / "earlier", ("zeta",)))
 

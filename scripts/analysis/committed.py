@@ -12,6 +12,7 @@ import functools
 import json
 from pathlib import Path
 
+from experiments.kit.errors import BadResults, MissingResult
 from experiments.kit.files import ends_whole
 from scripts.analysis.stats import AnalysisError, SeedMismatch
 
@@ -19,15 +20,6 @@ RESULTS = Path("results")
 HEADER = ["setup", "seed", "step", "metric", "value"]  # every runs.csv's
 
 Curves = dict[tuple[str, str], dict[int, dict[int, float]]]
-
-
-class BadResults(ValueError):
-    """A results file that is there but not whole (a row cut short, a value that is no number)."""
-
-
-class MissingResult(FileNotFoundError):
-    """A study's results are not committed (its folder or file is absent): the claim has no
-    result yet. Any other error is a bug and fails the claims table."""
 
 
 def _file(path: str, name: str, root: Path) -> Path:

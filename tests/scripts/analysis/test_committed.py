@@ -1,11 +1,11 @@
-"""scripts/analysis/results.py: a missing results folder is a MissingResult (the only "no
+"""scripts/analysis/committed.py: a missing results folder is a MissingResult (the only "no
 result"); a metric the committed runs never logged is a KeyError (a bug)."""
 
 import json
 
 import pytest
 
-from scripts.analysis import results
+from scripts.analysis import committed
 from scripts.analysis.stats import SeedMismatch
 
 
@@ -18,14 +18,14 @@ def test_reader(tmp_path):
     (folder / "summary.json").write_text(
         '{"setups": {"a": {"seeds": [0, 1], "test_acc": {"per_seed": [0.9, 0.8]}}}}'
     )
-    assert results.series("study", "a", "m", tmp_path) == {0: {0: 1.5, 10: 2.5}, 1: {0: 3.0}}
-    assert results.per_seed("study", "a", "test_acc", tmp_path) == {0: 0.9, 1: 0.8}
+    assert committed.series("study", "a", "m", tmp_path) == {0: {0: 1.5, 10: 2.5}, 1: {0: 3.0}}
+    assert committed.per_seed("study", "a", "test_acc", tmp_path) == {0: 0.9, 1: 0.8}
     with pytest.raises(KeyError, match="never logged"):
-        results.series("study", "a", "other", tmp_path)
-    with pytest.raises(results.MissingResult):
-        results.summary("absent", tmp_path)
-    with pytest.raises(results.MissingResult):
-        results.rows("study", "absent.csv", tmp_path)
+        committed.series("study", "a", "other", tmp_path)
+    with pytest.raises(committed.MissingResult):
+        committed.summary("absent", tmp_path)
+    with pytest.raises(committed.MissingResult):
+        committed.rows("study", "absent.csv", tmp_path)
 
 
 def _study(tmp_path, rows: str, seeds: list[int], diverged: list[bool], name: str = "study"):
@@ -39,23 +39,23 @@ def _study(tmp_path, rows: str, seeds: list[int], diverged: list[bool], name: st
 
 def test_a_row_cut_short_is_bad_results_not_a_traceback(tmp_path):
     _study(tmp_path, "a,0,0,m,1\na,0,10\n", [0], [False], name="torn")  # a row without its value
-    with pytest.raises(results.BadResults, match="line 3: not a whole row"):
-        results.series("torn", "a", "m", tmp_path)
+    with pytest.raises(committed.BadResults, match="line 3: not a whole row"):
+        committed.series("torn", "a", "m", tmp_path)
 
 
 def test_a_runs_csv_missing_a_seed_of_its_summary_is_refused(tmp_path):
     # a runs.csv cut short (or collected from fewer runs) beside a summary listing more seeds
     _study(tmp_path, "a,0,0,m,1\na,0,10,m,2\n", [0, 1], [False, False])
-    with pytest.raises(results.BadResults, match=r"runs.csv does not match its summary.json: "):
-        results.series("study", "a", "m", tmp_path)
-    with pytest.raises(results.BadResults, match="does not match"):  # whichever entry is read
-        results.per_seed("study", "a", "test_acc", tmp_path)
+    with pytest.raises(committed.BadResults, match=r"runs.csv does not match its summary.json: "):
+        committed.series("study", "a", "m", tmp_path)
+    with pytest.raises(committed.BadResults, match="does not match"):  # whichever entry is read
+        committed.per_seed("study", "a", "test_acc", tmp_path)
 
 
 def test_a_metric_some_seeds_never_logged_is_a_seed_mismatch(tmp_path):
     _study(tmp_path, "a,0,0,m,1\na,1,0,other,2\n", [0, 1], [False, False])
     with pytest.raises(SeedMismatch, match=r"holds seeds \[0\], its summary.json lists \[0, 1\]"):
-        results.series("study", "a", "m", tmp_path)
+        committed.series("study", "a", "m", tmp_path)
 
 
 # Rows that are not whole: cut short at each of its fields (csv.DictReader gives None for the
@@ -74,8 +74,8 @@ TORN = {
 @pytest.mark.parametrize("row", list(TORN.values()), ids=list(TORN))
 def test_a_row_that_is_not_whole_is_bad_results(tmp_path, row):
     _study(tmp_path, "a,0,0,m,1\n" + row, [0], [False])
-    with pytest.raises(results.BadResults, match=r"runs.csv, line 3: not a whole row"):
-        results.curves("study", tmp_path)
+    with pytest.raises(committed.BadResults, match=r"runs.csv, line 3: not a whole row"):
+        committed.curves("study", tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -91,8 +91,8 @@ def test_a_row_that_is_not_whole_is_bad_results(tmp_path, row):
 def test_a_runs_csv_that_is_not_whole_is_bad_results(tmp_path, text, why):
     _study(tmp_path, "", [0], [False])
     (tmp_path / "study" / "runs.csv").write_text(text)
-    with pytest.raises(results.BadResults, match=why):
-        results.curves("study", tmp_path)
+    with pytest.raises(committed.BadResults, match=why):
+        committed.curves("study", tmp_path)
 
 
 def test_a_runs_csv_lacking_a_setup_or_holding_another_is_bad_results(tmp_path):
@@ -101,51 +101,53 @@ def test_a_runs_csv_lacking_a_setup_or_holding_another_is_bad_results(tmp_path):
     summary = json.loads((folder / "summary.json").read_text())
     summary["setups"]["b"] = {"seeds": [0], "diverged": [False]}
     (folder / "summary.json").write_text(json.dumps(summary))
-    with pytest.raises(results.BadResults, match=r"no rows of setup\(s\) \['b'\]"):
-        results.series("study", "a", "m", tmp_path)
+    with pytest.raises(committed.BadResults, match=r"no rows of setup\(s\) \['b'\]"):
+        committed.series("study", "a", "m", tmp_path)
     _study(tmp_path, "a,0,0,m,1\nz,3,0,m,1\n", [0], [False], name="more")
-    with pytest.raises(results.BadResults, match=r"rows of \(setup, seed\) \[\('z', 3\)\]"):
-        results.curves("more", tmp_path)
+    with pytest.raises(committed.BadResults, match=r"rows of \(setup, seed\) \[\('z', 3\)\]"):
+        committed.curves("more", tmp_path)
 
 
 def test_a_summary_of_another_study_is_bad_results_not_a_key_error(tmp_path):
     _study(tmp_path, "a,0,0,m,1\n", [0], [False])
-    with pytest.raises(results.BadResults, match=r"summary.json has no setup bn \(the summary of"):
-        results.series("study", "bn", "m", tmp_path)
-    with pytest.raises(results.BadResults, match="has no setup bn"):
-        results.per_seed("study", "bn", "test_acc", tmp_path)
-    with pytest.raises(results.BadResults, match="a has no train_acc per seed"):
-        results.per_seed("study", "a", "train_acc", tmp_path)
+    with pytest.raises(
+        committed.BadResults, match=r"summary.json has no setup bn \(the summary of"
+    ):
+        committed.series("study", "bn", "m", tmp_path)
+    with pytest.raises(committed.BadResults, match="has no setup bn"):
+        committed.per_seed("study", "bn", "test_acc", tmp_path)
+    with pytest.raises(committed.BadResults, match="a has no train_acc per seed"):
+        committed.per_seed("study", "a", "train_acc", tmp_path)
     (tmp_path / "run").mkdir()  # one run's summary.json, not a collection's
     (tmp_path / "run" / "summary.json").write_text('{"setup": "bn", "seed": 0}')
-    with pytest.raises(results.BadResults, match="is not a collection's summary.json"):
-        results.summary("run", tmp_path)
+    with pytest.raises(committed.BadResults, match="is not a collection's summary.json"):
+        committed.summary("run", tmp_path)
 
 
 def test_every_collection_is_checked_and_an_absent_one_is_still_no_result(tmp_path):
     _study(tmp_path, "a,0,0,m,1\n", [0], [False], name="fine")
-    results.check_all(tmp_path)
-    with pytest.raises(results.MissingResult):  # absent: no result yet, not an error
-        results.curves("absent", tmp_path)
+    committed.check_all(tmp_path)
+    with pytest.raises(committed.MissingResult):  # absent: no result yet, not an error
+        committed.curves("absent", tmp_path)
     _study(tmp_path, "a,0,0,m,1\n", [0, 1], [False, False], name="short")
-    with pytest.raises(results.BadResults, match="short/runs.csv does not match"):
-        results.check_all(tmp_path)
+    with pytest.raises(committed.BadResults, match="short/runs.csv does not match"):
+        committed.check_all(tmp_path)
     (tmp_path / "short" / "runs.csv").unlink()
-    with pytest.raises(results.BadResults, match="short holds a summary.json without its runs"):
-        results.check_all(tmp_path)
+    with pytest.raises(committed.BadResults, match="short holds a summary.json without its runs"):
+        committed.check_all(tmp_path)
     (tmp_path / "short" / "summary.json").unlink()
     (tmp_path / "short" / "runs.csv").write_text("setup,seed,step,metric,value\na,0,0,m,1\n")
-    with pytest.raises(results.BadResults, match="holds a runs.csv without its summary.json"):
-        results.curves("short", tmp_path)
+    with pytest.raises(committed.BadResults, match="holds a runs.csv without its summary.json"):
+        committed.curves("short", tmp_path)
 
 
 def test_a_diverged_seed_is_an_error_for_curves_and_chance_for_accuracy(tmp_path):
     _study(tmp_path, "a,0,0,m,1\na,1,0,m,2\n", [0, 1], [False, True])
-    with pytest.raises(results.Diverged, match=r"seed\(s\) \[1\] diverged"):
-        results.series("study", "a", "m", tmp_path)
-    with pytest.raises(results.Diverged):
-        results.per_seed("study", "a", "test_acc", tmp_path)
-    assert results.per_seed("study", "a", "test_acc", tmp_path, diverged_as=0.1) == {
+    with pytest.raises(committed.Diverged, match=r"seed\(s\) \[1\] diverged"):
+        committed.series("study", "a", "m", tmp_path)
+    with pytest.raises(committed.Diverged):
+        committed.per_seed("study", "a", "test_acc", tmp_path)
+    assert committed.per_seed("study", "a", "test_acc", tmp_path, diverged_as=0.1) == {
         0: 0.9,
         1: 0.1,
     }
