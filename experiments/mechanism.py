@@ -52,6 +52,7 @@ import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import hydra
 import torch
@@ -112,6 +113,7 @@ class Probe:
 
 @dataclass
 class MechanismConf(config.StudyConf):
+    resume_safe: ClassVar[tuple[str, ...]] = ("probe.",)  # measurements, not the run
     model: Model = field(default_factory=Model)
     train: Train = field(default_factory=Train)
     probe: Probe = field(default_factory=Probe)

@@ -20,6 +20,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import hydra
 import torch
@@ -71,6 +72,7 @@ class Train(config.TrainConf):
 
 @dataclass
 class MnistConf(config.StudyConf):
+    resume_safe: ClassVar[tuple[str, ...]] = ("probe.", "population.")  # measurements, not the run
     model: Model = field(default_factory=Model)
     train: Train = field(default_factory=Train)
     probe: Probe = field(default_factory=Probe)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hydra._internal.core_plugins.file_config_source import FileConfigSource
 from hydra.core.config_search_path import ConfigSearchPath
@@ -29,6 +29,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bn import factory, schedules
 from experiments.kit.errors import ConfigError, OneLineError
+from experiments.kit.stopping import StopConf
 
 
 class Choice(str, enum.Enum):
@@ -128,16 +129,6 @@ class EvalConf:
 
 
 @dataclass
-class StopConf:
-    """``train.stop``: end a run before ``train.steps`` (the cap) on its test-accuracy curve
-    (:class:`experiments.kit.stopping.StopRule`); ``null`` switches a rule off."""
-
-    target: float | None = None  # at the first evaluation that reaches this accuracy
-    plateau: float | None = None  # when the last third of the run gained less than this
-    min_steps: int = 0  # the plateau rule waits until this step
-
-
-@dataclass
 class ClassifierTrainConf(TrainConf):
     """``train`` of a study on :mod:`experiments.kit.classify`'s loop."""
 
@@ -157,8 +148,14 @@ class ClassifierEvalConf(EvalConf):
 
 @dataclass
 class StudyConf:
-    """The keys every study has; a study's schema extends it (and its ``train``/``eval``)."""
+    """The keys every study has; a study's schema extends it (and its ``train``/``eval``).
 
+    A study's schema names in ``resume_safe`` its own settings that do not change what a run
+    computes (a probe's measurements, ...): a resumed run may change them, and they are no part
+    of the run's identity (:mod:`experiments.kit.identity`). Flat keys; ``"probe."`` is a group.
+    """
+
+    resume_safe: ClassVar[tuple[str, ...]] = ()  # not a setting: a class attribute of the schema
     seed: Any = MISSING
     threads: int | None = None
     device: str = "auto"
@@ -223,6 +220,13 @@ class _SharedGroupsSearchPath(SearchPathPlugin):
 
 Plugins.instance().register(_SharedConfigs)
 Plugins.instance().register(_SharedGroupsSearchPath)
+
+
+def resume_safe(cfg: DictConfig) -> tuple[str, ...]:
+    """The settings of ``cfg``'s study that a resume may change (its schema's
+    :attr:`StudyConf.resume_safe`); none for a config that no study's schema types."""
+    schema = OmegaConf.get_type(cfg)
+    return schema.resume_safe if isinstance(schema, type) and issubclass(schema, StudyConf) else ()
 
 
 def register(study: str, schema: type) -> None:

@@ -25,9 +25,12 @@ from torch import nn
 from tqdm import tqdm
 
 from bn import compiled as bn_compiled
+from experiments.kit.config import resume_safe
 from experiments.kit.distributed import any_rank, every_rank, rank_and_world
 from experiments.kit.errors import ConfigError
 from experiments.kit.files import refuse_link
+from experiments.kit.identity import check_same_run, comparable_config, flat_config
+from experiments.kit.norm import resume_fixed
 from experiments.kit.runlog import (
     RunDirLock,
     RunLog,
@@ -188,6 +191,7 @@ class TrainLoop:
         self.writes_log = False
         self.lock: RunDirLock | None = None
         self.config: dict[str, Any] = {}
+        self.resume_safe: tuple[str, ...] = ()
         self.step = 0
         self.unchanged_from: int | None = None  # the checkpoint's step, resumed with no change
         self.commit: str | None = None
@@ -199,6 +203,7 @@ class TrainLoop:
         (``metrics.csv``, W&B) on the process that ``writes_log`` (rank 0 of a distributed run).
         That process holds the run directory's lock until :meth:`finish`."""
         self.writes_log, self.config = writes_log, flat_config(cfg)
+        self.resume_safe = resume_safe(cfg)
         self.commit = git_commit()  # the code that runs (HEAD may move before the run ends)
         self.code_changes = code_changes()  # and whether it is the commit's
         try:
@@ -267,7 +272,10 @@ class TrainLoop:
         if not (self.ckpt_path.exists() or self.ckpt_path.is_symlink()):
             return False
         ckpt = load_checkpoint(self.ckpt_path)
-        changed = check_same_run(self.ckpt_path, ckpt.get("config", {}), self.config)
+        saved = ckpt.get("config", {})
+        changed = check_same_run(
+            self.ckpt_path, saved, self.config, self.resume_safe, fixed=resume_fixed(saved)
+        )
         first_commands = ckpt.get("commands") or []
         for run, first in zip(self.runs, first_commands):
             if first and first != run.summary.get("command"):  # keep both
@@ -462,7 +470,8 @@ class TrainLoop:
             s.update(git_commit=commit, cpu_capability=capability, steps_per_s=result.steps_per_s)
             s["compiled_kernels"] = kernels
             s.update(git_dirty=self.code_changes is not None, code_changes=self.code_changes)
-            s["config"] = comparable_config(self.config)  # what collection compares across seeds
+            # what collection compares across seeds
+            s["config"] = comparable_config(self.config, self.resume_safe)
             if self.stopped:
                 s["stopped"] = self.stopped
             if not run.alive:
@@ -500,102 +509,6 @@ class TrainLoop:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
-
-
-# Settings a resumed run may change: they do not alter the training trajectory. (Not `threads`:
-# another thread count changes the float rounding of the arithmetic from the resume on.)
-RESUMABLE_CHANGES = (
-    "train.steps", "train.stop.", "resume", "overwrite", "device", "logger.", "eval.", "population.", "probe.",
-    "data.root", "data.download", "data.verify", "data.num_workers",
-)  # fmt: skip
-
-
-def flat_config(cfg) -> dict[str, Any]:
-    """The resolved config (without Hydra's own node) as flat ``{dotted.key: value}``."""
-    from omegaconf import OmegaConf
-
-    flat: dict[str, Any] = {}
-
-    def walk(node: Any, key: str) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, f"{key}.{k}" if key else str(k))
-        else:
-            flat[key] = node
-
-    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    walk({k: v for k, v in container.items() if k != "hydra"}, "")
-    return flat
-
-
-# The settings of a run's planned length: a resume may change them, yet runs planned to other
-# lengths (another cap, another stopping rule) are not seeds of one run, nor arms to compare.
-PLANNED_LENGTH = ("train.steps", "train.stop.")
-
-
-def _under(key: str, prefixes: tuple[str, ...]) -> bool:
-    return any(key == p or key.startswith(p.rstrip(".") + ".") for p in prefixes)
-
-
-def _resumable(key: str) -> bool:
-    return _under(key, RESUMABLE_CHANGES)
-
-
-def stop_defaults() -> dict[str, Any]:
-    """``train.stop.*`` at their defaults (no rule), by flat key."""
-    from dataclasses import fields
-
-    from experiments.kit.config import StopConf
-
-    return {f"train.stop.{f.name}": f.default for f in fields(StopConf)}
-
-
-def comparable_config(flat: dict[str, Any]) -> dict[str, Any]:
-    """The settings that make runs one setting: the flat config but for the seed and the keys a
-    resume may change, those of the planned length (``PLANNED_LENGTH``: ``train.steps``,
-    ``train.stop.*``) kept; a stopping setting at its default is left out, so the record of a
-    run without a stopping rule is what it was before stopping rules were recorded."""
-    defaults = stop_defaults()
-    return {
-        k: v
-        for k, v in flat.items()
-        if k != "seed"
-        and (_under(k, PLANNED_LENGTH) or not _resumable(k))
-        and not (k in defaults and v == defaults[k])
-    }
-
-
-def _ramp_follows_steps(flat: dict[str, Any]) -> bool:
-    """Whether the run's Batch Renorm ramp is scaled to its length (experiments.kit.norm)."""
-    return (
-        flat.get("norm.kind") == "batchrenorm"
-        and flat.get("norm.schedule.kind") == "paper"
-        and bool(flat.get("norm.schedule.paper_steps"))
-    )
-
-
-def check_same_run(path: Path, saved: dict[str, Any], now: dict[str, Any]) -> dict[str, list]:
-    """Refuse to resume ``path`` with a setting that would change the run; returns the harmless
-    changes (``RESUMABLE_CHANGES``, but ``resume`` and ``overwrite``) as ``{key: [old, new]}``."""
-    changed = {}
-    for key in sorted(saved.keys() | now.keys()):
-        if saved.get(key) == now.get(key) or key in ("resume", "overwrite"):
-            continue  # (those two say how this command runs, not what the run is)
-        if key == "train.steps" and _ramp_follows_steps(saved):
-            raise ConfigError(
-                f"{path} holds a Batch Renorm run whose r_max/d_max ramp is scaled to "
-                f"train.steps={saved.get(key)} (norm.schedule.paper_steps): resuming with "
-                f"train.steps={now.get(key)} would change the ramp mid-run; resume with the same "
-                "train.steps"
-            )
-        if not _resumable(key):
-            raise ConfigError(
-                f"{path} holds the run of {key}={saved.get(key)}, not {key}={now.get(key)}; "
-                "resume with the same settings (only train.steps, eval.*, logger.* and the data's "
-                "location may change) or use another hydra.run.dir"
-            )
-        changed[key] = [saved.get(key), now.get(key)]
-    return changed
 
 
 def _train_key(name: str) -> str:

@@ -9,6 +9,7 @@ layer by one path in every study.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from omegaconf import DictConfig
@@ -64,6 +65,25 @@ def renorm_bounds(s: DictConfig, total_steps: int):
         factor = total_steps / s.paper_steps
         r_max, d_max = r_max.scaled(factor), d_max.scaled(factor)
     return r_max, d_max
+
+
+def resume_fixed(flat: dict[str, Any]) -> dict[str, str]:
+    """The settings outside ``norm.*`` that the run's norm layers depend on, by flat key, each
+    with what a run of ``flat`` (its flat config) holds (``{old}``, ``{new}``: the key's values):
+    a resume may change these settings for other runs (:mod:`experiments.kit.identity`), not for
+    this one. A Batch Renorm ramp scaled to the run's length (``norm.schedule.paper_steps``,
+    :func:`renorm_bounds`) fixes ``train.steps``."""
+    if (
+        flat.get("norm.kind") == "batchrenorm"
+        and flat.get("norm.schedule.kind") == "paper"
+        and flat.get("norm.schedule.paper_steps")
+    ):
+        return {
+            "train.steps": "a Batch Renorm run whose r_max/d_max ramp is scaled to "
+            "train.steps={old} (norm.schedule.paper_steps): resuming with train.steps={new} "
+            "would change the ramp mid-run"
+        }
+    return {}
 
 
 def apply_norm_options(model: nn.Module, norm: DictConfig) -> nn.Module:

@@ -24,6 +24,7 @@ from typing import Any
 
 from experiments.kit.errors import CollectError
 from experiments.kit.files import ends_whole, folder_as_one, writable, write_whole
+from experiments.kit.identity import comparable_config, stop_defaults
 from experiments.studies import Study
 
 RUN_KEY = "setup"  # the run-key column of every runs.csv
@@ -90,8 +91,6 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
     """Refuse to average runs over seeds unless they are the same setting: per setup, every
     run's resolved config (``summary["config"]``) equal but for the seed and the keys that do
     not change a run's trajectory, and no seed twice. Names the first key that differs."""
-    from experiments.kit.loop import comparable_config
-
     by_setup: dict[str, list[tuple[Path, dict]]] = {}
     for run, s in runs:
         by_setup.setdefault(s[RUN_KEY], []).append((run, s))
@@ -123,8 +122,6 @@ def planned(config: dict[str, Any]) -> dict[str, Any]:
     defaults (no rule): a record leaves out those at their default, and runs recorded before
     stopping rules were recorded leave out all, so an old run that had a rule cannot be told
     apart from one without."""
-    from experiments.kit.loop import stop_defaults
-
     return {**stop_defaults(), **config}
 
 
@@ -287,8 +284,6 @@ def per_setup(study: Study, runs: list[tuple[Path, dict]]) -> dict[str, dict]:
         entry = {key: ss[0].get(key) for key in study.setup_keys}
         entry.update(seeds=[s["seed"] for s in ss], diverged=[s["diverged"] for s in ss])
         if configs := [s["config"] for s in ss if "config" in s]:  # one setting (check_poolable)
-            from experiments.kit.loop import comparable_config
-
             entry["config"] = comparable_config(configs[0])
         for key in study.stat_keys:
             values = [s[key] for s in ss if s.get(key) is not None]
@@ -409,8 +404,6 @@ def _why(e: OSError) -> str:
 def sweep_keys(study: Study, runs: list[tuple[Path, dict]]) -> list[str]:
     """A sweep table's columns for any study: setup and seed, every setting that differs between
     the runs (from each run's recorded config), then how each run ended and the study's numbers."""
-    from experiments.kit.loop import comparable_config
-
     configs = [comparable_config(s.get("config", {})) for _, s in runs]
     varying = sorted(
         {k for c in configs for k in c if any(c.get(k) != other.get(k) for other in configs)}

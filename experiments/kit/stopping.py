@@ -11,6 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+@dataclass
+class StopConf:
+    """``train.stop``: end a run before ``train.steps`` (the cap) on its test-accuracy curve
+    (:class:`StopRule`); ``null`` switches a rule off."""
+
+    target: float | None = None  # at the first evaluation that reaches this accuracy
+    plateau: float | None = None  # when the last third of the run gained less than this
+    min_steps: int = 0  # the plateau rule waits until this step
+
+
 def plateaued(curve: list[tuple[int, float]], min_gain: float) -> bool:
     """True when the best value of the last third of the run (after step ``2/3 · s``, ``s``
     the last step) beats the best value before it by less than ``min_gain``."""

@@ -175,6 +175,22 @@ def test_resume_with_other_seeds_is_refused(root, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_resume_may_change_the_probes_which_the_record_leaves_out(root, tmp_path):
+    """The probes and the population statistics measure the run, they do not change it (the
+    study's ``resume_safe``): a resume may change them, and the recorded setting has none."""
+    mnist.train(_small(root, "setup=bn", "train.steps=20"), tmp_path)
+    again = ("train.steps=40", "probe.unit=1", "population.num_batches=2", "resume=true")
+    [summary] = mnist.train(_small(root, "setup=bn", *again), tmp_path)
+    assert summary["resumed_with"] == {
+        "population.num_batches": [3, 2],
+        "probe.unit": [0, 1],
+        "train.steps": [20, 40],
+    }
+    assert summary["config"]["train.steps"] == 40
+    assert not any(k.startswith(("probe.", "population.")) for k in summary["config"])
+
+
+@pytest.mark.slow
 def test_diverged_run_stops_cleanly(root, tmp_path):
     [summary] = mnist.train(_small(root, "setup=baseline", "model.init_std=1e37"), tmp_path)
     assert summary["diverged"] and summary["diverged_at_step"] <= 40

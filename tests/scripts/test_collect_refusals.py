@@ -134,7 +134,7 @@ def test_a_run_that_records_no_study_is_collected(tmp_path):
 
 
 def test_a_run_records_its_planned_length_for_the_collection_to_compare():
-    from experiments.kit.loop import comparable_config
+    from experiments.kit.identity import comparable_config
 
     flat = {"seed": 3, "train.lr": 0.1, "train.steps": 3000, "train.stop.target": 0.5}
     flat.update({"train.stop.min_steps": 0, "eval.every": 100, "logger.mode": "disabled"})

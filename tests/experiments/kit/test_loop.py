@@ -682,23 +682,38 @@ def test_resume_refuses_another_thread_count_and_records_both_commands(tmp_path,
 
 
 def test_resume_refuses_another_length_when_the_renorm_ramp_is_scaled_to_it(tmp_path):
-    from experiments.kit.loop import check_same_run
+    """The norm declares what its layers depend on beyond ``norm.*`` (kit.norm.resume_fixed);
+    the resume check asks it, as the loop does."""
+    from experiments.kit.identity import check_same_run
+    from experiments.kit.norm import resume_fixed
+
+    def resume(saved: dict, now: dict) -> dict:
+        return check_same_run(tmp_path, saved, now, fixed=resume_fixed(saved))
 
     brn = {
         "norm.kind": "batchrenorm",
         "norm.schedule.kind": "paper",
         "norm.schedule.paper_steps": 160000,
     }
-    with pytest.raises(ConfigError, match="ramp"):
-        check_same_run(tmp_path, {**brn, "train.steps": 200}, {**brn, "train.steps": 400})
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            f"{tmp_path} holds a Batch Renorm run whose r_max/d_max ramp is scaled to "
+            "train.steps=200 (norm.schedule.paper_steps): resuming with train.steps=400 would "
+            "change the ramp mid-run; resume with the same train.steps"
+        ),
+    ):
+        resume({**brn, "train.steps": 200}, {**brn, "train.steps": 400})
     fixed = {**brn, "norm.schedule.paper_steps": None}
-    assert check_same_run(tmp_path, {**fixed, "train.steps": 200}, {**fixed, "train.steps": 400})
+    assert resume({**fixed, "train.steps": 200}, {**fixed, "train.steps": 400})
+    for other in ({**brn, "norm.schedule.kind": "fixed"}, {**brn, "norm.kind": "batchnorm"}):
+        assert resume({**other, "train.steps": 200}, {**other, "train.steps": 400})
 
 
 def test_resume_refuses_another_thread_count_but_not_another_evaluation_interval(tmp_path):
     """Another thread count changes the float rounding from the resume on (another run);
     another eval.every only changes what is logged."""
-    from experiments.kit.loop import check_same_run
+    from experiments.kit.identity import check_same_run
 
     saved = {"threads": 1, "eval.every": 4, "train.lr": 0.1}
     with pytest.raises(ConfigError, match=r"threads=1, not threads=2"):
