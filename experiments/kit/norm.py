@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
 from torch import nn
 
 import bn
+from experiments.nets.norms import freeze_norm_scale
 
 # Keys of cfg.norm that each kind's layer takes.
 _LAYER_KEYS = {
@@ -91,21 +91,6 @@ def apply_norm_options(model: nn.Module, norm: DictConfig) -> nn.Module:
     if norm.fix_gamma:
         freeze_norm_scale(model)
     return model
-
-
-def norm_layers(model: nn.Module) -> list[nn.Module]:
-    """Every normalization layer of ``model`` (batch, group or layer norm), in order."""
-    kinds = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
-    return [m for m in model.modules() if isinstance(m, kinds)]
-
-
-def freeze_norm_scale(model: nn.Module) -> None:
-    """Fix every norm layer's γ at 1 (no gradient, so no optimizer or weight-decay update)."""
-    for m in norm_layers(model):
-        if getattr(m, "weight", None) is not None:
-            with torch.no_grad():
-                m.weight.fill_(1.0)
-            m.weight.requires_grad_(False)
 
 
 def _plain(value):

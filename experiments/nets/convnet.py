@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from torch import nn
 
 import bn
-from experiments.kit.norm import freeze_norm_scale
+from experiments.nets.norms import freeze_norm_scale
 
 NORM_POSITIONS = ("before", "after")
 

@@ -17,7 +17,8 @@ import bn
 from experiments import renorm
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError, DataUnavailable
-from experiments.kit.norm import norm_layers, renorm_bounds
+from experiments.kit.norm import renorm_bounds
+from experiments.nets.norms import norm_layers
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
 from tests.idx_files import make_dataset

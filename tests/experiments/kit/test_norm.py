@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from experiments import inception, mnist, renorm
-from experiments.kit.norm import norm_layers
+from experiments.nets.norms import norm_layers
 from tests.configs import compose_config
 
 
