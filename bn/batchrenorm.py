@@ -210,14 +210,6 @@ class BatchRenormBase(BatchNormBase):
         _check_bound(type(self).__name__, "d_max", value, 0.0)
         self._d_max = value
 
-    def __setstate__(self, state: dict) -> None:
-        # Modules pickled before r_max/d_max became properties hold them under the plain names.
-        for name in ("r_max", "d_max"):
-            if name in state:
-                state["_" + name] = state.pop(name)
-        state.setdefault("ablation", None)
-        super().__setstate__(state)
-
     def _at(self, name: str, bound: float | Schedule, step: int | Tensor, minimum: float):
         if not callable(bound):
             return float(bound)
@@ -400,10 +392,6 @@ class BatchRenormBase(BatchNormBase):
     def extra_repr(self) -> str:
         s = super().extra_repr() + f", r_max={self.r_max!r}, d_max={self.d_max!r}"
         return s + (f", ablation={self.ablation!r}" if self.ablation is not None else "")
-
-
-# The old private name, kept so code written against it keeps working; use BatchRenormBase.
-_BatchRenormNd = BatchRenormBase
 
 
 def is_batch_renorm(module: object) -> bool:

@@ -165,7 +165,7 @@ def _hidden_layers(model: SigmoidMLP) -> list[HiddenLayer]:
     with BN), detached; the BN layer without noisy BN's noise, or ``None``."""
     norms = list(model.norms) if model.norms is not None else [None] * len(model.hidden)
     layers = []
-    for linear, norm, act in zip(model.hidden, norms, model.sigmoids):
+    for linear, norm, act in zip(model.hidden, norms, model.activations):
         w = linear.weight[0].t() if isinstance(linear, BinaryInputLinear) else linear.weight[0]
         b = None if linear.bias is None else linear.bias[0, :, 0].detach()
         layers.append((w.detach(), b, _bn_of(norm), act))
@@ -347,12 +347,12 @@ def sigmoid_input_percentiles(
     else:
         m = copy.deepcopy(model)
         bn.set_population_statistics(m, iter(fixed), len(fixed))
-        rec = SigmoidInputs(m.sigmoids)
+        rec = SigmoidInputs(m.activations)
         with rec, torch.no_grad():
             m.eval()(x_test)
         out["population"] = rec.percentiles(qs)[0]
     m = copy.deepcopy(model).train()
-    rec = SigmoidInputs(m.sigmoids)
+    rec = SigmoidInputs(m.activations)
     with rec, torch.no_grad(), torch.random.fork_rng(devices=[]):  # noisy BN: not the run's draws
         torch.default_generator.manual_seed(fixed_seed("train-mode noise", step))
         for x in fixed:
@@ -480,7 +480,7 @@ class Probes:
         self.probe_batch = fixed[0]  # gradient ICS and the landscape: this batch, every time
         self.etas = [e * cfg.train.lr for e in p.etas]
         self.jacobian_x = data.x_test[: p.jacobian_examples]
-        self.recorder = SigmoidInputs(model.sigmoids)
+        self.recorder = SigmoidInputs(model.activations)
         self.history: list[tuple[int, dict[str, Tensor]]] = []
 
     def evaluate(self, step: int) -> dict[str, float]:

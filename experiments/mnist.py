@@ -116,10 +116,11 @@ class Figure1Probe:
         self.model, self.data, self.runs = model, data, runs
         self.small_data = small_data  # train.subset: the training images' accuracy every evaluation
         self.unit, self.qs = probe.unit, list(probe.percentiles)
-        self.recorder = SigmoidInputs(model.sigmoids)
+        self.recorder = SigmoidInputs(model.activations)
         self.history: list[list] = [[] for _ in runs]  # per run: (step, (layers, qs, units))
-        self.nongaussian = probe.nongaussian
-        self.nongauss: list[list] = [[] for _ in runs]  # per run: (step, (2, layers, units))
+        # probe.nongaussian (the setting) and nongauss/... (its metrics) are recorded names: kept
+        self.measure_nongaussianity = probe.nongaussian
+        self.nongaussianity: list[list] = [[] for _ in runs]  # per run: (step, (2, layers, units))
         self._control: dict[str, float] | None = None
 
     def evaluate(self, step: int) -> list[dict[str, float]]:
@@ -128,7 +129,7 @@ class Figure1Probe:
         train_accs = self.small_data and accuracies(
             self.model, self.data.x_train, self.data.y_train
         )
-        shape = self.nongaussian and self.recorder.non_gaussianity()
+        measured = self.measure_nongaussianity and self.recorder.nongaussianity()
         pct = self.recorder.percentiles(self.qs)
         out = []
         for k, run in enumerate(self.runs):
@@ -139,14 +140,14 @@ class Figure1Probe:
                 if self.history[k]:
                     metrics.update(self._shift(self.history[k][-1][1], pct[k]))
                 self.history[k].append((step, pct[k]))
-                if shape:
-                    both = torch.stack([shape[0][k], shape[1][k]]).float()
-                    metrics.update(self._shape_metrics(both))
-                    self.nongauss[k].append((step, both))
+                if measured:
+                    both = torch.stack([measured[0][k], measured[1][k]]).float()
+                    metrics.update(self._nongaussianity_metrics(both))
+                    self.nongaussianity[k].append((step, both))
             out.append(metrics)
         return out
 
-    def _shape_metrics(self, both: torch.Tensor) -> dict[str, float]:
+    def _nongaussianity_metrics(self, both: torch.Tensor) -> dict[str, float]:
         """Per layer, the quartiles over units of the excess kurtosis and the negentropy, and
         the same numbers of a standard-normal sample the size of the test set (the control)."""
         if self._control is None:
@@ -190,12 +191,10 @@ class Figure1Probe:
         return out
 
     def state_dict(self) -> dict:
-        return {"history": self.history, "nongauss": self.nongauss}
+        return {"history": self.history, "nongauss": self.nongaussianity}  # its checkpoint key
 
-    def load_state_dict(self, state: dict | list) -> None:
-        if isinstance(state, list):  # a checkpoint from before the non-Gaussianity probe
-            state = {"history": state, "nongauss": [[] for _ in self.runs]}
-        self.history, self.nongauss = state["history"], state["nongauss"]
+    def load_state_dict(self, state: dict) -> None:
+        self.history, self.nongaussianity = state["history"], state["nongauss"]
 
     def save(self) -> None:
         """Every unit's percentiles at every evaluation, to each run's ``unit_percentiles.pt``."""
@@ -205,12 +204,13 @@ class Figure1Probe:
                 {"steps": [s for s, _ in history], "percentiles": self.qs, "values": values},
                 run.out_dir / "unit_percentiles.pt",
             )
-        for run, shape in zip(self.runs, self.nongauss) if self.nongaussian else ():
+        runs = zip(self.runs, self.nongaussianity) if self.measure_nongaussianity else ()
+        for run, measured in runs:
             torch.save(
                 {
-                    "steps": [s for s, _ in shape],
+                    "steps": [s for s, _ in measured],
                     "measures": ["excess_kurtosis", "negentropy"],
-                    "values": torch.stack([v for _, v in shape]) if shape else None,
+                    "values": torch.stack([v for _, v in measured]) if measured else None,
                 },
                 run.out_dir / "unit_nongaussianity.pt",
             )

@@ -132,11 +132,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def own_rng_state(saved: list[dict[str, Any]] | dict[str, Any], path: Path) -> dict[str, Any]:
+def own_rng_state(saved: list[dict[str, Any]], path: Path) -> dict[str, Any]:
     """This process's generator states from a checkpoint's ``rng``: one entry per process, by
-    rank (a checkpoint written before the ranks were kept holds one state for all)."""
-    if isinstance(saved, dict):
-        return saved
+    rank."""
     rank, world = rank_and_world()
     if len(saved) != world:
         raise ConfigError(

@@ -114,7 +114,7 @@ class SigmoidInputs:
 
     Example::
 
-        >>> rec = SigmoidInputs(model.sigmoids)
+        >>> rec = SigmoidInputs(model.activations)
         >>> with rec:
         ...     model(x_test)
         >>> rec.percentiles((15, 50, 85))  # (copies, layers, 3, units)
@@ -175,7 +175,7 @@ class SigmoidInputs:
         values = buffer[..., : self._filled[i]]
         return values if unit is None else values[:, unit]
 
-    def non_gaussianity(self) -> tuple[Tensor, Tensor]:
+    def nongaussianity(self) -> tuple[Tensor, Tensor]:
         """``(kurtosis, negentropy)``, each ``(copies, layers, units)``: every unit's recorded
         input's :func:`excess_kurtosis` and :func:`negentropy`."""
         zs = [standardized(self.layer(i)) for i in range(len(self.modules))]  # once for both

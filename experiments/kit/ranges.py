@@ -54,8 +54,6 @@ def positive(**kw) -> Range:
     return Range(low=0, low_open=True, **kw)
 
 
-FRACTION = Range(low=0, high=1)
-
 RANGES: dict[str, Range] = {
     # every study
     "train.lr": positive(),

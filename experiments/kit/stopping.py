@@ -71,11 +71,8 @@ class StopRule:
     def state_dict(self) -> dict:
         return {"metric": self.metric, "curve": list(self.curve)}
 
-    def load_state_dict(self, state: dict | list | None) -> None:
+    def load_state_dict(self, state: dict | None) -> None:
         """The curve of a checkpoint. ``None`` when it holds none of this metric (saved without
         a rule, or of another metric): the caller rebuilds it from the run's log."""
-        if isinstance(state, dict):
-            curve = state["curve"] if state.get("metric") == self.metric else None
-        else:  # a checkpoint of the first version: the curve alone, or None without a rule
-            curve = state
+        curve = state["curve"] if state is not None and state.get("metric") == self.metric else None
         self.curve = None if curve is None else [(int(s), float(v)) for s, v in curve]

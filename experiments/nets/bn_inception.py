@@ -47,7 +47,6 @@ TABLE: dict[str, ModuleSpec] = {
     "5a": ModuleSpec(352, 192, 320, 160, 224, "avg", 128),
     "5b": ModuleSpec(352, 192, 320, 192, 224, "max", 128),
 }
-PAPER_PARAMETERS = 13.6e6  # as stated in the paper (Sec. 4.2); the table's widths give ~11.3M
 
 
 class _Unit(nn.Sequential):

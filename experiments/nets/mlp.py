@@ -68,7 +68,7 @@ class SigmoidMLP(nn.Module):
             set pixels instead of multiplying by every pixel (same numbers, faster).
         norm_position: ``"before"`` the sigmoid (the paper) or ``"after"`` it.
         activation: ``"sigmoid"`` (the paper) or ``"relu"`` for the hidden units; the modules
-            are kept in :attr:`sigmoids` either way (the probes hook their inputs).
+            are kept in :attr:`activations` (the probes hook their inputs).
 
     Shape:
         - Input: ``(batch, in_features)``, the same examples for every copy, or
@@ -108,7 +108,7 @@ class SigmoidMLP(nn.Module):
             for i, (w_in, w_out) in enumerate(itertools.pairwise(widths))
         )
         self.norms = nn.ModuleList(norms) if has_norm else None
-        self.sigmoids = nn.ModuleList(ACTIVATIONS[activation]() for _ in hidden)
+        self.activations = nn.ModuleList(ACTIVATIONS[activation]() for _ in hidden)
         self.output = StackedLinear(copies, widths[-1], num_classes)
         self.copies, self.init_std = copies, init_std
         self.reset_parameters(seeds)
@@ -138,11 +138,11 @@ class SigmoidMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         u = x.t() if x.dim() == 2 else x.transpose(1, 2)  # feature-major
         norms = self.norms if self.norms is not None else [None] * len(self.hidden)
-        for linear, norm, sigmoid in zip(self.hidden, norms, self.sigmoids):
+        for linear, norm, activation in zip(self.hidden, norms, self.activations):
             z = linear(x if isinstance(linear, BinaryInputLinear) else u)  # it reads batch-major
             if norm is not None and not self.norm_after:
                 z = norm(z.view(1, -1, z.shape[-1])).view(z.shape)
-            u = sigmoid(z)
+            u = activation(z)
             if norm is not None and self.norm_after:
                 u = norm(u.reshape(1, -1, u.shape[-1])).view(u.shape)
         return self.output(u).transpose(1, 2)

@@ -121,9 +121,9 @@ def fused_reason(model: nn.Module) -> str | None:
         return "parameters of several dtypes or devices, or not contiguous"
     if not all(p.requires_grad for p in params):
         return "a frozen parameter (e.g. norm.fix_gamma)"
-    if any(not isinstance(a, (nn.Sigmoid, nn.ReLU)) for a in model.sigmoids):
+    if any(not isinstance(a, (nn.Sigmoid, nn.ReLU)) for a in model.activations):
         return "an activation other than sigmoid or ReLU"
-    if len({type(a) for a in model.sigmoids}) > 1:
+    if len({type(a) for a in model.activations}) > 1:
         return "mixed activations"
     if model.norms is None:
         return None
@@ -168,6 +168,6 @@ def _fused_arguments(model: SigmoidMLP) -> tuple[list, list, list]:
     ]  # fmt: skip
     noises = [(n.num_features, noise) for n, noise in norms if noise is not None]
     momentum, eps = (norms[0][0].momentum, norms[0][0].eps) if norms else (0.0, 0.0)
-    relu = isinstance(model.sigmoids[0], nn.ReLU)
+    relu = isinstance(model.activations[0], nn.ReLU)
     binary = isinstance(model.hidden[0], BinaryInputLinear)
     return tensors, noises, [momentum, eps, model.norm_after, relu, binary]

@@ -179,7 +179,7 @@ def test_noise_needs_a_norm(root, tmp_path):
 def test_the_relu_network_and_a_bad_activation(root):
     cfg = _small(root, "setup=mech_relu_bn")
     model = mechanism.build_model(cfg, mnist.load_data(cfg.data))
-    assert all(isinstance(m, torch.nn.ReLU) for m in model.sigmoids)
+    assert all(isinstance(m, torch.nn.ReLU) for m in model.activations)
     with pytest.raises(ConfigError, match="model.activation=tanh"):
         mechanism.check(_small(root, "model.activation=tanh"))
 
@@ -377,7 +377,7 @@ def test_the_papers_identity_for_white_uncorrelated_linear_layers(with_bn, corre
     d, n = 6, 300
     g = torch.Generator().manual_seed(0)
     model = SigmoidMLP(bn.BatchNorm1d if with_bn else None, [d] * 3, in_features=d).double()
-    model.sigmoids = torch.nn.ModuleList(torch.nn.Identity() for _ in range(3))
+    model.activations = torch.nn.ModuleList(torch.nn.Identity() for _ in range(3))
     x = _white(n, d, g)
     previous = torch.ones(d, dtype=torch.float64)
     with torch.no_grad():

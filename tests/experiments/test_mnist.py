@@ -336,7 +336,7 @@ def test_order_statistics_match_sorting(ranks):
 def test_percentile_probe_records_every_sigmoid_input():
     net = SigmoidMLP(copies=2, seeds=[0, 1]).eval()
     x = torch.rand(500, 784)
-    with torch.no_grad(), SigmoidInputs(net.sigmoids) as rec:
+    with torch.no_grad(), SigmoidInputs(net.activations) as rec:
         net(x)
     got = rec.percentiles([15, 50, 85])
     assert got.shape == (2, 3, 3, 100)
@@ -355,7 +355,7 @@ def test_one_recorder_serves_many_chunked_recordings():
     percentiles (computed in place in a kept buffer) leave the recorded values as they were; a
     recording no longer than the last is written into the same memory."""
     net = SigmoidMLP(copies=2, seeds=[0, 1]).eval()
-    rec = SigmoidInputs(net.sigmoids)
+    rec = SigmoidInputs(net.activations)
     where = []
     with torch.no_grad():
         for x in (torch.rand(300, 784), torch.rand(500, 784), torch.rand(500, 784)):

@@ -171,9 +171,9 @@ def test_every_numeric_setting_out_of_its_range_is_one_line_naming_it(key):
 def test_a_closed_lower_bound_admits_its_value_and_refuses_just_below():
     """``at_least(x)`` and ``Range(low=x, ...)`` take ``x``; ``positive()`` and an open low end
     do not."""
-    from experiments.kit.ranges import FRACTION, Range, at_least, positive
+    from experiments.kit.ranges import Range, at_least, positive
 
-    closed = [(at_least(0), 0), (at_least(1), 1), (at_least(2.5), 2.5), (FRACTION, 0)]
+    closed = [(at_least(0), 0), (at_least(1), 1), (at_least(2.5), 2.5), (Range(low=0, high=1), 0)]
     closed += [(Range(low=0, high=1, null="a cumulative average"), 0)]
     for rule, low in closed:
         assert rule.admits(low) and rule.admits(float(low)), rule

@@ -61,11 +61,6 @@ def test_the_curve_survives_a_checkpoint():
     other = StopRule("test/acc_subset", plateau=0.003)
     other.load_state_dict(rule.state_dict())  # another metric's curve is not this rule's
     assert other.curve is None
-    legacy = StopRule("test/acc")
-    legacy.load_state_dict(
-        [(0, 0.1), (100, 0.2)]
-    )  # the first version's checkpoints held the curve alone
-    assert legacy.curve == [(0, 0.1), (100, 0.2)]
 
 
 @pytest.mark.parametrize(
