@@ -34,7 +34,7 @@ class Section:
     anchor: str  # the report's anchor, and what a claim links to
     title: str
     path: str  # under results/: a folder with summary.json and runs.csv, or a CSV file
-    target: str  # the reproduction that writes it (make <target>)
+    reproduction: str  # the reproduction that writes it (make <reproduction>)
     figures: tuple[Figure, ...] = ()
 
 

@@ -60,12 +60,12 @@ def _accuracy_panel(ax, data: dict, summary: dict, variants: list[str]) -> None:
         reached = summary["setups"][v].get("steps_to_baseline_max")
         if reached is not None:
             ax.plot([reached], [summary["setups"][v]["baseline_max_acc"]], "o", color=color, ms=4)
-    target = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
-    if target is not None:
-        ax.axhline(target, color="k", lw=0.7, ls="--")
+    threshold = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
+    if threshold is not None:
+        ax.axhline(threshold, color="k", lw=0.7, ls="--")
         ax.annotate(
-            f"Inception's max {target:.1%}",
-            (0, target),
+            f"Inception's max {threshold:.1%}",
+            (0, threshold),
             xytext=(4, 3),
             textcoords="offset points",
             fontsize=7,
@@ -125,17 +125,17 @@ def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]
 
 
 def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], folder: Path) -> None:
-    level = fig3.target(folder=folder)
+    threshold = fig3.threshold(folder=folder)
     for v in variants:
         color, style, label = STYLE[v].color, STYLE[v].line, INCEPTION.legend(v)
         for i, (steps, acc) in enumerate(_seed_curves(data, v, SUBSET)):
             ax.plot(steps, acc, color=color, ls=style, lw=1, label=label if i == 0 else None)
-        for step in fig3.steps(v, level, folder).values():
+        for step in fig3.steps(v, threshold, folder).values():
             if step is not None:
-                ax.plot([step], [level], "o", color=color, ms=4)
+                ax.plot([step], [threshold], "o", color=color, ms=4)
     ax.axhline(
-        level, color="k", lw=0.7, ls="--",
-        label=f"Inception's max {level:.2%}\n(its lowest seed's smoothed plateau)",
+        threshold, color="k", lw=0.7, ls="--",
+        label=f"Inception's max {threshold:.2%}\n(its lowest seed's smoothed plateau)",
     )  # fmt: skip
     ax.set(
         xlabel="training step",
@@ -147,12 +147,12 @@ def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], fold
 
 
 def _converged_steps_panel(ax, c: dict, variants: list[str], folder: Path) -> None:
-    level = fig3.target(folder=folder)
+    threshold = fig3.threshold(folder=folder)
     rows = [v for v in variants if v != "inception_sigmoid"]
     base_paper = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
-    base = np.mean(list(fig3.steps(BASELINE, level, folder).values()))
+    base = np.mean(list(fig3.steps(BASELINE, threshold, folder).values()))
     for i, v in enumerate(rows):
-        steps = list(fig3.steps(v, level, folder).values())
+        steps = list(fig3.steps(v, threshold, folder).values())
         reached = [s / base for s in steps if s is not None]
         mean = float(np.mean(reached)) if len(reached) == len(steps) else 0.0
         ax.barh(

@@ -187,7 +187,7 @@ def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
     out: dict = {
         "anchor": s.anchor,
         "title": s.title,
-        "target": s.target,
+        "reproduction": s.reproduction,
         "figures": [figure(f.file, f.caption) for f in s.figures],
         "claims": [c for c in claims if c["section"] == s.anchor],
         "files": [],

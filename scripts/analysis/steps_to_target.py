@@ -32,12 +32,14 @@ def smoothed_curves(
     return {seed: smoothed(c, plan.smoothing) for seed, c in curves(setup, folder).items()}
 
 
-def target(plan: Plan = PLAN, folder: Path = CONVERGED) -> float:
-    """Inception's maximum (moved by the plan's offset, a robustness alternative)."""
+def threshold(plan: Plan = PLAN, folder: Path = CONVERGED) -> float:
+    """Inception's maximum (moved by the plan's offset, a robustness alternative): the accuracy
+    the claims count the steps to (the text calls it the target; ``target`` in code is the
+    stopping rule's, ``train.stop.target``)."""
     plateaus = [max(c.values()) for c in smoothed_curves(BASELINE, plan, folder).values()]
-    return min(plateaus) + plan.target_offset
+    return min(plateaus) + plan.threshold_offset
 
 
-def steps(setup: str, level: float, folder: Path = CONVERGED) -> dict[int, int | None]:
-    """Per seed, the first evaluation at or above ``level`` (None: never within the run)."""
-    return {s: first_step(c, level) for s, c in curves(setup, folder).items()}
+def steps(setup: str, threshold: float, folder: Path = CONVERGED) -> dict[int, int | None]:
+    """Per seed, the first evaluation at or above ``threshold`` (None: never within the run)."""
+    return {s: first_step(c, threshold) for s, c in curves(setup, folder).items()}

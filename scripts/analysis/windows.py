@@ -33,7 +33,7 @@ class Plan:
     drop_first_late: bool = False  # the late window without its first evaluation
     median: bool = False  # the median over a window's evaluations instead of its mean
     final_mean: bool = False  # an end-of-run accuracy as the late window's mean, not the last value
-    target_offset: float = 0.0  # a steps-to-target claim's target, moved by this (accuracy)
+    threshold_offset: float = 0.0  # a steps-to-target claim's threshold, moved by this (accuracy)
     smoothing: int = 5  # evaluations in a steps-to-target claim's moving average
     loss_levels: int = 8  # training-loss levels of an at-equal-loss comparison
     root: str = "results"  # the results read: the pilot's, or the confirmatory seeds' folder
@@ -108,7 +108,7 @@ ALTERNATIVES: dict[str, Plan] = {
     "late window without its first evaluation": replace(PLAN, drop_first_late=True),
     "median over a window's evaluations": replace(PLAN, median=True),
     "late-window mean instead of the final accuracy": replace(PLAN, final_mean=True),
-    "target 0.5 pp lower": replace(PLAN, target_offset=-0.005),
+    "target 0.5 pp lower": replace(PLAN, threshold_offset=-0.005),
     "moving average of 3 evaluations": replace(PLAN, smoothing=3),
     "at equal loss over 5 levels": replace(PLAN, loss_levels=5),
     "at equal loss over 12 levels": replace(PLAN, loss_levels=12),
@@ -137,9 +137,9 @@ def smoothed(curve: dict[int, float], width: int) -> dict[int, float]:
     }
 
 
-def first_step(curve: dict[int, float], target: float) -> int | None:
-    """The first logged step at which ``curve`` reaches ``target`` (None: never)."""
-    return next((s for s in sorted(curve) if curve[s] >= target), None)
+def first_step(curve: dict[int, float], threshold: float) -> int | None:
+    """The first logged step at which ``curve`` reaches ``threshold`` (None: never)."""
+    return next((s for s in sorted(curve) if curve[s] >= threshold), None)
 
 
 def matched_by_progress(

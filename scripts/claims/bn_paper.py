@@ -105,12 +105,12 @@ NAME = study("inception").labels
 
 def _speedup(setup: str):
     def measure(plan: Plan) -> Measured:
-        target = fig3.target(plan)
-        base, ours = fig3.steps(fig3.BASELINE, target), fig3.steps(setup, target)
+        threshold = fig3.threshold(plan)
+        base, ours = fig3.steps(fig3.BASELINE, threshold), fig3.steps(setup, threshold)
         reached = [ours[s] is not None for s in sorted(ours)]
         values: dict = {"reached": reached}
         shown = ", ".join("never" if ours[s] is None else f"{ours[s]:,}" for s in sorted(ours))
-        text = f"target {target:.2%} (test subset); steps {shown} vs Inception's {', '.join(f'{base[s]:,}' for s in sorted(base))}"
+        text = f"target {threshold:.2%} (test subset); steps {shown} vs Inception's {', '.join(f'{base[s]:,}' for s in sorted(base))}"
         if all(reached):
             e = Estimate.of(
                 [math.log10(base[s] / ours[s]) for s in same_seeds(base, ours)], log=True

@@ -134,7 +134,7 @@ class Compare:
 
     def condition(self) -> str:
         side = "above" if self.above else "below"
-        return f"the 95% interval of {self.what} is {side} {_fmt(_value(self.bound), self.unit)}"
+        return f"the {LEVEL:.0%} interval of {self.what} is {side} {_fmt(_value(self.bound), self.unit)}"
 
     def text(self) -> str:
         other = "below" if self.above else "above"
@@ -203,7 +203,7 @@ class Equivalent:
         return f"±{_fmt(m, self.unit).lstrip('+')}"
 
     def condition(self) -> str:
-        return f"the 95% interval of {self.what} lies within {self._within()}"
+        return f"the {LEVEL:.0%} interval of {self.what} lies within {self._within()}"
 
     def text(self) -> str:
         return f"reproduced if {self.condition()} (two one-sided tests); not reproduced if it lies outside it"
@@ -258,10 +258,10 @@ class NotLower:
     unit: str = "×"
 
     def condition(self) -> str:
-        return f"the 95% interval of {self.what} is above {_fmt(-_value(self.margin), self.unit)}"
+        return f"the {LEVEL:.0%} interval of {self.what} is above {_fmt(-_value(self.margin), self.unit)}"
 
     def text(self) -> str:
-        return f"reproduced if {self.condition()} (a one-sided test at 2.5%); not reproduced if it is below"
+        return f"reproduced if {self.condition()} (a one-sided test at {ALPHA:.1%}); not reproduced if it is below"
 
     def power(self, n: int, sd: float) -> float:
         return power.power_directional(_value(self.margin), sd, n)

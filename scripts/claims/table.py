@@ -9,7 +9,7 @@ from collections import Counter
 
 from experiments.studies import REPRODUCTIONS, STUDIES, study_of
 from scripts.analysis import power
-from scripts.analysis.stats import holm
+from scripts.analysis.stats import LEVEL, holm
 from scripts.analysis.windows import ALTERNATIVES
 from scripts.claims.claim import FEWEST, MOST, Claim, Outcome, decide, seeds_to_run
 from scripts.claims.rules import HOLM_ALPHA, MEANING, Decision, Verdict, leaves
@@ -57,7 +57,7 @@ all survive Holm's correction over every confirmatory test.
   training loss* compares two networks where each first reaches the same training-loss level
   (the row says how).
 - **Rules.** Every rule decides at one level in both directions: a one-sided test at
-  {alpha:.1%}, which is the two-sided 95% interval each row prints. A directional claim is
+  {alpha:.1%}, which is the two-sided {level:.0%} interval each row prints. A directional claim is
   reproduced when that interval is on the claimed side of its bound and refuted when it is on
   the other. A claim of *no difference* states a margin and is reproduced when the interval
   lies inside it (two one-sided tests), refuted when it lies outside; *not worse* is the
@@ -84,7 +84,7 @@ all survive Holm's correction over every confirmatory test.
 - **Multiplicity.** The family is every test of every confirmatory row's rule, each part in the
   claim's own direction ({tests} tests, fixed by the rules, whatever the data: a test with no
   result or behind a failed precondition enters with p = 1). Holm's method over their one-sided
-  p-values at a family-wise error rate of {holm:.1%} (the rules' own level: 5% two-sided) says
+  p-values at a family-wise error rate of {holm:.1%} (the rules' own level: {two_sided:.0%} two-sided) says
   whether the parts a *reproduced* or *partly* verdict rests on all still hold (✓) or not (✗).
   — : nothing held to correct (not reproduced, inconclusive), a yes/no rule without a test, or
   an exploratory row (decided on its pilot, not corrected). Refutations are not corrected.
@@ -288,6 +288,8 @@ def render() -> str:
             confirmed=confirmed,
             piloted=len(outcomes) - confirmed,
             alpha=power.ALPHA_ONE_SIDED,
+            level=LEVEL,
+            two_sided=1 - LEVEL,
             power=power.POWER,
             sd_conf=power.SD_CONFIDENCE,
             fewest=FEWEST,

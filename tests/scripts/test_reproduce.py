@@ -38,7 +38,7 @@ def _trained(lines: list[str], module: str) -> list[str]:
 
 def test_every_section_is_written_by_a_registered_reproduction():
     for section in SECTIONS.values():
-        r = REPRODUCTIONS[section.target]
+        r = REPRODUCTIONS[section.reproduction]
         outs = [x.collect.out for x in reproduce.expand([r.name]) if x.collect]
         assert any(section.path == out or section.path.startswith(out + "/") for out in outs), (
             section.anchor
