@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from experiments.kit.errors import OneLineError
 from experiments.kit.files import write_whole
-from scripts.analysis.results import RESULTS, BadResults
-from scripts.analysis.stats import AnalysisError
+from scripts.analysis.committed import RESULTS
 from scripts.results_readme.document import render
-from scripts.results_readme.sections import SectionError
 
 OUT = RESULTS / "README.md"
 
@@ -47,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     try:
         text = render()
-    except (AnalysisError, BadResults, SectionError) as e:
+    except OneLineError as e:
         sys.exit(f"error: {e}; {OUT} left as it was")
     if args.check:
         committed = OUT.read_text() if OUT.exists() else None

@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 
 from experiments.studies import STUDIES, Study
-from scripts.analysis.results import RESULTS
+from scripts.analysis.committed import RESULTS
 from scripts.analysis.stats import LEVEL
 from scripts.results_readme.bench import benches
 from scripts.results_readme.sections import SectionError, SectionView, read
@@ -83,7 +83,7 @@ def render(root: Path = RESULTS, studies: Sequence[Study] | None = None) -> str:
             s.claims = [
                 (n, c.claim)
                 for n, c in claims
-                if c.section == sec.anchor or sec.target in c.confirm
+                if c.section == sec.anchor or sec.reproduction in c.confirm
             ]
             sections.append(s)
         intro = macros.get(f"study_{macro_name(study.name)}")

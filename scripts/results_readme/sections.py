@@ -9,16 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from experiments.kit.errors import BadResults, OneLineError
 from experiments.studies import Section, Study
-from scripts.analysis import results
-from scripts.analysis.results import BadResults
+from scripts.analysis import committed
 from scripts.results_readme.text import num, seeds_text
 
 CONFIRMATORY = "confirmatory"  # results/confirmatory/: the confirmatory seeds, laid out as results/
 SWEEP_COLUMNS = ("setup", "seed", "diverged", "test_acc", "train_acc", "final_train_loss")
 
 
-class SectionError(ValueError):
+class SectionError(OneLineError, ValueError):
     """Committed results that the document cannot describe as its prose reads them (a setting the
     prose names that the setups do not share or do not record, a sweep in which nothing varies)."""
 
@@ -50,8 +50,8 @@ class SectionView:
         return self.section.path
 
     @property
-    def target(self) -> str:
-        return self.section.target
+    def reproduction(self) -> str:
+        return self.section.reproduction
 
     @property
     def folder(self) -> Path:
@@ -184,7 +184,7 @@ def read(s: Section, study: Study, root: Path) -> SectionView:
     if where.is_file():
         view.rows = read_sweep(where)
     elif (where / "summary.json").exists():
-        view.summary = results.read_summary(where)
+        view.summary = committed.read_summary(where)
     return view
 
 

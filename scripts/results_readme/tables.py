@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scripts.analysis.results import BadResults
+from experiments.kit.errors import BadResults
 from scripts.analysis.stats import LEVEL, Estimate
 from scripts.report import COLUMNS, STUDY_TABLES, THROUGHPUT, paper_text, spread
 from scripts.report import _number as number_text
