@@ -133,9 +133,25 @@ def _forget_job(start: _ProcessState, rc: int) -> None:
     start.torch.set_num_threads(start.threads)
 
 
+def _end_with_the_pool(pool: int, every: float = 0.5) -> None:
+    """End this worker, with what its job started, once the process that started it (the pool:
+    the runner) is gone. A runner killed outright (SIGKILL, the OOM killer) cannot stop its
+    workers, and a worker in the middle of a job would otherwise train on, orphaned, holding its
+    run folder's lock against the ``--resume`` that continues the reproduction. The job loses
+    nothing it has checkpointed, as under the runner's own stop (SIGTERM to the worker's group)."""
+    while os.getppid() == pool:
+        time.sleep(every)
+    if os.getpgrp() == os.getpid():  # the leader of its own group, as the pool starts it
+        os.killpg(os.getpid(), signal.SIGTERM)
+    else:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def serve() -> None:
-    """The worker: jobs from the pool until it closes their pipe. Jobs get ``/dev/null`` as
-    standard input; the pipes to the pool are kept on descriptors of their own."""
+    """The worker: jobs from the pool until it closes their pipe, or until the pool is gone
+    (:func:`_end_with_the_pool`). Jobs get ``/dev/null`` as standard input; the pipes to the
+    pool are kept on descriptors of their own."""
+    threading.Thread(target=_end_with_the_pool, args=(os.getppid(),), daemon=True).start()
     requests = os.fdopen(os.dup(0), "r")
     replies = os.fdopen(os.dup(1), "w")  # standard output becomes each job's log
     null = os.open(os.devnull, os.O_RDWR)

@@ -213,3 +213,33 @@ def test_a_study_s_runs_in_a_worker_equal_those_of_a_process_of_their_own(tmp_pa
         # the first job of a worker, and one after another study's job
         assert (tmp_path / "a" / seed / "metrics.csv").read_bytes() == own_metrics
         assert (tmp_path / "c" / seed / "metrics.csv").read_bytes() == own_metrics
+
+
+_RUNNER = """
+import sys
+from pathlib import Path
+from scripts.job_worker import WorkerPool
+from scripts.reproduce import _env
+WorkerPool(_env(), Path.cwd()).run([sys.executable, "-m", "tests.scripts.worker_job", "hang"], Path(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_runner_killed_outright_takes_its_workers_and_their_jobs_with_it(tmp_path):
+    """SIGKILL to the runner (it cannot stop anything): the worker in the middle of a job, and
+    the process the job started, end within seconds instead of training on, orphaned."""
+    log = tmp_path / "job.log"
+    runner = subprocess.Popen([sys.executable, "-c", _RUNNER, str(log)], cwd=REPO, env=_env())
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "child " in log.read_text()):
+        assert time.monotonic() < deadline and runner.poll() is None
+        time.sleep(0.05)
+    worker, child = _pid(log), int(re.search(r"child (\d+)", log.read_text()).group(1))
+    assert _alive(worker) and _alive(child)
+    runner.kill()
+    runner.wait()
+    deadline = time.monotonic() + 10
+    while (_alive(worker) or _alive(child)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker) and not _alive(child)
