@@ -75,7 +75,7 @@ from experiments.kit.measures import (
 )
 from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
-from experiments.kit.probes import SigmoidInputs
+from experiments.kit.probes import SigmoidInputs, percentile_drift
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.binary_linear import BinaryInputLinear
@@ -106,7 +106,9 @@ class Train(config.TrainConf):
 @dataclass
 class Probe:
     percentiles: list[float] = MISSING
-    batches: int = MISSING  # fixed training batches: population statistics (b) and training mode (c)
+    batches: int = (
+        MISSING  # fixed training batches: population statistics (b) and training mode (c)
+    )
     etas: list[float] = MISSING  # x train.lr (configs/mechanism.yaml)
     jacobian_examples: int = MISSING
 
@@ -362,19 +364,13 @@ def sigmoid_input_percentiles(
 
 
 def drift(prev: Tensor, now: Tensor, qs: list[float], prefix: str) -> dict[str, float]:
-    """Per layer, how far each unit's median and spread (outer percentiles) moved: the mean and
-    the 75th percentile over the layer's units."""
-    mid, lo, hi = qs.index(50), 0, len(qs) - 1
+    """Per layer, how far each unit's median and spread moved (:func:`percentile_drift`): the
+    mean and the 75th percentile over the layer's units."""
     out = {}
-    for layer in range(now.shape[0]):
-        p, q = prev[layer], now[layer]
-        moves = {
-            "median": (q[mid] - p[mid]).abs(),
-            "spread": ((q[hi] - q[lo]) - (p[hi] - p[lo])).abs(),
-        }
+    for layer, moves in enumerate(percentile_drift(prev, now, qs), 1):
         for name, v in moves.items():
-            out[f"{prefix}/layer{layer + 1}/{name}_mean"] = v.mean().item()
-            out[f"{prefix}/layer{layer + 1}/{name}_q75"] = v.quantile(0.75).item()
+            out[f"{prefix}/layer{layer}/{name}_mean"] = v.mean().item()
+            out[f"{prefix}/layer{layer}/{name}_q75"] = v.quantile(0.75).item()
     return out
 
 

@@ -33,7 +33,12 @@ from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
-from experiments.kit.probes import SigmoidInputs, excess_kurtosis, negentropy
+from experiments.kit.probes import (
+    SigmoidInputs,
+    excess_kurtosis,
+    negentropy,
+    percentile_drift,
+)
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.mlp import SigmoidMLP
@@ -180,14 +185,10 @@ class Figure1Probe:
     def _shift(self, prev: torch.Tensor, pct: torch.Tensor) -> dict[str, float]:
         """Per hidden layer, the mean over units of how far the median and the spread (outer
         percentiles) of the sigmoid input moved since the last evaluation."""
-        mid, lo, hi = self.qs.index(50), 0, len(self.qs) - 1
         out = {}
-        for layer in range(pct.shape[0]):
-            p, q = prev[layer], pct[layer]
-            out[f"shift/layer{layer + 1}/median"] = (q[mid] - p[mid]).abs().mean().item()
-            out[f"shift/layer{layer + 1}/spread"] = (
-                ((q[hi] - q[lo]) - (p[hi] - p[lo])).abs().mean().item()
-            )
+        for layer, moves in enumerate(percentile_drift(prev, pct, self.qs), 1):
+            out[f"shift/layer{layer}/median"] = moves["median"].mean().item()
+            out[f"shift/layer{layer}/spread"] = moves["spread"].mean().item()
         return out
 
     def state_dict(self) -> dict:

@@ -1,5 +1,6 @@
-"""Record the distribution of each sigmoid's input (BN paper Fig. 1(b, c)) and measure how far
-from Gaussian it is (open question 2: excess kurtosis and negentropy)."""
+"""Record the distribution of each sigmoid's input (BN paper Fig. 1(b, c)), measure how far its
+percentiles move between evaluations (internal covariate shift) and how far from Gaussian it is
+(open question 2: excess kurtosis and negentropy)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,25 @@ def percentiles(values: np.ndarray, qs: Sequence[float], overwrite: bool = False
         low = stats[lo].astype(np.float64)
         out.append(low if pos == lo else low + (pos - lo) * (stats[lo + 1] - low))
     return np.stack(out, axis=-1)
+
+
+def percentile_drift(prev: Tensor, now: Tensor, qs: Sequence[float]) -> list[dict[str, Tensor]]:
+    """How far every unit's input distribution moved between two evaluations, per layer.
+
+    Args:
+        prev, now: the ``qs`` percentiles of every unit's input at the two evaluations,
+            ``(layers, len(qs), units)`` (one copy of :meth:`SigmoidInputs.percentiles`).
+        qs: increasing percentiles that hold 50.
+
+    Returns:
+        Per layer, ``{"median": ..., "spread": ...}``: each unit's absolute change of its median
+        and of its spread (the distance between the first and the last percentile), ``(units,)``.
+    """
+    mid, lo, hi = list(qs).index(50), 0, len(qs) - 1
+    return [
+        {"median": (q[mid] - p[mid]).abs(), "spread": ((q[hi] - q[lo]) - (p[hi] - p[lo])).abs()}
+        for p, q in zip(prev, now)
+    ]
 
 
 # E[log cosh ν] for ν ~ N(0, 1), by quadrature: the Gaussian reference of the negentropy estimate.
