@@ -26,10 +26,10 @@ from torch import nn
 from experiments.kit import config
 from experiments.kit.config import require
 from experiments.kit.data import load_splits
-from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import first_last_gradient_ratio
 from experiments.kit.norm import norm_factory
+from experiments.kit.run_summary import new_run, run_name
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed
 from experiments.nets.deep_mlp import ACTIVATIONS, DeepMLP
@@ -92,7 +92,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         model=nets, runs=runs, training=DepthTraining(nets, optimizer, sampler, x_all, y_all, x_fixed, y_fixed),
         steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
         batch_size=cfg.train.batch_size, optimizer=optimizer,
-        job_name=f"{runs[0].summary['setup_base']}-s{cfg.seed}",
+        job_name=run_name(runs[0].summary["setup_base"], cfg.seed),
     )  # fmt: skip
     loop.start(cfg)
     result = loop.run()
@@ -134,18 +134,16 @@ class DepthTraining:
 
 def make_runs(cfg: DictConfig, out_dir: Path) -> list[Run]:
     base = f"{config.setup_name()}_{cfg.model.activation}"
+    m, t = cfg.model, cfg.train
     runs = []
-    for depth in cfg.model.depths:
+    for depth in m.depths:
         run_dir = out_dir / f"depth{depth}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        summary = {
-            "name": f"{base}_d{depth}-s{cfg.seed}", "setup": f"{base}_d{depth}", "setup_base": base,
-            "seed": cfg.seed, "data": str(cfg.data.name), "norm": str(cfg.norm.kind),
-            "activation": cfg.model.activation, "depth": depth, "width": cfg.model.width,
-            "lr": cfg.train.lr, "batch_size": cfg.train.batch_size, "steps": cfg.train.steps,
-            "command": job_command(f"experiments.{STUDY}"),
+        own = {
+            "setup": {"setup_base": base},
+            "norm": {"activation": m.activation, "depth": depth, "width": m.width, "lr": t.lr, "batch_size": t.batch_size},
         }  # fmt: skip
-        runs.append(Run(name=summary["name"], out_dir=run_dir, summary=summary))
+        runs.append(new_run(cfg, STUDY, cfg.seed, run_dir, setup=f"{base}_d{depth}", after=own))
     return runs
 
 

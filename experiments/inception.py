@@ -157,6 +157,18 @@ def photometric(x: Tensor, strength: float, generator: torch.Generator) -> Tenso
     return (x - mean) * c + mean + b
 
 
+class Photometric(classify.ClassifierStep):
+    """Every training batch distorted by :func:`photometric` of ``strength``, its numbers drawn
+    for each step and process from the run's seed."""
+
+    def __init__(self, seed: int, rank: int, strength: float) -> None:
+        self.seed, self.rank, self.strength = seed, rank, strength
+
+    def augment(self, step: int, x: Tensor) -> Tensor:
+        g = torch.Generator().manual_seed(derive_seed(self.seed, "photometric", self.rank, step))
+        return photometric(x, self.strength, g)
+
+
 def train(cfg: DictConfig, out_dir: Path) -> dict:
     """Run one variant; returns the summary also written to ``summary.json`` (rank 0)."""
     check(cfg)
@@ -186,19 +198,12 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         proc.world,
     )
 
-    def augment(step: int, x: Tensor) -> Tensor:
-        g = torch.Generator().manual_seed(derive_seed(cfg.seed, "photometric", proc.rank, step))
-        return photometric(x, hp["photometric"], g)
-
     loop = classify.classifier_loop(
         cfg,
         proc,
-        out_dir,
-        model=model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        sampler=sampler,
-        splits=(train_split, test_split),
+        classify.Classifier(model, optimizer, scheduler),
+        sampler,
+        (train_split, test_split),
         study=STUDY,
         summary={
             "activation": cfg.model.activation,
@@ -207,7 +212,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "initial_lr": hp["lr"],  # the last evaluation adds the final one as "lr"
             **{k: hp[k] for k in ("weight_decay", "lr_decay_every", "photometric", "global_batch")},
         },
-        transform=augment,
+        step=Photometric(cfg.seed, proc.rank, hp["photometric"]),
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())

@@ -63,7 +63,6 @@ from torch import Tensor, nn
 import bn
 from experiments.kit import config
 from experiments.kit.config import require
-from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import (
     gradient_ics,
@@ -76,6 +75,7 @@ from experiments.kit.measures import (
 from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
 from experiments.kit.probes import SigmoidInputs, percentile_drift
+from experiments.kit.run_summary import new_run
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.binary_linear import BinaryInputLinear
@@ -425,6 +425,18 @@ def sgd_step(model: SigmoidMLP, lr: float, weight_decay: float, every: int):
     return step_fn
 
 
+def make_run(cfg: DictConfig, out_dir: Path) -> Run:
+    own = {
+        "data": {"activation": str(cfg.model.activation)},
+        "norm": {
+            "noise": cfg.model.noise,
+            "weight_decay": cfg.train.weight_decay,
+            "lr": cfg.train.lr,
+        },
+    }
+    return new_run(cfg, STUDY, cfg.seed, out_dir, after=own)
+
+
 def train(cfg: DictConfig, out_dir: Path) -> dict:
     """One network (``cfg.seed``); returns its summary (also ``summary.json``)."""
     check(cfg)
@@ -436,16 +448,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     model = build_model(cfg, data)
     if cfg.model.noise:  # its own stream: under cfg.seed it would draw the weights' numbers
         torch.manual_seed(derive_seed(cfg.seed, "noise"))
-    setup = config.setup_name()
-    run = Run(
-        name=f"{setup}-s{cfg.seed}",
-        out_dir=out_dir,
-        summary={
-            "name": f"{setup}-s{cfg.seed}", "setup": setup, "seed": cfg.seed, "data": str(cfg.data.name),
-            "activation": str(cfg.model.activation), "norm": str(cfg.norm.kind), "noise": cfg.model.noise,
-            "weight_decay": cfg.train.weight_decay, "lr": cfg.train.lr, "steps": cfg.train.steps, "command": job_command(f"experiments.{STUDY}"),
-        },
-    )  # fmt: skip
+    run = make_run(cfg, out_dir)
     sampler = IIDBatches(len(data.y_train), cfg.train.batch_size, derive_seed(cfg.seed, "train"))
     probe = Probes(cfg, model, data)
     step = sgd_step(model, cfg.train.lr, cfg.train.weight_decay, cfg.eval.every)

@@ -29,7 +29,6 @@ from omegaconf import MISSING, DictConfig
 import bn
 from experiments.kit import config
 from experiments.kit.config import require, seed_dirs, seed_list, setup_name
-from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.mlp_harness import Data, MLPTraining, accuracies, load_data, stacked_batches
 from experiments.kit.norm import norm_factory
@@ -39,6 +38,7 @@ from experiments.kit.probes import (
     negentropy,
     percentile_drift,
 )
+from experiments.kit.run_summary import new_run, run_name
 from experiments.kit.sampling import IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.mlp import SigmoidMLP
@@ -253,17 +253,14 @@ def population_accuracies(
 
 
 def make_runs(cfg: DictConfig, out_dir: Path, seeds: list[int]) -> list[Run]:
-    setup = setup_name()
-    runs = []
-    for seed, run_dir in seed_dirs(cfg.seed, out_dir):
-        summary = {
-            "name": f"{setup}-s{seed}", "setup": setup, "seed": seed, "data": str(cfg.data.name),
-            "norm": str(cfg.norm.kind), "lr": cfg.train.lr, "init_std": cfg.model.init_std,
-            "steps": cfg.train.steps, "copies": len(seeds), "train_subset": cfg.train.subset,
-            "command": job_command(f"experiments.{STUDY}"),
-        }  # fmt: skip
-        runs.append(Run(name=summary["name"], out_dir=run_dir, summary=summary))
-    return runs
+    own = {
+        "norm": {"lr": cfg.train.lr, "init_std": cfg.model.init_std},
+        "steps": {"copies": len(seeds), "train_subset": cfg.train.subset},
+    }
+    return [
+        new_run(cfg, STUDY, seed, run_dir, after=own)
+        for seed, run_dir in seed_dirs(cfg.seed, out_dir)
+    ]
 
 
 def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
@@ -304,7 +301,7 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         eval_every=cfg.eval.every,
         ckpt_dir=out_dir,
         batch_size=batch_size,
-        job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
+        job_name=run_name(setup_name(), *seeds),
     )
     loop.start(cfg)
     result = loop.run()

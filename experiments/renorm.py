@@ -13,6 +13,7 @@ config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,23 @@ def train_mode_accuracy(
     return extra
 
 
+class RenormStep(classify.ClassifierStep):
+    """The study's own scalars: every Batch Renorm layer's clipping at its steps
+    (:class:`RenormProbe`) and, with ``eval.train_mode``, the test accuracy in training mode at
+    every evaluation (:func:`train_mode_accuracy`)."""
+
+    def __init__(
+        self, clipping: RenormProbe, train_mode: Callable[[], dict[str, Any]] | None
+    ) -> None:
+        self.clipping, self.train_mode = clipping, train_mode
+
+    def step_metrics(self, step: int) -> dict[str, Any]:
+        return self.clipping(step)
+
+    def eval_metrics(self) -> dict[str, Any]:
+        return {} if self.train_mode is None else self.train_mode()
+
+
 def train(cfg: DictConfig, out_dir: Path) -> dict:
     """Run one setup; returns the summary also written to ``summary.json`` (rank 0)."""
     check(cfg)
@@ -256,24 +274,21 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         make_sampler(cfg.sampler, train_split, t.batch_size, derive_seed(seed, "train", proc.rank))
         for seed in seeds
     ]
+    clipping = RenormProbe(model, cfg.eval.clip_every, len(seeds) if stacked else 1)
+    train_mode = train_mode_accuracy(cfg, proc, models, test_split, model if stacked else None)
     loop = classify.classifier_loop(
         cfg,
         proc,
-        out_dir,
-        model=model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        sampler=samplers if stacked else samplers[0],
-        splits=(train_split, test_split),
+        classify.Classifier(model, optimizer, scheduler, models if stacked else None),
+        samplers if stacked else samplers[0],
+        (train_split, test_split),
         study=STUDY,
         summary={
             "model": cfg.model.name,
             "microbatch": cfg.norm.microbatch,
             "sampler": cfg.sampler.kind,
         },
-        step_extra=RenormProbe(model, cfg.eval.clip_every, len(seeds) if stacked else 1),
-        eval_extra=train_mode_accuracy(cfg, proc, models, test_split, model if stacked else None),
-        copies=models if stacked else None,
+        step=RenormStep(clipping, train_mode),
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())

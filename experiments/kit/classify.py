@@ -21,8 +21,8 @@ from experiments.kit import distributed
 from experiments.kit.config import require, seed_dirs, seed_list, setup_name
 from experiments.kit.data import fixed_batches
 from experiments.kit.evaluation import best_accuracies, copy_accuracies, to_device
-from experiments.kit.jobs import job_command
 from experiments.kit.loop import Run, TrainLoop
+from experiments.kit.run_summary import new_run, run_name
 from experiments.kit.runlog import read_curve
 from experiments.kit.seeds import derive_seed
 from experiments.kit.stopping import StopRule
@@ -31,13 +31,15 @@ from experiments.nets.stacked import copy_losses, split_copies
 
 @dataclass
 class Process:
-    """Where this process trains: its rank among ``world`` processes, device and memory format."""
+    """Where this process trains: its rank among ``world`` processes, device, memory format and
+    run directory."""
 
     rank: int
     world: int
     device: torch.device
     memory_format: torch.memory_format
     autocast: Callable[[], contextlib.AbstractContextManager]
+    out_dir: Path
 
 
 def start_process(cfg: DictConfig, out_dir: Path, amp: bool = False) -> Process:
@@ -52,61 +54,82 @@ def start_process(cfg: DictConfig, out_dir: Path, amp: bool = False) -> Process:
         return torch.autocast("cuda", torch.bfloat16) if use_amp else contextlib.nullcontext()
 
     fmt = torch.channels_last if cfg.train.channels_last else torch.contiguous_format
-    return Process(rank, world, device, fmt, autocast)
+    return Process(rank, world, device, fmt, autocast, out_dir)
+
+
+@dataclass
+class Classifier:
+    """What trains: the network, its optimizer and its learning-rate schedule. For seeds side by
+    side ``model`` stacks one copy per seed (:func:`experiments.nets.stacked.stack_copies`) and
+    ``copies`` are its copies as plain networks (:func:`~experiments.nets.stacked.copy_views`),
+    which the evaluations run."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    copies: Sequence[nn.Module] | None = None
+
+
+class ClassifierStep:
+    """A study's own part of its classifier's steps and evaluations. The kit's methods add
+    nothing; a study overrides those it needs."""
+
+    def augment(self, step: int, x: Tensor) -> Tensor:
+        """Step ``step``'s batch ``x``, augmented on the device (one seed only)."""
+        return x
+
+    def step_metrics(self, step: int) -> dict[str, Any]:
+        """The study's scalars of step ``step`` (for a stack, each a value or a list with one
+        per copy), logged as the loss is."""
+        return {}
+
+    def eval_metrics(self) -> dict[str, Any]:
+        """The study's metrics of an evaluation (for a stack, each a value or a list with one
+        per copy)."""
+        return {}
 
 
 def classifier_loop(
     cfg: DictConfig,
     proc: Process,
-    out_dir: Path,
-    *,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    net: Classifier,
     sampler,
     splits: tuple,
+    *,
     study: str,
-    summary: dict,
-    transform: Callable[[int, Tensor], Tensor] | None = None,
-    step_extra: Callable[[int], dict[str, Any]] | None = None,
-    eval_extra: Callable[[], dict[str, Any]] | None = None,
-    copies: Sequence[nn.Module] | None = None,
+    summary: dict[str, Any] | None = None,
+    step: ClassifierStep | None = None,
 ) -> TrainLoop:
-    """The :class:`TrainLoop` of a classifier trained with cross-entropy: one seed
-    (``cfg.seed`` an integer), or several side by side (a list: ``model`` stacks one copy per
-    seed, :func:`experiments.nets.stacked.stack_copies`; ``copies``: its copies as plain networks,
-    :func:`~experiments.nets.stacked.copy_views`, which the evaluations run).
+    """The :class:`TrainLoop` of the classifier ``net`` of ``experiments.<study>``, trained with
+    cross-entropy: one seed (``cfg.seed`` an integer), or several side by side (a list: ``net``
+    a stack with its copies).
 
-    ``sampler.indices(step)`` gives each step's examples (a list of samplers, one per seed, for a
-    stack); ``transform(step, x)`` augments a batch on the device (one seed only);
-    ``step_extra(step)`` and ``eval_extra()`` add a study's own scalars to a step and to an
-    evaluation (for a stack, a value or a list with one per copy). Each run is named
-    ``<setup>-s<seed>`` and writes to ``out_dir`` (one seed) or ``out_dir/seed<k>/`` (a list);
-    its summary starts as ``summary`` plus the keys every study records. ``train.stop`` may end
-    a one-seed run before ``train.steps``."""
-    training = ClassifierTraining(
-        cfg, proc, out_dir, model=model, optimizer=optimizer, sampler=sampler, splits=splits,
-        transform=transform, step_extra=step_extra, eval_extra=eval_extra, copies=copies,
-    )  # fmt: skip
+    ``sampler.indices(step)`` gives each step's examples of the training split (a list of
+    samplers, one per seed, for a stack); ``splits`` is ``(train, test)``; ``step`` is the
+    study's own part of the steps and evaluations. Each run is named ``<setup>-s<seed>`` and
+    writes to ``proc.out_dir`` (one seed) or ``proc.out_dir/seed<k>/`` (a list); its summary
+    starts with the keys every study records, then the study's ``summary``. ``train.stop`` may
+    end a one-seed run before ``train.steps``."""
+    training = ClassifierTraining(cfg, proc, net, sampler, splits, step or ClassifierStep())
     seeds = training.seeds
+    summary = summary or {}
     runs = _runs(
         cfg,
         proc,
-        out_dir,
         study,
         {**summary, "copies": len(seeds)} if training.stacked else summary,
     )
     return TrainLoop(
-        model=model,
+        model=net.model,
         runs=runs,
         training=training,
         steps=cfg.train.steps,
         eval_every=cfg.eval.every,
-        ckpt_dir=out_dir,
+        ckpt_dir=proc.out_dir,
         batch_size=cfg.train.batch_size * proc.world,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        job_name=f"{setup_name()}-s{','.join(map(str, seeds))}",
+        optimizer=net.optimizer,
+        scheduler=net.scheduler,
+        job_name=run_name(setup_name(), *seeds),
     )
 
 
@@ -119,30 +142,26 @@ class ClassifierTraining:
         self,
         cfg: DictConfig,
         proc: Process,
-        out_dir: Path,
-        *,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
+        net: Classifier,
         sampler,
         splits: tuple,
-        transform: Callable[[int, Tensor], Tensor] | None,
-        step_extra: Callable[[int], dict[str, Any]] | None,
-        eval_extra: Callable[[], dict[str, Any]] | None,
-        copies: Sequence[nn.Module] | None,
+        study_step: ClassifierStep,
     ) -> None:
-        self.cfg, self.proc, self.out_dir, self.optimizer = cfg, proc, out_dir, optimizer
+        self.cfg, self.proc, self.out_dir, self.optimizer = cfg, proc, proc.out_dir, net.optimizer
         self.train_split = splits[0]
-        self.net = distributed.wrap(model, proc.device)
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.net = distributed.wrap(net.model, proc.device)
+        self.params = [p for p in net.model.parameters() if p.requires_grad]
         self.stacked = not isinstance(cfg.seed, int)
         self.seeds = seed_list(cfg.seed)
         self.samplers = sampler if self.stacked else [sampler]
-        if self.stacked and (transform is not None or len(self.samplers) != len(self.seeds)):
-            raise ValueError("a stack of seeds takes one sampler per seed and no transform")
+        augments = type(study_step).augment is not ClassifierStep.augment
+        if self.stacked and (augments or len(self.samplers) != len(self.seeds)):
+            raise ValueError("a stack of seeds takes one sampler per seed and no augmentation")
+        copies = net.copies
         if self.stacked and (copies is None or len(copies) != len(self.seeds)):
             raise ValueError("a stack of seeds is evaluated through its copies: pass one per seed")
-        self.transform, self.step_extra, self.eval_extra = transform, step_extra, eval_extra
-        self.models = list(copies) if self.stacked else [model]  # what the evaluations run
+        self.study_step = study_step
+        self.models = list(copies) if self.stacked else [net.model]  # what the evaluations run
         e = cfg.eval
         self.test_split = splits[1]
         self.test_key = "test/acc_subset" if e.test_subset else "test/acc"
@@ -164,8 +183,7 @@ class ClassifierTraining:
 
     def step(self, step: int, batch) -> dict[str, Any]:
         x, y = to_device(batch, self.proc.device, self.proc.memory_format)
-        if self.transform is not None:
-            x = self.transform(step, x)
+        x = self.study_step.augment(step, x)
         with self.proc.autocast():
             logits = self.net(x)
         if self.stacked:
@@ -182,20 +200,19 @@ class ClassifierTraining:
             out = {"loss": losses.tolist(), "acc_minibatch": hits.tolist()}
         else:
             out = {"loss": losses.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}  # fmt: skip
-        return out if self.step_extra is None else {**out, **self.step_extra(step)}
+        return {**out, **self.study_step.step_metrics(step)}
 
     def evaluate(self, step: int) -> list[dict[str, float]] | dict[str, float]:
         """``test/acc`` on the test split (or, with ``eval.test_subset``, ``test/acc_subset`` on
         that many fixed test examples), ``train/acc`` on the first ``eval.train_subset`` training
-        examples (inference mode), the study's ``eval_extra`` metrics and the learning rate.
+        examples (inference mode), the study's own metrics and the learning rate.
         Only rank 0 evaluates."""
         if self.proc.rank != 0:
             return {}
         metrics = {self.test_key: self._accuracies(self.test_split, self.test_batches)}
         if self.train_batches:
             metrics["train/acc"] = self._accuracies(self.train_split, self.train_batches)
-        if self.eval_extra is not None:
-            metrics.update(self.eval_extra())
+        metrics.update(self.study_step.eval_metrics())
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
         return self._per_run(metrics)
 
@@ -259,33 +276,19 @@ def check_seeds(cfg: DictConfig) -> None:
     )  # fmt: skip
 
 
-def _runs(cfg: DictConfig, proc: Process, out_dir: Path, study: str, summary: dict) -> list[Run]:
-    """One :class:`Run` per seed: ``out_dir`` itself for one seed, ``out_dir/seed<k>/`` for a
-    list."""
-    setup = setup_name()
-    runs = []
-    for seed, run_dir in seed_dirs(cfg.seed, out_dir):
-        name = f"{setup}-s{seed}"
-        runs.append(
-            Run(
-                name=name,
-                out_dir=run_dir,
-                summary={
-                    "name": name,
-                    "setup": setup,
-                    "seed": seed,
-                    "data": str(cfg.data.name),
-                    "norm": str(cfg.norm.kind),
-                    "steps": cfg.train.steps,
-                    "world_size": proc.world,
-                    "eval_every": cfg.eval.every,
-                    "test_subset": cfg.eval.test_subset,
-                    "command": job_command(f"experiments.{study}"),
-                    **summary,
-                },
-            )
-        )
-    return runs
+def _runs(cfg: DictConfig, proc: Process, study: str, summary: dict) -> list[Run]:
+    """One :class:`Run` per seed: ``proc.out_dir`` itself for one seed, ``proc.out_dir/seed<k>/``
+    for a list; its summary the kit's keys, the evaluation's settings and the study's
+    ``summary``."""
+    evaluation = {
+        "world_size": proc.world,
+        "eval_every": cfg.eval.every,
+        "test_subset": cfg.eval.test_subset,
+    }
+    return [
+        new_run(cfg, study, seed, run_dir, after={"steps": evaluation, "command": summary})
+        for seed, run_dir in seed_dirs(cfg.seed, proc.out_dir)
+    ]
 
 
 def stack_batch(x: Tensor, y: Tensor, copies: int) -> tuple[Tensor, Tensor]:

@@ -41,10 +41,10 @@ def train(cfg: DictConfig, out_dir) -> dict:
     scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)  # a constant lr
     seed = derive_seed(cfg.seed, "train", proc.rank)  # each torchrun process its own batches
     sampler = IIDBatches(len(train_split), cfg.train.batch_size, seed)
+    net = classify.Classifier(model, optimizer, scheduler)
     loop = classify.classifier_loop(
-        cfg, proc, out_dir, model=model, optimizer=optimizer, scheduler=scheduler, sampler=sampler,
-        splits=(train_split, test_split), study="mystudy", summary={},
-    )  # fmt: skip
+        cfg, proc, net, sampler, (train_split, test_split), study="mystudy"
+    )
     loop.start(cfg)
     return classify.finish(loop, loop.run())
 
