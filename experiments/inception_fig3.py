@@ -10,21 +10,19 @@ target (``train.stop.target``), plateaus below it, or hits the cap. The curves a
 test subset evaluated often (``eval.test_subset``); the full test set is measured at the end.
 
     python -m experiments.inception_fig3 target RUN_DIR   # the converged protocol's target
-
-In code, Figure 3's accuracy to reach is a *threshold*; ``target`` is the stopping rule's
-(``train.stop.target``), which the converged protocol sets to it, and the recorded keys
-(``target``, ``steps_to_target``).
+    python -m experiments.inception_fig3 refresh results/inception/fashion_mnist_converged
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
 import yaml
 
-from experiments.kit.errors import CollectError, OneLineError
 from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
 from experiments.papers import BN_FIG3
@@ -33,9 +31,9 @@ BASELINE = "inception"
 SUBSET = "test/acc_subset"  # the converged protocol's curve
 
 
-def steps_to(curve: list[tuple[int, float]], threshold: float) -> int | None:
-    """The first step at which ``curve`` (``(step, accuracy)`` pairs) reaches ``threshold``."""
-    return next((step for step, acc in curve if acc >= threshold), None)
+def steps_to(curve: list[tuple[int, float]], target: float) -> int | None:
+    """The first step at which ``curve`` (``(step, accuracy)`` pairs) reaches ``target``."""
+    return next((step for step, acc in curve if acc >= target), None)
 
 
 def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
@@ -49,8 +47,8 @@ def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]
 
 def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) -> dict[str, dict]:
     """Figure 3's columns for every setup's (mean) validation curve."""
-    threshold = max(acc for _, acc in curves[BASELINE]) if BASELINE in curves else None
-    base_steps = steps_to(curves[BASELINE], threshold) if threshold is not None else None
+    target = max(acc for _, acc in curves[BASELINE]) if BASELINE in curves else None
+    base_steps = steps_to(curves[BASELINE], target) if target is not None else None
     table = {}
     for setup, curve in curves.items():
         best_step, best = max(curve, key=lambda sa: (sa[1], -sa[0]))
@@ -59,9 +57,9 @@ def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) 
             "step_of_max": best_step,
             "final_acc": round(curve[-1][1], 5),
         }
-        if threshold is not None:
-            reached = steps_to(curve, threshold)
-            entry["baseline_max_acc"] = round(threshold, 5)
+        if target is not None:
+            reached = steps_to(curve, target)
+            entry["baseline_max_acc"] = round(target, 5)
             entry["steps_to_baseline_max"] = reached
             entry["images_to_baseline_max"] = None if reached is None else reached * images_per_step
             entry["speedup_vs_baseline"] = (
@@ -80,25 +78,41 @@ def extend(summary: dict, runs: list[tuple[Path, dict]], out: Path) -> None:
     for run, s in runs:
         by_setup[s[RUN_KEY]].append(run)
     curves = {
-        k: mean_curve([read_curve(run / "metrics.csv", "test/acc") for run in rs])
-        for k, rs in by_setup.items()
+        k: [read_curve(run / "metrics.csv", "test/acc") for run in rs] for k, rs in by_setup.items()
     }
-    table = summarize(curves, summary["global_batch"])
+    initial_lrs = {k: read_curve(rs[0] / "metrics.csv", "lr")[0][1] for k, rs in by_setup.items()}
+    summary["parameters"] = {s[RUN_KEY]: s["parameters"] for _, s in runs}
+    fixed_budget(summary, curves, initial_lrs, out)
+
+
+def fixed_budget(
+    summary: dict,
+    curves: dict[str, list[list[tuple[int, float]]]],
+    initial_lrs: dict[str, float],
+    out: Path,
+) -> None:
+    """The fixed-budget protocol's Figure 3 from every setup's seeds' test curves (in seed
+    order): its columns added to ``summary``'s setups with their ``initial_lrs``, and
+    ``fig3_table.md`` in ``out``."""
+    table = summarize({k: mean_curve(cs) for k, cs in curves.items()}, summary["global_batch"])
     for setup, entry in summary["setups"].items():
         entry.update(table[setup])
-        entry["initial_lr"] = read_curve(by_setup[setup][0] / "metrics.csv", "lr")[0][1]
-    summary["parameters"] = {s[RUN_KEY]: s["parameters"] for _, s in runs}
+        entry["initial_lr"] = initial_lrs[setup]
     summary["note"] = (
         "curves averaged over seeds before the maximum and the steps are read off them"
     )
-    (out / "fig3_table.md").write_text(fig3_table(summary))
-    print(fig3_table(summary))
+    _write_table(out, fig3_table(summary))
+
+
+def _write_table(out: Path, table: str) -> None:
+    (out / "fig3_table.md").write_text(table)
+    print(table)
 
 
 def fig3_table(summary: dict) -> str:
     """The paper's Figure 3 as markdown, our reduced-setting numbers beside the paper's."""
-    threshold = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
-    head = f"steps to {threshold:.1%}" if threshold is not None else "steps to baseline max"
+    target = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
+    head = f"steps to {target:.1%}" if target is not None else "steps to baseline max"
     lines = [
         f"BN paper Figure 3, reduced setting: {summary['data']}, width {summary['width']}, "
         f"{parameter_range(summary)} parameters, {summary['steps']} steps of {summary['global_batch']}.",
@@ -137,19 +151,18 @@ def parameter_range(summary: dict) -> str:
 
 
 # -- the converged protocol ------------------------------------------------------------------
-def threshold_of(curves: list[list[tuple[int, float]]]) -> float:
-    """The converged protocol's threshold: the lowest of the Inception seeds' maxima."""
+def target_of(curves: list[list[tuple[int, float]]]) -> float:
+    """The converged protocol's target: the lowest of the Inception seeds' maxima."""
     return min(max(acc for _, acc in curve) for curve in curves)
 
 
-def seed_row(run: Path, s: dict, threshold: float) -> dict:
-    """One run of the converged protocol: when it reached ``threshold``, its best, how it ended."""
-    curve = read_curve(run / "metrics.csv", SUBSET)
+def seed_row(curve: list[tuple[int, float]], s: dict) -> dict:
+    """One run of the converged protocol (its ``curve`` on the test subset, its summary ``s``):
+    its best and how it ended (:func:`converged_figure` adds when it reached the target)."""
     best_step, best = max(curve, key=lambda sa: (sa[1], -sa[0]))
     stopped = s.get("stopped", "")
     return {
         "seed": s["seed"],
-        "steps_to_target": steps_to(curve, threshold),
         "max_acc_subset": best,
         "step_of_max": best_step,
         "steps_done": s["steps_done"],
@@ -186,20 +199,41 @@ def extend_converged(summary: dict, runs: list[tuple[Path, dict]], out: Path) ->
     for run, s in runs:
         by_setup[s[RUN_KEY]].append((run, s))
     if BASELINE not in by_setup:
-        raise CollectError(f"the converged protocol needs the {BASELINE!r} runs (its target)")
-    threshold = threshold_of([read_curve(r / "metrics.csv", SUBSET) for r, _ in by_setup[BASELINE]])
-    rows = {k: [seed_row(r, s, threshold) for r, s in rs] for k, rs in by_setup.items()}
-    base = [r["steps_to_target"] for r in rows[BASELINE]]
-    summary["converged"] = {
-        "target": threshold,
-        "target_rule": "the lowest of the Inception seeds' maxima on the test subset",
-        **eval_settings(runs),
-        "cap": max(s["steps"] for _, s in runs),
-        "setups": {k: converged_entry(v, base) for k, v in rows.items()},
+        raise SystemExit(f"error: the converged protocol needs the {BASELINE!r} runs (its target)")
+    curves = {
+        k: [read_curve(r / "metrics.csv", SUBSET) for r, _ in rs] for k, rs in by_setup.items()
     }
+    rows = {k: [seed_row(c, s) for c, (_, s) in zip(curves[k], rs)] for k, rs in by_setup.items()}
+    settings = {**eval_settings(runs), "cap": max(s["steps"] for _, s in runs)}
+    summary["converged"] = converged_figure(curves, rows, settings)
     summary["parameters"] = {s[RUN_KEY]: s["parameters"] for _, s in runs}
-    (out / "fig3_table.md").write_text(converged_table(summary))
-    print(converged_table(summary))
+    _write_table(out, converged_table(summary))
+
+
+def converged_figure(
+    curves: dict[str, list[list[tuple[int, float]]]], rows: dict[str, list[dict]], settings: dict
+) -> dict:
+    """``summary["converged"]`` from every setup's seeds' test-subset curves and their
+    :func:`seed_row`, in seed order; ``settings``: ``test_subset``, ``eval_every`` and ``cap``."""
+    target = target_of(curves[BASELINE])
+    seeds = {
+        k: [
+            {"seed": r["seed"], "steps_to_target": steps_to(c, target), **_without(r, "seed")}
+            for c, r in zip(curves[k], rs)
+        ]
+        for k, rs in rows.items()
+    }
+    base = [r["steps_to_target"] for r in seeds[BASELINE]]
+    return {
+        "target": target,
+        "target_rule": "the lowest of the Inception seeds' maxima on the test subset",
+        **settings,
+        "setups": {k: converged_entry(v, base) for k, v in seeds.items()},
+    }
+
+
+def _without(row: dict, *keys: str) -> dict:
+    return {k: v for k, v in row.items() if k not in keys}
 
 
 def eval_settings(runs: list[tuple[Path, dict]]) -> dict:
@@ -246,7 +280,7 @@ def converged_table(summary: dict) -> str:
         lines.append(
             f"| {v} | {steps} ({per_seed}) | {speed} | {e['max_acc_subset']['mean']:.2%} "
             f"| {_mean(e['test_acc_end'])} | {ended} | {p_steps} | {p_acc} |"
-        )  # fmt: skip
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -258,8 +292,8 @@ def _mean(stat: dict | None) -> str:
     return "-" if stat is None else f"{stat['mean']:.2%}"
 
 
-def converged_threshold(run_dir: Path) -> float:
-    """The converged protocol's threshold: the lowest maximum of the ``inception`` runs under
+def target(run_dir: Path) -> float:
+    """The converged protocol's target: the lowest maximum of the ``inception`` runs under
     ``run_dir`` (their test-subset curves)."""
     curves = [
         read_curve(run / "metrics.csv", SUBSET)
@@ -267,27 +301,70 @@ def converged_threshold(run_dir: Path) -> float:
         if s[RUN_KEY] == BASELINE
     ]
     if not curves or not all(curves):
-        raise CollectError(f"no {BASELINE} run with a {SUBSET} curve under {run_dir}")
-    return threshold_of(curves)
+        raise SystemExit(f"error: no {BASELINE} run with a {SUBSET} curve under {run_dir}")
+    return target_of(curves)
 
 
 def stop_at_target(run_dir: Path) -> list[str]:
-    """The variants' overrides: stop at :func:`converged_threshold` (``scripts.reproduce`` calls this
-    between the protocol's two stages)."""
-    return [f"train.stop.target={converged_threshold(run_dir)!r}"]
+    """The variants' overrides: stop at :func:`target` (``scripts.reproduce`` calls this between
+    the protocol's two stages)."""
+    return [f"train.stop.target={target(run_dir)!r}"]
+
+
+def refresh(folder: Path) -> None:
+    """Figure 3 again from a collection of this study (``folder``: its ``summary.json`` and
+    ``runs.csv``) without its run folders: its columns in ``summary.json`` and ``fig3_table.md``,
+    rewritten. What Figure 3 reads of each run beyond its curve is in the collection's summary
+    (the converged protocol's per-seed rows, the initial learning rates, the parameter counts)."""
+    summary = json.loads((folder / "summary.json").read_text())
+    setups = summary["setups"]
+    if "converged" in summary:
+        c = summary["converged"]
+        curves = _seed_curves(folder / "runs.csv", SUBSET, setups)
+        rows = {
+            k: [_without(r, "steps_to_target") for r in e["seeds"]] for k, e in c["setups"].items()
+        }
+        settings = {k: c[k] for k in ("test_subset", "eval_every", "cap")}
+        summary["converged"] = converged_figure(curves, rows, settings)
+        _write_table(folder, converged_table(summary))
+    else:
+        curves = _seed_curves(folder / "runs.csv", "test/acc", setups)
+        lrs = _seed_curves(folder / "runs.csv", "lr", setups)
+        fixed_budget(summary, curves, {k: lr[0][0][1] for k, lr in lrs.items()}, folder)
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _seed_curves(
+    runs_csv: Path, metric: str, setups: dict
+) -> dict[str, list[list[tuple[int, float]]]]:
+    """Every setup's seeds' ``(step, value)`` of ``metric`` in a ``runs.csv``, in the order of
+    its seeds in ``setups`` (a collection's summary), as :func:`read_curve` reads a run's."""
+    found: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+    with runs_csv.open(newline="") as f:
+        for r in csv.DictReader(f):
+            if r["metric"] == metric:
+                found[r[RUN_KEY], int(r["seed"])].append((int(r["step"]), float(r["value"])))
+    return {k: [found[k, seed] for seed in e["seeds"]] for k, e in setups.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    p = argparse.ArgumentParser(description="The converged protocol's target accuracy.")
-    p.add_argument("command", choices=["target"])
-    p.add_argument("run_dir", type=Path, help="a folder holding the inception runs")
+    p = argparse.ArgumentParser(
+        description="The converged protocol's target accuracy, or Figure 3 again from a collection."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("target", help="the converged protocol's target").add_argument(
+        "run_dir", type=Path, help="a folder holding the inception runs"
+    )
+    sub.add_parser(
+        "refresh", help="rewrite a collection's Figure 3 from its runs.csv"
+    ).add_argument("folder", type=Path, help="a collection of this study (summary.json, runs.csv)")
     args = p.parse_args(argv)
-    try:
-        print(repr(converged_threshold(args.run_dir)))
-    except OneLineError as e:  # no runs to read it from
-        raise SystemExit(f"error: {e}") from None
+    if args.command == "refresh":
+        refresh(args.folder)
+    else:
+        print(repr(target(args.run_dir)))
 
 
 if __name__ == "__main__":
