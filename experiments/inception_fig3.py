@@ -2,14 +2,19 @@
 maximum and the steps it takes to reach the ``inception`` setup's maximum (the paper's "steps to
 72.2%"), next to the paper's numbers. The results pipeline calls :func:`extend` for this study.
 
-Two protocols. *Fixed budget*: every setup runs ``train.steps`` and the target is the maximum of
-Inception's seed-mean curve. *Converged* (``make reproduce-inception-converged``, the paper's):
-Inception trains until its curve plateaus (``train.stop.plateau``), the target is the lowest of
-its seeds' maxima (so every seed reaches it), and each variant trains until it reaches the
-target (``train.stop.target``), plateaus below it, or hits the cap. The curves are a fixed
-test subset evaluated often (``eval.test_subset``); the full test set is measured at the end.
+The target, Inception's maximum, is the claims table's
+(:func:`scripts.analysis.steps_to_target.inception_max`): the lowest of the Inception seeds'
+plateaus, each the maximum of its curve smoothed by a centred moving average.
 
-    python -m experiments.inception_fig3 target RUN_DIR   # the converged protocol's target
+Two protocols. *Fixed budget*: every setup runs ``train.steps``; each setup's maximum and steps
+are read off its seed-mean curve. *Converged* (``make reproduce-inception-converged``, the
+paper's): Inception trains until its curve plateaus (``train.stop.plateau``), and each variant
+trains until it reaches the stopping level (``train.stop.target``: the lowest of the Inception
+seeds' single best evaluations, never below the target, so a variant stopped there has reached
+the target), plateaus below it, or hits the cap. The curves are a fixed test subset evaluated
+often (``eval.test_subset``); the full test set is measured at the end.
+
+    python -m experiments.inception_fig3 target RUN_DIR   # the converged protocol's stopping level
     python -m experiments.inception_fig3 refresh results/inception/fashion_mnist_converged
 """
 
@@ -26,6 +31,7 @@ import yaml
 from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
 from experiments.papers import BN_FIG3
+from scripts.analysis.steps_to_target import inception_max, rule
 
 BASELINE = "inception"
 SUBSET = "test/acc_subset"  # the converged protocol's curve
@@ -45,9 +51,11 @@ def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]
     return [(s, statistics.fmean(v)) for s, v in sorted(by_step.items()) if len(v) == len(curves)]
 
 
-def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) -> dict[str, dict]:
-    """Figure 3's columns for every setup's (mean) validation curve."""
-    target = max(acc for _, acc in curves[BASELINE]) if BASELINE in curves else None
+def summarize(
+    curves: dict[str, list[tuple[int, float]]], images_per_step: int, target: float | None
+) -> dict[str, dict]:
+    """Figure 3's columns for every setup's (mean) validation curve: its maximum and when it
+    reaches ``target`` (Inception's maximum; None: no Inception runs)."""
     base_steps = steps_to(curves[BASELINE], target) if target is not None else None
     table = {}
     for setup, curve in curves.items():
@@ -63,7 +71,9 @@ def summarize(curves: dict[str, list[tuple[int, float]]], images_per_step: int) 
             entry["steps_to_baseline_max"] = reached
             entry["images_to_baseline_max"] = None if reached is None else reached * images_per_step
             entry["speedup_vs_baseline"] = (
-                None if reached in (None, 0) else round(base_steps / reached, 2)
+                None
+                if reached in (None, 0) or base_steps is None
+                else round(base_steps / reached, 2)
             )
         table[setup] = entry
     return table
@@ -94,12 +104,15 @@ def fixed_budget(
     """The fixed-budget protocol's Figure 3 from every setup's seeds' test curves (in seed
     order): its columns added to ``summary``'s setups with their ``initial_lrs``, and
     ``fig3_table.md`` in ``out``."""
-    table = summarize({k: mean_curve(cs) for k, cs in curves.items()}, summary["global_batch"])
+    target = inception_max(curves[BASELINE]) if BASELINE in curves else None
+    means = {k: mean_curve(cs) for k, cs in curves.items()}
+    table = summarize(means, summary["global_batch"], target)
     for setup, entry in summary["setups"].items():
         entry.update(table[setup])
         entry["initial_lr"] = initial_lrs[setup]
     summary["note"] = (
-        "curves averaged over seeds before the maximum and the steps are read off them"
+        f"Inception's maximum (the target) is {rule()}; each setup's maximum and steps are "
+        "read off its seed-mean curve"
     )
     _write_table(out, fig3_table(summary))
 
@@ -113,9 +126,10 @@ def fig3_table(summary: dict) -> str:
     """The paper's Figure 3 as markdown, our reduced-setting numbers beside the paper's."""
     target = summary["setups"].get(BASELINE, {}).get("baseline_max_acc")
     head = f"steps to {target:.1%}" if target is not None else "steps to baseline max"
+    rule_text = f" Target: Inception's maximum, {rule()}." if target is not None else ""
     lines = [
         f"BN paper Figure 3, reduced setting: {summary['data']}, width {summary['width']}, "
-        f"{parameter_range(summary)} parameters, {summary['steps']} steps of {summary['global_batch']}.",
+        f"{parameter_range(summary)} parameters, {summary['steps']} steps of {summary['global_batch']}.{rule_text}",
         "",
         f"| variant | ours: {head} | ours: max accuracy (at step) | paper: steps to 72.2% | paper: max accuracy |",
         "|---|---|---|---|---|",
@@ -151,8 +165,9 @@ def parameter_range(summary: dict) -> str:
 
 
 # -- the converged protocol ------------------------------------------------------------------
-def target_of(curves: list[list[tuple[int, float]]]) -> float:
-    """The converged protocol's target: the lowest of the Inception seeds' maxima."""
+def stop_level(curves: list[list[tuple[int, float]]]) -> float:
+    """The level the converged protocol's variants train to (``train.stop.target``): the lowest
+    of the Inception seeds' single best evaluations, never below Figure 3's target."""
     return min(max(acc for _, acc in curve) for curve in curves)
 
 
@@ -215,7 +230,7 @@ def converged_figure(
 ) -> dict:
     """``summary["converged"]`` from every setup's seeds' test-subset curves and their
     :func:`seed_row`, in seed order; ``settings``: ``test_subset``, ``eval_every`` and ``cap``."""
-    target = target_of(curves[BASELINE])
+    target = inception_max(curves[BASELINE])
     seeds = {
         k: [
             {"seed": r["seed"], "steps_to_target": steps_to(c, target), **_without(r, "seed")}
@@ -226,7 +241,8 @@ def converged_figure(
     base = [r["steps_to_target"] for r in seeds[BASELINE]]
     return {
         "target": target,
-        "target_rule": "the lowest of the Inception seeds' maxima on the test subset",
+        "target_rule": f"{rule()}, on the test subset",
+        "stop_target": stop_level(curves[BASELINE]),
         **settings,
         "setups": {k: converged_entry(v, base) for k, v in seeds.items()},
     }
@@ -253,7 +269,9 @@ def converged_table(summary: dict) -> str:
         f"BN paper Figure 3, converged protocol at CPU scale: {summary['data']}, width "
         f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}, "
         f"cap {c['cap']} steps; curves on {c['test_subset']} fixed test images every "
-        f"{c['eval_every']} steps. Target: {c['target']:.2%} ({c['target_rule']}).",
+        f"{c['eval_every']} steps. Target: {c['target']:.2%} ({c['target_rule']}). A run ended by "
+        f'"target" reached train.stop.target, {c["stop_target"]:.2%}: the lowest of the '
+        "Inception seeds' single best evaluations, never below the target.",
         "",
         f"| variant | ours: steps to {c['target']:.2%} (per seed) | ours: speed-up (range over seed pairs) "
         "| ours: best on the subset until the run ended | ours: full test at the end | how the runs ended "
@@ -292,9 +310,9 @@ def _mean(stat: dict | None) -> str:
     return "-" if stat is None else f"{stat['mean']:.2%}"
 
 
-def target(run_dir: Path) -> float:
-    """The converged protocol's target: the lowest maximum of the ``inception`` runs under
-    ``run_dir`` (their test-subset curves)."""
+def stop_target(run_dir: Path) -> float:
+    """The converged protocol's stopping level (:func:`stop_level`) of the ``inception`` runs
+    under ``run_dir`` (their test-subset curves)."""
     curves = [
         read_curve(run / "metrics.csv", SUBSET)
         for run, s in find_runs(run_dir)
@@ -302,13 +320,13 @@ def target(run_dir: Path) -> float:
     ]
     if not curves or not all(curves):
         raise SystemExit(f"error: no {BASELINE} run with a {SUBSET} curve under {run_dir}")
-    return target_of(curves)
+    return stop_level(curves)
 
 
 def stop_at_target(run_dir: Path) -> list[str]:
-    """The variants' overrides: stop at :func:`target` (``scripts.reproduce`` calls this between
-    the protocol's two stages)."""
-    return [f"train.stop.target={target(run_dir)!r}"]
+    """The variants' overrides: stop at :func:`stop_target` (``scripts.reproduce`` calls this
+    between the protocol's two stages)."""
+    return [f"train.stop.target={stop_target(run_dir)!r}"]
 
 
 def refresh(folder: Path) -> None:
@@ -351,10 +369,10 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     p = argparse.ArgumentParser(
-        description="The converged protocol's target accuracy, or Figure 3 again from a collection."
+        description="The converged protocol's stopping level, or Figure 3 again from a collection."
     )
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("target", help="the converged protocol's target").add_argument(
+    sub.add_parser("target", help="the converged protocol's stopping level").add_argument(
         "run_dir", type=Path, help="a folder holding the inception runs"
     )
     sub.add_parser(
@@ -364,7 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "refresh":
         refresh(args.folder)
     else:
-        print(repr(target(args.run_dir)))
+        print(repr(stop_target(args.run_dir)))
 
 
 if __name__ == "__main__":

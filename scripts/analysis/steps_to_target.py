@@ -1,16 +1,17 @@
-"""The BN paper's Figure 3 measure, steps to Inception's maximum, from the converged protocol's
-curves (``results/inception/fashion_mnist_converged``): one definition for the claims table and
-the figure.
+"""The BN paper's Figure 3 measure, steps to Inception's maximum: one definition for the claims
+table, the figures and the study's Figure 3 tables (:mod:`experiments.inception_fig3`), read here
+from the converged protocol's curves (``results/inception/fashion_mnist_converged``).
 
 Inception's maximum is the lowest of its seeds' plateaus, each the maximum of the seed's test
 curve smoothed by a centred moving average (so not one noisy evaluation); a run's steps are its
-first evaluation at or above it. The runs themselves stopped at the protocol's own target (the
-lowest seed's single best evaluation), which is never below this one, so every run that stopped
-at it has crossed this target too.
+first evaluation at or above it. The runs themselves stopped at the protocol's own stopping level
+(the lowest seed's single best evaluation), which is never below this one, so every run that
+stopped at it has crossed this target too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from scripts.analysis import committed
@@ -32,14 +33,29 @@ def smoothed_curves(
     return {seed: smoothed(c, plan.smoothing) for seed, c in curves(setup, folder).items()}
 
 
-def threshold(plan: Plan = PLAN, folder: Path = CONVERGED) -> float:
-    """Inception's maximum (moved by the plan's offset, a robustness alternative): the accuracy
-    the claims count the steps to (the text calls it the target; ``target`` in code is the
-    stopping rule's, ``train.stop.target``)."""
-    plateaus = [max(c.values()) for c in smoothed_curves(BASELINE, plan, folder).values()]
+def inception_max(seed_curves: Iterable[Mapping[int, float]], plan: Plan = PLAN) -> float:
+    """Inception's maximum from its seeds' test curves (``{step: accuracy}`` each): the
+    lowest of their plateaus, each the maximum of a curve smoothed by a centred moving average of
+    ``plan.smoothing`` evaluations (moved by the plan's offset, a robustness alternative)."""
+    plateaus = [max(smoothed(dict(c), plan.smoothing).values()) for c in seed_curves]
     return min(plateaus) + plan.threshold_offset
 
 
-def steps(setup: str, threshold: float, folder: Path = CONVERGED) -> dict[int, int | None]:
-    """Per seed, the first evaluation at or above ``threshold`` (None: never within the run)."""
-    return {s: first_step(c, threshold) for s, c in curves(setup, folder).items()}
+def rule(plan: Plan = PLAN) -> str:
+    """:func:`inception_max` in words."""
+    return (
+        "the lowest of the Inception seeds' plateaus, each the maximum of its curve smoothed by a "
+        f"centred moving average of {plan.smoothing} evaluations"
+    )
+
+
+def threshold(plan: Plan = PLAN, folder: Path = CONVERGED) -> float:
+    """Inception's maximum in a converged-protocol folder (:func:`inception_max`): the accuracy
+    the claims count the steps to (the text calls it the target; ``target`` in code is the
+    stopping rule's, ``train.stop.target``)."""
+    return inception_max(curves(BASELINE, folder).values(), plan)
+
+
+def steps(setup: str, level: float, folder: Path = CONVERGED) -> dict[int, int | None]:
+    """Per seed, the first evaluation at or above ``level`` (None: never within the run)."""
+    return {s: first_step(c, level) for s, c in curves(setup, folder).items()}

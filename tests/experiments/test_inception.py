@@ -20,9 +20,11 @@ from experiments import inception, inception_fig3
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError
 from experiments.kit.results import collect
+from experiments.kit.runlog import read_curve
 from experiments.kit.seeds import derive_seed
 from experiments.nets.bn_inception import count_parameters
 from experiments.studies import study
+from scripts.analysis import steps_to_target
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
 from tests.interrupt import killed_after_checkpoint
@@ -423,6 +425,14 @@ def test_figure3_tables_leave_the_paper_cells_empty_for_a_variant_it_did_not_tra
     assert rows["bn_x5_dropout"].endswith("| – | – |")  # not "never" and "chance"
 
 
+def _assert_refresh_gives_the_collection(folder: Path) -> None:
+    """Figure 3 rebuilt from the collection alone (its summary.json and runs.csv) is what the
+    collection wrote from the run folders."""
+    written = {f: (folder / f).read_text() for f in ("summary.json", "fig3_table.md")}
+    inception_fig3.refresh(folder)
+    assert {f: (folder / f).read_text() for f in written} == written
+
+
 @pytest.mark.slow
 def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
     for i, variant in enumerate(("bn_x5", "inception")):  # the spec's order, not the sweep's
@@ -432,6 +442,7 @@ def test_collector_and_figure_from_real_runs(folder, tmp_path, monkeypatch):
     assert list(summary["setups"]) == ["inception", "bn_x5"]
     assert summary["paper"]["setups"]["bn_x5"]["steps_to_baseline_max"] == 2.1e6
     assert "| bn_x5 |" in (out / "fig3_table.md").read_text()
+    _assert_refresh_gives_the_collection(out)
     from scripts import plot_inception, plotting
 
     monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
@@ -507,12 +518,15 @@ def test_converged_collector_from_real_runs(idx_root, tmp_path, capsys, monkeypa
     out = tmp_path / "results"
     [summary] = collect(study("inception"), tmp_path / "sweep", out, "test", None)
     c = summary["converged"]
-    assert c["target"] == target and c["test_subset"] == 16 and c["eval_every"] == 2
+    assert c["stop_target"] == target and c["test_subset"] == 16 and c["eval_every"] == 2
+    inception_curves = [dict(read_curve(tmp_path / "sweep" / f"i{s}" / "metrics.csv", "test/acc_subset")) for s in (0, 1)]  # fmt: skip
+    assert c["target"] == steps_to_target.inception_max(inception_curves) <= target
     assert [r["seed"] for r in c["setups"]["inception"]["seeds"]] == [0, 1]
     assert all(r["steps_to_target"] is not None for r in c["setups"]["inception"]["seeds"])
     assert c["setups"]["bn_x5"]["seeds"][0]["ended_by"] in ("target", "plateau", "cap")
     table = (out / "fig3_table.md").read_text()
     assert "converged protocol" in table and "| bn_x5 |" in table and "2.1M (14.8× fewer)" in table
+    _assert_refresh_gives_the_collection(out)
     from scripts import plot_inception, plotting
 
     monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
