@@ -399,8 +399,8 @@ def _converged_summary(setups):
         "max_acc_subset": {"mean": 0.8}, "test_acc_end": None,
     }  # fmt: skip
     converged = {
-        "target": 0.85, "target_rule": "the lowest", "cap": 8000, "test_subset": 2000,
-        "eval_every": 100, "setups": dict.fromkeys(setups, entry),
+        "target": 0.85, "target_rule": "the lowest", "stop_target": 0.86, "cap": 8000,
+        "test_subset": 2000, "eval_every": 100, "setups": dict.fromkeys(setups, entry),
     }  # fmt: skip
     return {
         "data": "fashion_mnist", "width": 0.125, "global_batch": 32,
