@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from experiments.kit.errors import CollectError, OneLineError
 from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
 from experiments.papers import BN_FIG3
@@ -214,7 +215,7 @@ def extend_converged(summary: dict, runs: list[tuple[Path, dict]], out: Path) ->
     for run, s in runs:
         by_setup[s[RUN_KEY]].append((run, s))
     if BASELINE not in by_setup:
-        raise SystemExit(f"error: the converged protocol needs the {BASELINE!r} runs (its target)")
+        raise CollectError(f"the converged protocol needs the {BASELINE!r} runs (its target)")
     curves = {
         k: [read_curve(r / "metrics.csv", SUBSET) for r, _ in rs] for k, rs in by_setup.items()
     }
@@ -319,7 +320,7 @@ def stop_target(run_dir: Path) -> float:
         if s[RUN_KEY] == BASELINE
     ]
     if not curves or not all(curves):
-        raise SystemExit(f"error: no {BASELINE} run with a {SUBSET} curve under {run_dir}")
+        raise CollectError(f"no {BASELINE} run with a {SUBSET} curve under {run_dir}")
     return stop_level(curves)
 
 
@@ -379,10 +380,13 @@ def main(argv: list[str] | None = None) -> None:
         "refresh", help="rewrite a collection's Figure 3 from its runs.csv"
     ).add_argument("folder", type=Path, help="a collection of this study (summary.json, runs.csv)")
     args = p.parse_args(argv)
-    if args.command == "refresh":
-        refresh(args.folder)
-    else:
-        print(repr(stop_target(args.run_dir)))
+    try:
+        if args.command == "refresh":
+            refresh(args.folder)
+        else:
+            print(repr(stop_target(args.run_dir)))
+    except OneLineError as e:
+        raise SystemExit(f"error: {e}") from None
 
 
 if __name__ == "__main__":

@@ -561,8 +561,9 @@ STUDIES: tuple[Study, ...] = (
                 collect=Collect("inception/fashion_mnist_cpu"), plots=(("plot_inception",),),
             ),
             # The paper's protocol (Sec. 4.2.2) at CPU scale: Inception trains until it plateaus;
-            # the lowest of its seeds' maxima is the target; every other variant trains until it
-            # reaches the target, plateaus by the same rule, or hits the cap.
+            # every other variant trains until it reaches the lowest of Inception's seeds' best
+            # evaluations, plateaus by the same rule, or hits the cap (Figure 3's target:
+            # scripts/analysis/steps_to_target.py).
             Reproduction(
                 "reproduce-inception-converged", "BN paper Figs. 2-3, the paper's converged protocol at CPU scale; results/inception/fashion_mnist_converged/",
                 data=("fashion_mnist",),
