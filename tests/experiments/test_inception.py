@@ -187,6 +187,7 @@ def _masks_drawn(monkeypatch) -> list[torch.Tensor]:
     return states
 
 
+@pytest.mark.slow
 def test_dropout_has_a_stream_of_its_own(idx_root, tmp_path, monkeypatch):
     """The first training step's dropout mask starts from ``derive_seed(seed, "dropout", rank)``;
     no mask draws the numbers that initialized the network (torch's generator seeded with the

@@ -242,6 +242,7 @@ def test_the_step_is_sgd_with_l2_on_the_weight_matrices_only(root):
     assert set(out) >= {"loss", "weights/layer1/norm", "weights/layer4/relative_update"}
 
 
+@pytest.mark.slow
 def test_the_noise_has_a_stream_of_its_own(root, tmp_path, monkeypatch):
     """The first training step's noise starts from ``derive_seed(seed, "noise")``; no noise
     draws the numbers that initialized the network (its generator seeded with the run's seed)."""

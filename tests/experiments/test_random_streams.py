@@ -123,13 +123,12 @@ STUDIES = [
                  "eval.batch_size=25", "eval.train_subset=50"), id="renorm-brn32"),
     pytest.param("renorm", renorm.train, True, ("setup=noniid_brn", "eval.train_mode=true",
                  "train.steps=4", "eval.every=2", "eval.batch_size=25", "eval.train_subset=50"),
-                 id="renorm-noniid", marks=pytest.mark.slow),
+                 id="renorm-noniid"),
     pytest.param("mechanism", mechanism.train, False, ("data=fashion_mnist", "setup=mech_noisy_bn", "train.steps=2",
                  "eval.every=2", "train.batch_size=20", "probe.batches=2",
-                 "probe.jacobian_examples=2", "probe.etas=[1.0]"), id="mechanism",
-                 marks=pytest.mark.slow),
+                 "probe.jacobian_examples=2", "probe.etas=[1.0]"), id="mechanism"),
     pytest.param("depth", depth.train, False, ("data=fashion_mnist", "train.steps=3", "train.batch_size=20",
-                 "model.depths=[1,2]", "model.width=8"), id="depth", marks=pytest.mark.slow),
+                 "model.depths=[1,2]", "model.width=8"), id="depth"),
     pytest.param("inception", inception.train, False, ("setup=bn_x5_dropout", "train.steps=3",
                  "train.batch_size=8", "sampler.shard_size=16", "eval.every=3",
                  "eval.batch_size=16", "eval.train_subset=16", "eval.test_subset=16"),
@@ -137,6 +136,7 @@ STUDIES = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study, train, side_by_side, overrides", STUDIES)
 def test_every_stream_of_a_study_has_its_own_seed(
     root, tmp_path, monkeypatch, study, train, side_by_side, overrides

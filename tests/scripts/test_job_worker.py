@@ -25,6 +25,7 @@ def _pid(log: Path) -> int:
     return int(re.search(r"pid (\d+)", log.read_text()).group(1))
 
 
+@pytest.mark.slow
 def test_jobs_share_a_worker_keep_their_output_and_exit_status(tmp_path):
     hows = ("ok", "exit3", "exit256", "message", "raise")
     pool = WorkerPool(_env(), REPO)
@@ -45,6 +46,7 @@ def test_jobs_share_a_worker_keep_their_output_and_exit_status(tmp_path):
     assert "error: a one-line reason" not in logs["raise"].read_text()
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_fails_its_job_only(tmp_path):
     pool = WorkerPool(_env(), REPO)
     try:
@@ -117,6 +119,7 @@ def test_stop_ends_the_workers_and_what_their_jobs_started(tmp_path):
     pool.close()
 
 
+@pytest.mark.slow
 def test_a_job_s_folder_environment_and_threads_do_not_reach_the_next(tmp_path):
     pool = WorkerPool(_env(), REPO)
     try:
@@ -131,6 +134,7 @@ def test_a_job_s_folder_environment_and_threads_do_not_reach_the_next(tmp_path):
     assert _pid(tmp_path / "dirty.log") == _pid(tmp_path / "ok.log")
 
 
+@pytest.mark.slow
 def test_each_job_s_log_shows_its_own_warnings(tmp_path):
     pool = WorkerPool(_env(), REPO)
     try:
@@ -143,6 +147,7 @@ def test_each_job_s_log_shows_its_own_warnings(tmp_path):
         assert "a library's warning" in (tmp_path / f"warn{k}.log").read_text()
 
 
+@pytest.mark.slow
 def test_c_library_output_stays_in_its_own_job_s_log(tmp_path):
     pool = WorkerPool(_env(), REPO)
     try:
@@ -154,6 +159,7 @@ def test_c_library_output_stays_in_its_own_job_s_log(tmp_path):
     assert "through printf" not in (tmp_path / "ok.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_worker_that_died_idle_is_replaced_and_the_job_runs(tmp_path):
     pool = WorkerPool(_env(), REPO)
     try:
@@ -170,6 +176,7 @@ def test_a_worker_that_died_idle_is_replaced_and_the_job_runs(tmp_path):
     assert "ended with exit status" in (tmp_path / "new/folder/killed.log").read_text()
 
 
+@pytest.mark.slow
 def test_jobs_from_several_threads_get_a_worker_each(tmp_path):
     pool = WorkerPool(_env(), REPO)
     try:

@@ -39,6 +39,7 @@ def test_every_figure_and_study_is_on_the_page(page):
             assert f'<h3 id="{s.anchor}">' in page
 
 
+@pytest.mark.slow
 def test_every_link_resolves(page):
     links = re.findall(r'href="([^"]+)"', page)
     anchors = set(re.findall(r'id="([^"]+)"', page))
@@ -50,6 +51,7 @@ def test_every_link_resolves(page):
             assert (REPO / "results" / link).exists(), link
 
 
+@pytest.mark.slow
 def test_verdict_counts_and_claim_links(page):
     counts = re.findall(r'<span class="badge \w+">(\d+) ([a-z ]+)</span>', page.split("<nav>")[0])
     assert sum(int(n) for n, _ in counts) == len(CLAIMS)

@@ -137,6 +137,7 @@ def test_bad_requests_are_one_line(capsys):
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_has_one_target_per_reproduction_and_lists_them():
     names = subprocess.run([sys.executable, "-m", "scripts.reproduce", "--names"], cwd=REPO,

@@ -99,6 +99,7 @@ def test_a_failure_at_any_point_leaves_the_old_results_or_the_new_whole(setting,
     assert outcomes == {"old", "new"} and k > 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("swap", [True, False], ids=["one-rename", "two-renames"])
 def test_a_kill_at_any_point_leaves_the_old_results_or_the_new_whole(setting, swap, monkeypatch):
     new, out, old_files, new_files = setting

@@ -223,6 +223,7 @@ def _kernels_in_a_process(tmp_path, capability: str):
     return torch.load(path, weights_only=True)
 
 
+@pytest.mark.slow
 def test_the_avx2_builds_give_the_avx512_builds_bits(op, tmp_path):
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         pytest.skip("needs a CPU whose torch kernels use AVX-512")
@@ -237,6 +238,7 @@ def test_the_avx2_builds_give_the_avx512_builds_bits(op, tmp_path):
             assert torch.equal(y, y2) and torch.equal(grad, grad2), (dtype, name)
 
 
+@pytest.mark.slow
 def test_where_torch_uses_neither_the_products_are_atens(op, tmp_path):
     plain = _kernels_in_a_process(tmp_path, "default")
     for dtype in (torch.float32, torch.float64):
@@ -245,6 +247,7 @@ def test_where_torch_uses_neither_the_products_are_atens(op, tmp_path):
                 assert torch.equal(c, aten), (dtype, name, i)  # ATen's route, bit for bit
 
 
+@pytest.mark.slow
 def test_where_torch_uses_neither_the_step_takes_atens_products(op):
     """The step's other route (ATen's batched products) still equals the PyTorch step: the float64
     tests above, rerun in a process whose torch uses no AVX2."""

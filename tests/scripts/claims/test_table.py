@@ -78,6 +78,7 @@ def test_every_claims_rule_follows_its_sentence(claim):
         assert rule.decide(values).verdict is expected, (claim.claim, outcomes)
 
 
+@pytest.mark.slow
 def test_every_claim_is_decided_from_the_committed_results(monkeypatch):
     monkeypatch.chdir(REPO)
     outcomes = table.decide_all()
