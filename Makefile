@@ -20,8 +20,11 @@ $(ENV): pyproject.toml research/pyproject.toml uv.lock | $(UV)
 
 install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build the compiled CPU kernels
 
-test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU)
-	$(PY) -m pytest -m "not slow" -q
+# The fast tier runs in one pytest-xdist worker per core (at most 4), each starting on its share of
+# the tests and taking over some of another's when it runs out (worksteal); the root conftest.py
+# shares torch's threads among the workers.
+test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU, in parallel on every core)
+	$(PY) -m pytest -m "not slow" -q -n auto --maxprocesses 4 --dist worksteal
 
 test-slow: $(ENV) ## the slow tier alone: other processes, torchrun, whole study runs, compile, the wheel
 	$(PY) -m pytest -m slow -q
