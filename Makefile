@@ -20,17 +20,18 @@ $(ENV): pyproject.toml research/pyproject.toml uv.lock | $(UV)
 
 install: $(ENV) ## create .venv from uv.lock (pinned torch/torchvision), build the compiled CPU kernels
 
-# The fast tier runs in one pytest-xdist worker per core (at most 4), each starting on its share of
-# the tests and taking over some of another's when it runs out (worksteal); the root conftest.py
-# shares torch's threads among the workers.
+# The tests run in pytest-xdist workers, one per core (the root conftest.py shares torch's threads
+# among them). The fast tier: up to 4, each starting on its share of the tests and taking over some
+# of another's when it runs out (worksteal). The slow tier: up to 2, since its tests start processes
+# and torchrun of their own; a test file runs whole in one worker (loadfile), in its order.
 test: $(ENV) ## the fast tier: every module's unit tests (offline, CPU, in parallel on every core)
 	$(PY) -m pytest -m "not slow" -q -n auto --maxprocesses 4 --dist worksteal
 
 test-slow: $(ENV) ## the slow tier alone: other processes, torchrun, whole study runs, compile, the wheel
-	$(PY) -m pytest -m slow -q
+	$(PY) -m pytest -m slow -q -n auto --maxprocesses 2 --dist loadfile
 
-test-full: $(ENV) ## every test, both tiers (what CI runs)
-	$(PY) -m pytest -q
+test-full: $(ENV) ## every test, both tiers (CI runs them as make test, then make test-slow)
+	$(PY) -m pytest -q -n auto --maxprocesses 2 --dist loadfile
 
 lint: $(ENV) ## ruff
 	$(PY) -m ruff check .
