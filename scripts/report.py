@@ -23,7 +23,6 @@ from urllib.parse import quote
 import jinja2
 
 from experiments.kit.errors import BadResults, OneLineError
-from experiments.kit.files import write_whole
 from experiments.studies import STUDIES, Section
 from scripts.analysis import committed
 from scripts.analysis.committed import RESULTS
@@ -38,6 +37,7 @@ from scripts.claims.table import (
     seeds_text,
     verdict_text,
 )
+from scripts.documents import write_document
 
 OUT = RESULTS / "report.html"
 FIGURES = RESULTS / "figures"
@@ -296,11 +296,7 @@ def main() -> None:
         page = render()
     except OneLineError as e:  # results not whole, or that no rule can decide on
         sys.exit(f"error: {e}; {OUT} left as it was")
-    try:
-        write_whole(OUT, lambda f: f.write(page), tmp=OUT.with_name(f".{OUT.name}.tmp"))
-    except OSError as e:
-        sys.exit(f"error: {OUT} could not be written ({e.strerror or e}); it is as it was")
-    print(f"wrote {OUT}")
+    write_document(OUT, page)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ import argparse
 import sys
 
 from experiments.kit.errors import OneLineError
-from experiments.kit.files import write_whole
 from scripts.analysis.committed import RESULTS, check_all
 from scripts.claims.claim import PLAN, design, planned
 from scripts.claims.table import CLAIMS, render
+from scripts.documents import write_document
 
 OUT = RESULTS / "CLAIMS.md"
 
@@ -35,11 +35,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"error: {OUT} is not what `make claims` gives now; run `make claims`")
         print(f"{OUT} is up to date")
         return
-    try:
-        write_whole(OUT, lambda f: f.write(text), tmp=OUT.with_name(f".{OUT.name}.tmp"))
-    except OSError as e:
-        sys.exit(f"error: {OUT} could not be written ({e.strerror or e}); it is as it was")
-    print(f"wrote {OUT}")
+    write_document(OUT, text)
 
 
 def print_design() -> None:

@@ -7,8 +7,8 @@ import argparse
 import sys
 
 from experiments.kit.errors import OneLineError
-from experiments.kit.files import write_whole
 from scripts.analysis.committed import RESULTS
+from scripts.documents import write_document
 from scripts.results_readme.document import render
 
 OUT = RESULTS / "README.md"
@@ -57,11 +57,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         print(f"{OUT} is up to date")
         return
-    try:
-        write_whole(OUT, lambda f: f.write(text), tmp=OUT.with_name(f".{OUT.name}.tmp"))
-    except OSError as e:
-        sys.exit(f"error: {OUT} could not be written ({e.strerror or e}); it is as it was")
-    print(f"wrote {OUT}")
+    write_document(OUT, text)
 
 
 if __name__ == "__main__":
