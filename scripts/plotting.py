@@ -186,10 +186,32 @@ def _staged(path: Path, token: str) -> Path:
     return path.with_name(f".{path.name}{_STAGED}{token}")
 
 
-def _commit(token: str) -> None:
-    """Every figure staged under ``token`` renamed over its old file (no writing: renames)."""
+def _journal(token: str) -> Path:
+    """The record that the set ``token`` is being put in place: while it exists, every figure
+    the set staged is complete and belongs in place (:func:`_clear_stale` finishes the job)."""
+    return FIGURES / f".figure-set-{token}.commit"
+
+
+def _put_in_place(token: str) -> None:
     for staged in sorted(FIGURES.glob(f".*{_STAGED}{token}")):
         os.replace(staged, FIGURES / staged.name[1:].removesuffix(f"{_STAGED}{token}"))
+
+
+def _commit(token: str) -> None:
+    """Every figure staged under ``token`` renamed over its old file (no writing: renames). A
+    kill between two renames leaves the journal, and the next figure set puts the rest in
+    place: the figures are the old set or, once that has run, the new one, never a mix."""
+    staged = list(FIGURES.glob(f".*{_STAGED}{token}"))
+    for file in staged:  # on the disk before the journal says they are whole
+        with open(file, "rb") as f:
+            os.fsync(f.fileno())
+    journal = _journal(token)
+    with open_new(journal, "w") as f:
+        f.write("".join(f"{s.name}\n" for s in sorted(staged)))
+        f.flush()
+        os.fsync(f.fileno())
+    _put_in_place(token)
+    journal.unlink()
 
 
 def _discard(token: str) -> None:
@@ -198,7 +220,14 @@ def _discard(token: str) -> None:
 
 
 def _clear_stale() -> None:
-    """Figures staged by a figure set whose process was killed: never put in place."""
+    """What a figure set whose process was killed left: its figures put in place where it was
+    killed while putting them in place (its journal is there: every one is whole), else
+    removed, never put in place."""
+    for journal in FIGURES.glob(".figure-set-*.commit"):
+        token = journal.name.removeprefix(".figure-set-").removesuffix(".commit")
+        if token.isdigit() and not alive(int(token)):
+            _put_in_place(token)
+            journal.unlink()
     for staged in FIGURES.glob(f".*{_STAGED}*"):
         token = staged.name.rpartition(_STAGED)[2]
         if token.isdigit() and not alive(int(token)):

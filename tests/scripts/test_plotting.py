@@ -134,6 +134,34 @@ def test_a_killed_figure_set_leaves_the_old_figures_and_its_leftovers_are_cleare
     assert files_under(folder) == before
 
 
+def test_a_set_killed_while_put_in_place_is_completed_by_the_next(figures):
+    """A kill between two of the set's renames: the next figure set puts the rest in place, so
+    the figures are the new set whole, not the new a.png beside the old b.png."""
+    from scripts import plotting
+
+    folder, before = figures
+
+    def draw_then_die_in_the_renames():
+        replace = os.replace
+
+        def once_then_die(src, dst):
+            replace(src, dst)
+            os._exit(137)
+
+        with plotting.figure_set():
+            plotting.save(_figure(2.0), "a.png")
+            plotting.save(_figure(2.0), "b.png")
+            plotting.os.replace = once_then_die
+
+    assert in_child(draw_then_die_in_the_renames) == 137
+    mixed = {k: v for k, v in files_under(folder).items() if not k.startswith(".")}
+    assert sum(mixed[k] != before[k] for k in before) == 1  # one figure moved before the kill
+    with plotting.figure_set():  # the next set finishes the killed one's
+        pass
+    after = files_under(folder)
+    assert set(after) == set(before) and all(after[k] != before[k] for k in before)
+
+
 def test_a_read_only_figures_folder_is_one_line(figures, monkeypatch):
     from scripts import plotting
 
