@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from experiments.studies import SECTIONS, STUDIES, TRAINING, study
+from tests.imports import imported_modules
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = sorted(  # the Hydra entry points: a module that registers its config schema
@@ -63,15 +64,8 @@ def test_every_style_and_label_names_a_setup_of_its_study():
 
 
 def _imports(study: str) -> set[str]:
-    """The modules ``experiments/<study>.py`` imports (``from a import b`` gives ``a`` and ``a.b``)."""
-    import ast
-
-    tree = ast.parse((REPO / "experiments" / f"{study}.py").read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.ImportFrom) and n.module:
-            imported |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
-    return imported
+    """The modules ``experiments/<study>.py`` imports."""
+    return imported_modules(REPO / "experiments" / f"{study}.py")
 
 
 def test_no_study_imports_another():

@@ -1,7 +1,6 @@
 """experiments/nets/norms.py, and the networks' place below the kit: no module of
 experiments/nets imports experiments.kit (the kit builds the networks, not the other way)."""
 
-import ast
 from pathlib import Path
 
 import torch
@@ -10,18 +9,9 @@ from torch import nn
 import bn
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.norms import freeze_norm_scale, norm_layers
+from tests.imports import imported_modules
 
 NETS = Path(__file__).resolve().parents[3] / "experiments" / "nets"
-
-
-def _imports(path: Path) -> set[str]:
-    """The modules ``path`` imports (``from a import b`` gives ``a`` and ``a.b``)."""
-    tree = ast.parse(path.read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.ImportFrom) and n.module:
-            imported |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
-    return imported
 
 
 def test_no_network_imports_the_kit():
@@ -29,14 +19,16 @@ def test_no_network_imports_the_kit():
     assert len(modules) > 5
     for path in modules:
         kit = {
-            m for m in _imports(path) if m == "experiments.kit" or m.startswith("experiments.kit.")
+            m
+            for m in imported_modules(path)
+            if m == "experiments.kit" or m.startswith("experiments.kit.")
         }
         assert not kit, (path.name, kit)
 
 
 def test_the_import_check_sees_both_forms(tmp_path):
     (tmp_path / "m.py").write_text("import experiments.kit.norm\nfrom experiments import kit\n")
-    assert {"experiments.kit.norm", "experiments.kit"} <= _imports(tmp_path / "m.py")
+    assert {"experiments.kit.norm", "experiments.kit"} <= imported_modules(tmp_path / "m.py")
 
 
 def test_a_frozen_scale_is_one_and_gets_no_gradient():
