@@ -128,14 +128,23 @@ def paper_text(entry: dict) -> str:
     return "; ".join(parts)
 
 
-def setups_table(summary: dict, labels: dict[str, str]) -> dict:
-    """A column per seed statistic the summary holds (its study's ``stat_keys``): those
-    :data:`COLUMNS` names first, in its order, then any other, named after its key."""
-    setups = summary.get("setups", {})
+def stat_columns(setups: dict[str, dict]) -> list[str]:
+    """The seed statistics a summary's setups hold (their study's ``stat_keys``): those
+    :data:`COLUMNS` names first, in its order, then any other (:func:`column_name`)."""
     held = dict.fromkeys(
         k for e in setups.values() for k, v in e.items() if isinstance(v, dict) and "mean" in v
     )
-    keys = [k for k in COLUMNS if k in held] + [k for k in held if k not in COLUMNS]
+    return [k for k in COLUMNS if k in held] + [k for k in held if k not in COLUMNS]
+
+
+def column_name(key: str) -> str:
+    return COLUMNS.get(key, key.replace("_", " "))
+
+
+def setups_table(summary: dict, labels: dict[str, str]) -> dict:
+    """A column per seed statistic the summary holds (:func:`stat_columns`)."""
+    setups = summary.get("setups", {})
+    keys = stat_columns(setups)
     paper = summary.get("paper", {}).get("setups", {})
     rows = [
         {
@@ -149,7 +158,7 @@ def setups_table(summary: dict, labels: dict[str, str]) -> dict:
     ]
     columns = [
         (
-            COLUMNS.get(k, k.replace("_", " ")),
+            column_name(k),
             "value or mean (range)" if k in THROUGHPUT else "mean [95% t-interval]",
         )
         for k in keys

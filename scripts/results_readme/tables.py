@@ -9,7 +9,14 @@ from dataclasses import dataclass
 
 from experiments.kit.errors import BadResults
 from scripts.analysis.stats import LEVEL, Estimate
-from scripts.report import COLUMNS, STUDY_TABLES, THROUGHPUT, paper_text, spread
+from scripts.report import (
+    STUDY_TABLES,
+    THROUGHPUT,
+    column_name,
+    paper_text,
+    spread,
+    stat_columns,
+)
 from scripts.report import _number as number_text
 from scripts.results_readme.sections import SectionError, SectionView, read_sweep, swept
 from scripts.results_readme.text import finite, geometric_mean, num, pct
@@ -50,12 +57,7 @@ def setups_table(s: SectionView) -> Table | None:
     """Each setup's final numbers beside the paper's where the summary holds them. Speeds are
     left out: they measure the machine, not the method."""
     setups = s.setups
-    keys = [
-        k
-        for k in COLUMNS
-        if k not in THROUGHPUT
-        and any(isinstance(e.get(k), dict) and "mean" in e[k] for e in setups.values())
-    ]
+    keys = [k for k in stat_columns(setups) if k not in THROUGHPUT]
     keys = [k for i, k in enumerate(keys) if not any(_same(setups, k, j) for j in keys[:i])]
     if not keys:
         return None
@@ -68,7 +70,7 @@ def setups_table(s: SectionView) -> Table | None:
         if paper:
             row.append(paper_text(paper[name]) if name in paper else "–")
         rows.append(row)
-    head = ["setup", "seeds", *(COLUMNS[k] for k in keys)] + (["the paper"] if paper else [])
+    head = ["setup", "seeds", *map(column_name, keys)] + (["the paper"] if paper else [])
     two = any(len(e["seeds"]) == 2 for e in setups.values())
     return Table(
         head,
