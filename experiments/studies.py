@@ -90,6 +90,9 @@ class Reproduction:
     requires: tuple[str, ...] = ()  # settings the command line must give (e.g. data.root)
     distributed: bool = False  # each job under torchrun, one at a time (--nproc GPUs)
     seeds: tuple[int, ...] = ()  # a confirmatory reproduction's seeds, fixed before it ran
+    # the most seeds a setup this CPU affords for it, where fewer than the claims' default (a
+    # row whose power calculation asks for more runs underpowered, and says so); None: the default
+    most_seeds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,12 @@ INCEPTION_VARIANTS = (
     "bn_x5_sigmoid",
     "inception_sigmoid",
 )
+# Figure 3's controls, which its claims read: the paper's (Inception at BN-x5's learning rate) and
+# BN-Baseline with only BN-x5's learning rate (how much of BN-x5's speed-up the rate alone gives).
+INCEPTION_CONTROLS = ("inception_x5", "bn_baseline_x5")
+# Exploratory arms beside them: Inception's learning rate swept (x1, x2, x5; and BN-x30's x30)
+# and BN-x5's decay speed-up ablated (6, the recipe's; 2; 1).
+INCEPTION_ABLATIONS = ("inception_x2", "inception_x30", "bn_x5_decay1", "bn_x5_decay2")
 # Inception's 20k-step protocol at CPU scale: a test subset every 100 steps, stop at a plateau of
 # 0.3 pp over the last third (from step 3,000), cap 8,000 steps.
 CONVERGED = (
@@ -310,6 +319,20 @@ CONVERGED = (
     "eval.train_subset=0",
     "train.stop.plateau=0.003",
     "train.stop.min_steps=3000",
+)
+# Figure 3 measured so it can decide (the confirmatory protocol): every arm until its own plateau
+# under one rule (the last third of the run gained less than 0.3 pp, checked from step 1,000) or
+# the cap; evaluated on 5,000 fixed test images every 100 steps. The decay interval (every 80
+# steps of 32 images, not 160) gives the paper's schedule shape: Inception's learning rate is
+# 0.96^100 = 0.017x its start at the cap, the paper's about 0.02x at its 31M steps.
+FIG3 = (
+    "train.steps=8000",
+    "train.lr_decay_every=80",
+    "eval.every=100",
+    "eval.test_subset=5000",
+    "eval.train_subset=0",
+    "train.stop.plateau=0.003",
+    "train.stop.min_steps=1000",
 )
 SMALL_SCALES = (
     "0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,"
@@ -335,6 +358,10 @@ CONFIRM_FASHION = confirmatory_seeds(60)  # BN in the Figure 1 network on Fashio
 CONFIRM_CONV = confirmatory_seeds(50)  # the renorm study's conv net, and its questions' arms
 CONFIRM_MLP = confirmatory_seeds(49)  # the Figure 1 MLP's placement and non-Gaussianity arms
 CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
+# BN-Inception runs to its plateau cost minutes each: ten seeds of every confirmatory arm, side by
+# side, is what this 2-core CPU affords (about a working day); rows needing more are underpowered.
+INCEPTION_AFFORDABLE = 10
+CONFIRM_INCEPTION = confirmatory_seeds(5)  # every arm of BN-Inception's Figure 3 protocol
 # The metrics the confirmatory claims read from the MLPs' curves (their runs.csv would otherwise
 # hold every probe of every evaluation of every seed: tens of MB); the summaries keep everything.
 MECHANISM_CLAIMED = (
@@ -529,6 +556,14 @@ STUDIES: tuple[Study, ...] = (
                 (Figure("inception_fig2_fashion_mnist_converged.png", "Figure 2: test-subset accuracy of every variant until it plateaus, reaches Inception's maximum or the cap"),),
             ),
             Section(
+                "inception-confirmatory", f"Confirmatory seeds: Figure 3 to every arm's plateau ({len(CONFIRM_INCEPTION)} seeds)",
+                f"{CONFIRMATORY}/inception/fashion_mnist_converged", "confirm-inception",
+            ),
+            Section(
+                "inception-ablations", "Figure 3's exploratory arms: Inception's learning rate, BN-x5's decay (2 seeds)",
+                "inception/fashion_mnist_ablations", "reproduce-inception-ablations",
+            ),
+            Section(
                 "inception-cpu", "A fixed budget of 3,000 steps", "inception/fashion_mnist_cpu", "reproduce-inception-cpu",
                 (Figure("inception_fig2_fashion_mnist_cpu.png", "Figure 2 at a fixed budget"),),
             ),
@@ -536,6 +571,9 @@ STUDIES: tuple[Study, ...] = (
         {
             "inception": "Inception", "bn_baseline": "BN-Baseline", "bn_x5": "BN-x5", "bn_x30": "BN-x30",
             "bn_x5_sigmoid": "BN-x5-Sigmoid", "inception_sigmoid": "Inception with sigmoid (no BN)",
+            "inception_x2": "Inception, learning rate x2", "inception_x5": "Inception, learning rate x5",
+            "inception_x30": "Inception, learning rate x30", "bn_baseline_x5": "BN-Baseline, learning rate x5",
+            "bn_x5_decay1": "BN-x5, decay at Inception's speed", "bn_x5_decay2": "BN-x5, decay 2x faster",
         },
         claims=("bn_paper",),
         styles={
@@ -545,8 +583,14 @@ STUDIES: tuple[Study, ...] = (
             "bn_x30": Style("#c44e52", "-"),
             "bn_x5_sigmoid": Style("#55a868", "--"),
             "inception_sigmoid": Style("#8172b3", ":", "Inception-Sigmoid (no BN)"),
+            "inception_x2": Style("#4c4c4c", "--"),
+            "inception_x5": Style("#4c4c4c", ":"),
+            "inception_x30": Style("#4c4c4c", "-."),
+            "bn_baseline_x5": Style("#4c72b0", "--"),
+            "bn_x5_decay1": Style("#dd8452", ":"),
+            "bn_x5_decay2": Style("#dd8452", "--"),
         },
-        order=tuple(BN_FIG3["setups"]),
+        order=(*BN_FIG3["setups"], *INCEPTION_CONTROLS, *INCEPTION_ABLATIONS),
         setup_keys=("norm", "activation", "weight_decay", "lr_decay_every", "photometric"),
         stat_keys=("max_test_acc", "test_acc", "examples_per_s"),
         summary_keys=("data", "width", "steps", "global_batch", "git_commit"),
@@ -576,6 +620,24 @@ STUDIES: tuple[Study, ...] = (
                 ),
                 between="experiments.inception_fig3:stop_at_target",
                 collect=Collect("inception/fashion_mnist_converged"), plots=(("plot_inception",),),
+            ),
+            # Figure 3 decided (scripts/claims/bn_paper.py): every arm and control to its own
+            # plateau under one rule, the seeds fixed by the power calculation before they ran.
+            Reproduction(
+                "confirm-inception", f"confirmatory seeds of BN paper Fig. 3 at CPU scale: {len(INCEPTION_VARIANTS) + len(INCEPTION_CONTROLS)} arms x {len(CONFIRM_INCEPTION)} seeds to their plateaus; results/confirmatory/inception/fashion_mnist_converged/",
+                data=("fashion_mnist",),
+                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *FIG3), estimate_s=2700)
+                              for v in (*INCEPTION_VARIANTS, *INCEPTION_CONTROLS) for s in CONFIRM_INCEPTION),),
+                collect=Collect(f"{CONFIRMATORY}/inception/fashion_mnist_converged"), plots=(("plot_inception",),),
+                seeds=CONFIRM_INCEPTION, most_seeds=INCEPTION_AFFORDABLE,
+            ),
+            # The same protocol's exploratory arms (no claim reads them): two seeds each.
+            Reproduction(
+                "reproduce-inception-ablations", "Figure 3's exploratory arms at CPU scale: Inception's learning rate x2 and x30, BN-x5's decay 1x and 2x as fast, 2 seeds each; results/inception/fashion_mnist_ablations/",
+                data=("fashion_mnist",),
+                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *FIG3), estimate_s=2700)
+                              for v in INCEPTION_ABLATIONS for s in (0, 1)),),
+                collect=Collect("inception/fashion_mnist_ablations"), plots=(("plot_inception",),),
             ),
             Reproduction(
                 "reproduce-inception", "BN paper Figs. 2-3, GPU scale: 6 variants on an image folder (data.root=DIR with train/ and val/; --nproc GPUs); results/inception/imagenet_subset_gpu/",

@@ -154,6 +154,13 @@ def _diverged(path: str, setup: str, root: Path) -> list[int]:
     return [seed for seed, d in zip(s["seeds"], s.get("diverged", [])) if d]
 
 
+def diverged(path: str, setup: str, root: Path = RESULTS) -> dict[int, bool]:
+    """``{seed: whether it diverged}`` for the seeds a setup's summary lists."""
+    s = _setup(path, setup, root)
+    bad = set(_diverged(path, setup, root))
+    return {seed: seed in bad for seed in s["seeds"]}
+
+
 def series(path: str, setup: str, metric: str, root: Path = RESULTS) -> dict[int, dict[int, float]]:
     """``{seed: {step: value}}`` of one setup's metric, for exactly the seeds its summary lists:
     BadResults if the summary has no such setup (a summary of another study), a KeyError (a

@@ -109,14 +109,14 @@ class Need:
 
     n: int | None  # None: more than SEARCH_LIMIT seeds
     sd_pilot: float
-    df_pilot: int
+    df_pilot: float  # a pooled or Welch estimate's degrees of freedom need not be n - 1
     sd_used: float  # the pilot's SD at its upper confidence limit
 
     def count(self) -> str:
         return f"{self.n} seeds" if self.n is not None else f"more than {SEARCH_LIMIT} seeds"
 
     def text(self, unit: str = "") -> str:
-        """``"32 seeds (pilot SD 1.08 pp from 5 seeds, 80% upper limit 1.68 pp)"``: the SDs in
+        """``"32 seeds (pilot SD 1.08 pp, 4 degrees of freedom, 80% upper limit 1.68 pp)"``: the SDs in
         the estimate's unit (``"pp"`` for accuracy fractions, ``"×"`` for log10 ratios)."""
 
         def sd(v: float) -> str:
@@ -125,7 +125,7 @@ class Need:
             return f"{v:.3g} (log10)" if unit == "×" else f"{v:.3g}"
 
         return (
-            f"{self.count()} (pilot SD {sd(self.sd_pilot)} from {self.df_pilot + 1} seeds, "
+            f"{self.count()} (pilot SD {sd(self.sd_pilot)}, {self.df_pilot:.3g} degrees of freedom, "
             f"{SD_CONFIDENCE:.0%} upper limit {sd(self.sd_used)})"
         )
 

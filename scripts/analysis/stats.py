@@ -5,6 +5,10 @@
   seed (paired): the estimate is over the per-seed differences.
 - A ratio is estimated on the log scale (:func:`log_ratios`): the per-seed ``log10(a / b)``, whose
   mean is the log of the geometric-mean ratio, so no one seed or evaluation dominates.
+- Two setups whose runs share no data order (nothing pairs seed ``i`` of one with seed ``i`` of the
+  other) are compared unpaired: Welch's difference of means with the Welch–Satterthwaite degrees
+  of freedom (:func:`welch`), or, for a pilot too small for each arm's own variance, the pooled
+  within-arm variance of every arm (:func:`pooled`).
 - A ratio of two means (a share of a gap) gets Fieller's interval (:func:`fieller`).
 - A claim of *no difference* is an equivalence test (two one-sided tests, :meth:`Estimate.tost`):
   the ``1 - 2α`` interval inside the margin.
@@ -16,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scipy import stats as _scipy
 
@@ -43,13 +47,22 @@ def t_quantile(p: float, df: int) -> float:
 class Estimate:
     """A mean over seeds with its standard error and degrees of freedom.
 
-    ``log=True`` marks a mean of log10 ratios: :meth:`text` shows it as a factor.
+    ``log=True`` marks a mean of log10 ratios: :meth:`text` shows it as a factor. ``df`` is the
+    t distribution's degrees of freedom where they are not ``n − 1`` (a difference of two
+    independent means: ``n`` is then the smaller arm's seeds).
     """
 
     mean: float
     se: float | None  # None with one seed: no interval
     n: int
     log: bool = False
+    df: float | None = None  # None: n - 1
+    spread: float | None = None  # None: se·√n; a two-sample difference: √(var_a + var_b)
+
+    @property
+    def dof(self) -> float:
+        """The degrees of freedom of the interval and the tests."""
+        return self.n - 1 if self.df is None else self.df
 
     @classmethod
     def of(cls, values: Sequence[float], log: bool = False) -> Estimate:
@@ -62,13 +75,17 @@ class Estimate:
 
     @property
     def sd(self) -> float | None:
+        """The per-seed spread a power calculation scales by ``√n``: the seeds' SD, or for a
+        difference of two independent arms of ``n`` seeds each, the SD of one seed of each."""
+        if self.spread is not None:
+            return self.spread
         return None if self.se is None else self.se * math.sqrt(self.n)
 
     def interval(self, level: float = LEVEL) -> tuple[float, float] | None:
         """The two-sided ``level`` t-interval of the mean (None with one seed)."""
         if self.se is None:
             return None
-        half = t_quantile(0.5 + level / 2, self.n - 1) * self.se
+        half = t_quantile(0.5 + level / 2, self.dof) * self.se
         return self.mean - half, self.mean + half
 
     def p_greater(self, null: float) -> float:
@@ -77,7 +94,7 @@ class Estimate:
             return 1.0
         if self.se == 0:
             return 0.0 if self.mean > null else 1.0
-        return float(_scipy.t.sf((self.mean - null) / self.se, self.n - 1))
+        return float(_scipy.t.sf((self.mean - null) / self.se, self.dof))
 
     def p_less(self, null: float) -> float:
         """One-sided p-value of "mean < null"."""
@@ -85,7 +102,7 @@ class Estimate:
             return 1.0
         if self.se == 0:
             return 0.0 if self.mean < null else 1.0
-        return float(_scipy.t.cdf((self.mean - null) / self.se, self.n - 1))
+        return float(_scipy.t.cdf((self.mean - null) / self.se, self.dof))
 
     def tost(self, low: float, high: float) -> float:
         """Two one-sided tests of ``low < mean < high``: the larger of the two p-values (below
@@ -93,10 +110,10 @@ class Estimate:
         return max(self.p_greater(low), self.p_less(high))
 
     def shifted(self, by: float) -> Estimate:
-        return Estimate(self.mean + by, self.se, self.n, self.log)
+        return replace(self, mean=self.mean + by)
 
     def negated(self) -> Estimate:
-        return Estimate(-self.mean, self.se, self.n, self.log)
+        return replace(self, mean=-self.mean)
 
     def text(self, scale: float = 100, unit: str = " pp", digits: int = 2) -> str:
         """``+1.23 pp [+0.45, +2.01] (5 seeds)``, or ``0.57× [0.31, 1.04] (5 seeds)`` for a log
@@ -110,7 +127,7 @@ class Estimate:
             fmt = lambda v: f"{v * scale:{sign}.{digits}f}"  # noqa: E731
         if ci is None:
             return f"{fmt(self.mean)}{unit} (1 seed, no interval)"
-        return f"{fmt(self.mean)}{unit} [{fmt(ci[0])}, {fmt(ci[1])}] ({self.n} seeds)"
+        return f"{fmt(self.mean)}{unit} [{fmt(ci[0])}, {fmt(ci[1])}] ({self.n} seed{'s' * (self.n != 1)})"
 
 
 def same_seeds(a: dict[int, float], b: dict[int, float]) -> list[int]:
@@ -126,6 +143,51 @@ def same_seeds(a: dict[int, float], b: dict[int, float]) -> list[int]:
 def paired(a: dict[int, float], b: dict[int, float]) -> Estimate:
     """``a − b`` per seed; both must hold the same seeds."""
     return Estimate.of([a[s] - b[s] for s in same_seeds(a, b)])
+
+
+def welch(a: Sequence[float], b: Sequence[float], log: bool = False) -> Estimate:
+    """``mean(a) − mean(b)`` of two independent samples, with Welch's standard error and the
+    Welch–Satterthwaite degrees of freedom (Welch 1947); ``n`` is the smaller sample's size.
+    Both need 2+ values (a one-value arm has no variance of its own: see :func:`pooled`)."""
+    a, b = list(a), list(b)
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"Welch's test needs 2+ values per arm, got {len(a)} and {len(b)}")
+    if not all(math.isfinite(v) for v in (*a, *b)):
+        raise NonFinite(f"a difference of {a} and {b}: NaN or infinite (a diverged run?)")
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    mean = statistics.fmean(a) - statistics.fmean(b)
+    se, n = math.sqrt(va + vb), min(len(a), len(b))
+    spread = math.sqrt(statistics.variance(a) + statistics.variance(b))
+    if se == 0:
+        return Estimate(mean, 0.0, n, log, len(a) + len(b) - 2, spread)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return Estimate(mean, se, n, log, df, spread)
+
+
+def pooled_sd(arms: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The pooled within-arm standard deviation of several arms (every arm with 2+ values
+    contributes its squared deviations) and its degrees of freedom, ``Σ (n_i − 1)``."""
+    squares, df = 0.0, 0
+    for arm in arms:
+        if len(arm) > 1:
+            squares += statistics.variance(arm) * (len(arm) - 1)
+            df += len(arm) - 1
+    if df == 0:
+        raise ValueError("a pooled standard deviation needs an arm with 2+ values")
+    return math.sqrt(squares / df), df
+
+
+def pooled(
+    a: Sequence[float], b: Sequence[float], sd: float, df: int, log: bool = False
+) -> Estimate:
+    """``mean(a) − mean(b)`` with the standard error of a common within-arm ``sd`` (estimated
+    with ``df`` degrees of freedom over every arm of a design, :func:`pooled_sd`): a pilot's
+    comparison when its arms hold one or two seeds each."""
+    if not a or not b:
+        raise ValueError("a difference of means needs a value in each arm")
+    se = sd * math.sqrt(1 / len(a) + 1 / len(b))
+    mean = statistics.fmean(a) - statistics.fmean(b)
+    return Estimate(mean, se, min(len(a), len(b)), log, df, sd * math.sqrt(2))
 
 
 def log_ratios(a: dict[int, float], b: dict[int, float]) -> Estimate:
@@ -174,11 +236,32 @@ def fieller(num: Sequence[float], den: Sequence[float], level: float = LEVEL) ->
     if not all(math.isfinite(v) for v in (*num, *den)):
         raise NonFinite(f"a ratio of {list(num)} / {list(den)}: NaN or infinite")
     n = len(num)
-    a, b = statistics.fmean(num), statistics.fmean(den)
     v_aa = statistics.variance(num) / n
     v_bb = statistics.variance(den) / n
     v_ab = statistics.covariance(num, den) / n
-    t2 = t_quantile(0.5 + level / 2, n - 1) ** 2
+    return fieller_of(
+        statistics.fmean(num), statistics.fmean(den), v_aa, v_bb, v_ab, n - 1, n, level
+    )
+
+
+def fieller_of(
+    a: float,
+    b: float,
+    v_aa: float,
+    v_bb: float,
+    v_ab: float,
+    df: float,
+    n: int,
+    level: float = LEVEL,
+) -> Ratio:
+    """Fieller's set for ``a / b`` from two estimated means, their variances and covariance
+    (``v_aa``, ``v_bb``, ``v_ab``) and the t distribution's ``df``; ``n`` is reported as the
+    seeds behind it. :func:`fieller` is the paired case; differences of independent arms that
+    share one (a share of a speed-up over a common baseline) have the shared arm's variance as
+    their covariance."""
+    if not all(math.isfinite(v) for v in (a, b, v_aa, v_bb, v_ab)):
+        raise NonFinite(f"a ratio of {a} / {b}: NaN or infinite")
+    t2 = t_quantile(0.5 + level / 2, df) ** 2
     # (b² − t² v_bb) ρ² − 2 (ab − t² v_ab) ρ + (a² − t² v_aa) = 0
     qa, qb, qc = b * b - t2 * v_bb, a * b - t2 * v_ab, a * a - t2 * v_aa
     value = a / b if b else math.nan

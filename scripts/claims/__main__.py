@@ -8,7 +8,7 @@ import sys
 
 from experiments.kit.errors import OneLineError
 from scripts.analysis.committed import RESULTS, check_all
-from scripts.claims.claim import PLAN, design, planned
+from scripts.claims.claim import design, planned, seeds_to_run
 from scripts.claims.table import CLAIMS, render
 from scripts.documents import write_document
 
@@ -44,13 +44,15 @@ def print_design() -> None:
     for c in CLAIMS:
         if c.confirm:
             print(f"{c.claim}\n  reads {', '.join(c.confirm)}")
-            for key, need in design(c.rule, c.measure(PLAN).values):
+            for key, need in design(c.rule, c.design_values()):
                 print(f"  {key}: {need.text() if need else 'a one-seed pilot: no spread'}")
     print()
     for name, (n, claims) in planned(CLAIMS).items():
         print(f"{name}: {n} seeds, the most that these rows need:")
         for c, k in claims:
-            print(f"  {k:3d}  {c.claim}")
+            wanted = seeds_to_run(design(c.rule, c.design_values()))
+            short = f"  (needs {wanted}: underpowered)" if wanted > k else ""
+            print(f"  {k:3d}  {c.claim}{short}")
 
 
 if __name__ == "__main__":

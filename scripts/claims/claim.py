@@ -12,6 +12,7 @@ together). A claim without ``confirm`` is decided on the pilot: exploratory.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -49,6 +50,15 @@ class Claim:
     figure: str = ""  # the figure that shows it, one of that section's
     confirm: tuple[str, ...] = ()  # the registry's confirmatory reproductions that decide it
     design: str = ""  # why its smallest effects and margins are what they are
+    # what its design reads where the pilot did not run its arms (a control added with the
+    # confirmatory seeds): each test's spread from the pilot's other arms
+    pilot_design: Callable[[Plan], Values] | None = None
+
+    def design_values(self, plan: Plan = PLAN) -> Values:
+        """The values its power calculation reads: the pilot's measure, or ``pilot_design``."""
+        if not leaves(self.rule):
+            return {}  # no test: nothing to design (the fewest seeds)
+        return self.pilot_design(plan) if self.pilot_design else self.measure(plan).values
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.alternatives if a not in ALTERNATIVES]
@@ -113,7 +123,7 @@ def design(rule: Rule, pilot: Values) -> tuple[tuple[str, Need | None], ...]:
     out = []
     for leaf in leaves(rule):
         e = _estimate(pilot, leaf.key)
-        out.append((leaf.key, None if e.sd is None else seeds_for(leaf.power, e.sd, e.n - 1)))
+        out.append((leaf.key, None if e.sd is None else seeds_for(leaf.power, e.sd, e.dof)))
     return tuple(out)
 
 
@@ -126,16 +136,22 @@ def at_pilot_estimate(claim: Claim, pilot: Values) -> tuple[tuple[str, float, fl
     for leaf in leaves(claim.rule):
         e = _estimate(pilot, leaf.key)
         if e.sd is not None and n >= 2:
-            sd = sd_upper(e.sd, e.n - 1)
+            sd = sd_upper(e.sd, e.dof)
             out.append((leaf.key, *leaf.at_estimate(e.mean, sd, n)))
     return tuple(out)
 
 
-def seeds_to_run(needs: tuple[tuple[str, Need | None], ...]) -> int:
+def affordable(confirm: tuple[str, ...]) -> int:
+    """The most seeds a setup the confirmatory reproductions ``confirm`` can run: MOST, or less
+    where the registry says the machine affords fewer for one of them."""
+    return min(REPRODUCTIONS[r].most_seeds or MOST for r in confirm) if confirm else MOST
+
+
+def seeds_to_run(needs: tuple[tuple[str, Need | None], ...], most: int = MOST) -> int:
     """A claim's confirmatory seed count: the most any of its tests needs, at least FEWEST and
-    at most MOST (a test needing more stays underpowered, and its row says so)."""
-    counts = [MOST if need is None or need.n is None else need.n for _, need in needs]
-    return min(MOST, max([FEWEST, *counts]))
+    at most ``most`` (a test needing more stays underpowered, and its row says so)."""
+    counts = [most if need is None or need.n is None else need.n for _, need in needs]
+    return min(most, max([FEWEST, *counts]))
 
 
 def _undecided(claim: Claim, e: Exception, **kw) -> Outcome:
@@ -172,6 +188,9 @@ def decide(claim: Claim) -> Outcome:
             pilot = Evidence(pilot_measured, claim.rule.decide(pilot_measured.values))
             needs = design(claim.rule, pilot_measured.values)
             at_pilot = at_pilot_estimate(claim, pilot_measured.values)
+    if claim.confirm and claim.pilot_design is not None:
+        with contextlib.suppress(MissingResult):  # no pilot at all: nothing to design on
+            needs = design(claim.rule, claim.design_values())
     kept = {"pilot": pilot, "needs": needs, "at_pilot": at_pilot}
     if claim.confirm:
         root = CONFIRMATORY
@@ -214,7 +233,9 @@ def planned(claims: list[Claim]) -> dict[str, tuple[int, list[tuple[Claim, int]]
     """Per confirmatory reproduction: the seeds the design asks for (the most that any claim
     reading it, or a reproduction sharing its runs, needs) and each such claim's own count."""
     wanted = [
-        (c, seeds_to_run(design(c.rule, c.measure(PLAN).values))) for c in claims if c.confirm
+        (c, seeds_to_run(design(c.rule, c.design_values()), affordable(c.confirm)))
+        for c in claims
+        if c.confirm
     ]
     out = {}
     for name in sorted({r for c in claims for r in c.confirm}):

@@ -114,7 +114,7 @@ def _inconclusive(
     it in ``direction`` (``power_at(n, sd)``, at the true effect ``assumed`` says)."""
     if e.sd is None:
         return _undecidable(p)
-    need = power.seeds_for(power_at, e.sd, e.n - 1)
+    need = power.seeds_for(power_at, e.sd, e.dof)
     return Decision(Verdict.INCONCLUSIVE, p, need, direction, assumed, rules_out)
 
 

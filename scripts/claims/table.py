@@ -11,7 +11,7 @@ from experiments.studies import REPRODUCTIONS, STUDIES, study_of
 from scripts.analysis import power
 from scripts.analysis.stats import LEVEL, holm
 from scripts.analysis.windows import ALTERNATIVES
-from scripts.claims.claim import FEWEST, MOST, Claim, Outcome, decide, seeds_to_run
+from scripts.claims.claim import FEWEST, MOST, Claim, Outcome, affordable, decide, seeds_to_run
 from scripts.claims.rules import HOLM_ALPHA, MEANING, Decision, Verdict, leaves
 
 # Every claims module a study of the registry names, in the registry's order, each once.
@@ -222,19 +222,25 @@ def design_text(o: Outcome) -> str:
             shown.append(f"{key}: the pilot has one seed, no spread to go by")
         else:
             shown.append(f"{key}: {need.text(_unit(o, key))}")
-    wanted = seeds_to_run(o.needs)
-    capped = any(need is None or need.n is None or need.n > MOST for _, need in o.needs)
+    most = affordable(o.claim.confirm)
+    wanted = seeds_to_run(o.needs, most)
+    capped = any(need is None or need.n is None or need.n > most for _, need in o.needs)
     runs = ", ".join(f"{r} runs {len(REPRODUCTIONS[r].seeds)}" for r in o.claim.confirm)
     at = "; ".join(
         f"{key}: {show:.0%} to show it, {refute:.0%} to refute it"
         for key, show, refute in o.at_pilot
     )
+    if not o.needs:
+        return (
+            f"{o.claim.design} No test (a yes/no outcome per seed): the fewest seeds, {FEWEST}; "
+            f"{runs} (the most any row reading it needs)."
+        )
     return (
         f"{o.claim.design} Power calculation on the pilot ({power.POWER:.0%} power, one-sided "
         f"{power.ALPHA_ONE_SIDED:.1%}): "
         + "; ".join(shown)
         + f". This row needs {wanted} seeds"
-        + (f" (capped at {MOST}: underpowered)" if capped else "")
+        + (f" (capped at {most}, the most this machine affords: underpowered)" if capped else "")
         + f"; {runs} (the most any row reading it needs)."
         + (f" If the truth were the pilot's estimate, those seeds would have {at}." if at else "")
     )

@@ -15,7 +15,10 @@ from scripts.analysis.stats import (
     holm,
     log_ratios,
     paired,
+    pooled,
+    pooled_sd,
     t_quantile,
+    welch,
 )
 
 
@@ -116,3 +119,47 @@ def test_holm_steps_down():
     assert holm([]) == []
     # the first step's threshold is alpha / m, not alpha / (m + 1)
     assert holm([0.02, 0.5]) == [True, False]
+
+
+def test_welch_is_scipys_unequal_variance_t_test():
+    from scipy import stats
+
+    a, b = [3.1, 2.7, 3.6, 3.3, 2.9], [2.2, 2.9, 1.8, 2.6]
+    e = welch(a, b)
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    assert e.mean == pytest.approx(statistics.fmean(a) - statistics.fmean(b))
+    assert 2 * min(e.p_greater(0), e.p_less(0)) == pytest.approx(ref.pvalue, rel=1e-9)
+    low, high = e.interval()
+    ci = ref.confidence_interval(0.95)
+    assert (low, high) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert (
+        e.n == 4 and 3 < e.dof < 7
+    )  # Welch-Satterthwaite: between the smaller arm's and the sum's
+    # the spread a design scales by the root of the seeds per arm: equal arms give the same se
+    assert e.sd == pytest.approx(math.sqrt(statistics.variance(a) + statistics.variance(b)))
+
+
+def test_welch_refuses_a_one_value_arm_and_non_finite_values():
+    with pytest.raises(ValueError, match="2\\+ values"):
+        welch([1.0], [1.0, 2.0])
+    with pytest.raises(NonFinite):
+        welch([1.0, math.inf], [1.0, 2.0])
+
+
+def test_pooled_over_two_arms_is_the_equal_variance_t_test():
+    from scipy import stats
+
+    a, b = [3.1, 2.7, 3.6], [2.2, 2.9, 1.8, 2.6]
+    sd, df = pooled_sd([a, b])
+    e = pooled(a, b, sd, df)
+    ref = stats.ttest_ind(a, b, equal_var=True)
+    assert df == 5
+    assert 2 * min(e.p_greater(0), e.p_less(0)) == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+def test_pooled_sd_takes_every_arm_with_two_values_and_skips_single_ones():
+    sd, df = pooled_sd([[1.0, 3.0], [5.0], [2.0, 2.0, 5.0]])
+    assert df == 1 + 2
+    assert sd == pytest.approx(math.sqrt((2.0 + 6.0) / 3))
+    with pytest.raises(ValueError, match="2\\+ values"):
+        pooled_sd([[1.0], [2.0]])

@@ -24,8 +24,7 @@ def test_a_small_data_run_without_an_accuracy_counts_at_chance(tmp_path):
 @pytest.mark.parametrize(("above_chance", "trains"), [(0.04, False), (0.06, True)])
 def test_a_sigmoid_arm_trains_only_5_pp_above_chance(monkeypatch, above_chance, trains):
     best = CHANCE + above_chance
-    curve = {0: CHANCE, 100: best, 200: best}
-    monkeypatch.setattr(bn_paper.fig3, "smoothed_curves", lambda setup, plan: {0: curve})
+    monkeypatch.setattr(bn_paper.tta, "maxima", lambda plan, setup: {0: best})
     values = bn_paper._sigmoid(PLAN).values
     assert values["BN-x5-Sigmoid trains"] == [trains]
     assert values["Inception-Sigmoid at chance"] == [not trains]

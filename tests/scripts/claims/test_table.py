@@ -82,7 +82,11 @@ def test_every_claims_rule_follows_its_sentence(claim):
 def test_every_claim_is_decided_from_the_committed_results(monkeypatch):
     monkeypatch.chdir(REPO)
     outcomes = table.decide_all()
-    assert all(o.verdict is not Verdict.NO_RESULT for o in outcomes)
+    # no result only where a confirmatory reproduction has not run yet (its seeds are fixed)
+    assert all(
+        o.verdict is not Verdict.NO_RESULT or (o.claim.confirm and "have not run" in o.missing)
+        for o in outcomes
+    )
     kept = table.family(outcomes)
     assert kept and all(outcomes[i].verdict in (R, Verdict.PARTLY) for i in kept)
     assert table.family_size() > len(kept)  # every part's test, held or not

@@ -1,0 +1,150 @@
+"""scripts/analysis/time_to_accuracy.py: steps to fixed targets with runs that never reach them
+entering at the cap, speed-ups unpaired (Welch for confirmatory seeds, the pilot's pooled SD for
+the pilot), smoothed maxima, and the share of a speed-up with Fieller's set."""
+
+import csv
+import dataclasses
+import json
+import math
+import statistics
+
+import pytest
+from scipy import stats
+
+from experiments.kit.errors import MissingResult
+from scripts.analysis import time_to_accuracy as tta
+from scripts.analysis.stats import pooled_sd
+from scripts.analysis.windows import PLAN
+
+CAP = 1000
+
+
+def _write(root, arms: dict[str, dict[int, dict[int, float]]], folder: str = tta.FOLDER) -> None:
+    """A collection under ``root``: per arm, per seed, its test-subset curve."""
+    out = root / folder
+    out.mkdir(parents=True)
+    setups = {k: {"seeds": sorted(v), "diverged": [False] * len(v)} for k, v in arms.items()}
+    (out / "summary.json").write_text(json.dumps({"steps": CAP, "setups": setups}))
+    with (out / "runs.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["setup", "seed", "step", "metric", "value"])
+        for k, seeds in arms.items():
+            for seed, curve in seeds.items():
+                for step, v in curve.items():
+                    w.writerow([k, seed, step, tta.METRIC, v])
+
+
+def _ramp(reach_at: int, top: float = 0.9) -> dict[int, float]:
+    """A curve rising linearly from 0.5 to ``top`` at ``reach_at`` steps, then flat, to the cap."""
+    return {s: 0.5 + (top - 0.5) * min(1.0, s / reach_at) for s in range(0, CAP + 1, 100)}
+
+
+def _plan(tmp_path, confirmatory: bool):
+    root = tmp_path / ("confirmatory" if confirmatory else "results")
+    return dataclasses.replace(PLAN, root=str(root)), root
+
+
+ARMS = {  # steps at which each seed reaches 0.9 (and every lower target proportionally)
+    "inception": (800, 1000, 900),
+    "bn_baseline": (600, 700, 800),
+    "bn_x5": (200, 300, 250),
+    "bn_x30": (100, 200, 200),
+    "bn_x5_sigmoid": (300, 400, 300),
+}
+
+
+@pytest.fixture
+def confirmed(tmp_path):
+    plan, root = _plan(tmp_path, True)
+    _write(root, {k: {1000 + i: _ramp(r) for i, r in enumerate(v)} for k, v in ARMS.items()})
+    return plan
+
+
+def _steps(curve: dict[int, float], target: float) -> int:
+    return next(s for s in sorted(curve) if curve[s] >= target)
+
+
+def test_steps_to_a_target_and_runs_that_never_reach_it_enter_at_the_cap(tmp_path):
+    plan, root = _plan(tmp_path, True)
+    _write(root, {"inception": {1000: _ramp(500), 1001: _ramp(500, top=0.7)}})
+    r = tta.reaches(plan, "inception", 0.8)
+    assert r[1000] == tta.Reach(_steps(_ramp(500), 0.8), True)
+    assert r[1001] == tta.Reach(CAP, False)  # plateaued below: censored at the cap, not its stop
+
+
+def test_confirmatory_speedup_is_welch_on_log_steps(confirmed):
+    target = 0.8
+    s = tta.speedup(confirmed, "bn_x5", target)
+    base = [math.log10(_steps(_ramp(r), target)) for r in ARMS["inception"]]
+    var = [math.log10(_steps(_ramp(r), target)) for r in ARMS["bn_x5"]]
+    ref = stats.ttest_ind(base, var, equal_var=False)
+    assert s.estimate.log and s.estimate.mean == pytest.approx(
+        statistics.fmean(base) - statistics.fmean(var)
+    )
+    assert 2 * s.estimate.p_greater(0) == pytest.approx(ref.pvalue, rel=1e-9)
+    assert (s.base_censored, s.variant_censored, s.seeds) == (0, 0, (3, 3))
+
+
+def test_a_censored_inception_run_lowers_the_speedup(tmp_path):
+    """Conservative for "faster": Inception's never-reached run counts as the cap, no later."""
+    plan, root = _plan(tmp_path, True)
+    arms = {
+        "inception": {1000: _ramp(900), 1001: _ramp(900, top=0.75)},
+        "bn_x5": {1000: _ramp(200), 1001: _ramp(300)},
+    }
+    _write(root, arms)
+    s = tta.speedup(plan, "bn_x5", 0.8)
+    assert s.base_censored == 1 and s.variant_censored == 0
+    assert 10**s.estimate.mean < math.sqrt(CAP * 900) / math.sqrt(200 * 300) * 1.0001
+
+
+def test_the_pilot_pools_the_spread_of_every_trained_arm(tmp_path):
+    plan, root = _plan(tmp_path, False)
+    pilot = {k: {i: _ramp(r) for i, r in enumerate(v[:2])} for k, v in ARMS.items()}
+    pilot["bn_x5_sigmoid"] = {0: _ramp(300)}  # one seed: no spread of its own
+    _write(root, pilot)
+    target = 0.8
+    logs = {
+        k: [math.log10(_steps(_ramp(r), target)) for r in v[: len(pilot[k])]]
+        for k, v in ARMS.items()
+    }
+    sd, df = pooled_sd(list(logs.values()))
+    s = tta.speedup(plan, "bn_x5", target).estimate
+    assert df == 4 and s.dof == 4
+    assert s.se == pytest.approx(sd * math.sqrt(1 / 2 + 1 / 2))
+    assert tta.pilot_spread(plan, target).sd == pytest.approx(sd * math.sqrt(2))
+
+
+def test_maxima_are_of_the_smoothed_curve(tmp_path):
+    plan, root = _plan(tmp_path, True)
+    spiky = _ramp(300)
+    spiky[500] = 0.99  # one lucky evaluation does not make the maximum
+    _write(
+        root,
+        {
+            "bn_x5": {1000: spiky, 1001: _ramp(300)},
+            "inception": {1000: _ramp(300, 0.88), 1001: _ramp(300, 0.86)},
+        },
+    )
+    best = tta.maxima(plan, "bn_x5")
+    assert best[1000] == pytest.approx(0.9 + (0.99 - 0.9) / plan.smoothing)
+    assert best[1001] == pytest.approx(0.9)
+    gap = tta.maximum_gap(plan, "bn_x5", "inception")
+    assert gap.mean == pytest.approx(statistics.fmean(best.values()) - 0.87)
+
+
+def test_the_share_of_a_speedup_is_a_ratio_of_log_step_gaps(confirmed):
+    r = tta.share(confirmed, "bn_x30", "bn_x5", "bn_baseline", 0.8)
+    m = {
+        k: statistics.fmean(math.log10(_steps(_ramp(x), 0.8)) for x in ARMS[k])
+        for k in ("bn_baseline", "bn_x30", "bn_x5")
+    }
+    assert r.value == pytest.approx(
+        (m["bn_baseline"] - m["bn_x30"]) / (m["bn_baseline"] - m["bn_x5"])
+    )
+    assert r.kind == "interval" and r.low < r.value < r.high
+
+
+def test_an_arm_the_folder_lacks_is_a_missing_result(confirmed):
+    with pytest.raises(MissingResult, match="inception_x5"):
+        tta.require_arms(confirmed, "inception_x5")
