@@ -361,7 +361,7 @@ CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 # BN-Inception runs to its plateau cost minutes each: ten seeds of every confirmatory arm, side by
 # side, is what this 2-core CPU affords (about a working day); rows needing more are underpowered.
 INCEPTION_AFFORDABLE = 10
-CONFIRM_INCEPTION = confirmatory_seeds(5)  # every arm of BN-Inception's Figure 3 protocol
+CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
 # The metrics the confirmatory claims read from the MLPs' curves (their runs.csv would otherwise
 # hold every probe of every evaluation of every seed: tens of MB); the summaries keep everything.
 MECHANISM_CLAIMED = (
