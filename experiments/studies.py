@@ -553,7 +553,10 @@ STUDIES: tuple[Study, ...] = (
             Section(
                 "inception-converged", "The paper's converged protocol (Fashion-MNIST, 32 px)",
                 "inception/fashion_mnist_converged", "reproduce-inception-converged",
-                (Figure("inception_fig2_fashion_mnist_converged.png", "Figure 2: test-subset accuracy of every variant until it plateaus, reaches Inception's maximum or the cap"),),
+                (
+                    Figure("inception_fig2_fashion_mnist_converged.png", "Figure 2: test-subset accuracy of every variant until it plateaus, reaches Inception's maximum or the cap"),
+                    Figure("inception_fig3_curve.png", "Figure 3 as the claims decide it: each variant's speed-up over Inception at every target with its 95% interval, and every arm's maximum, the pilot beside the confirmatory seeds"),
+                ),
             ),
             Section(
                 "inception-confirmatory", f"Confirmatory seeds: Figure 3 to every arm's plateau ({len(CONFIRM_INCEPTION)} seeds)",

@@ -2,6 +2,11 @@
 
     python -m scripts.plot_inception  # writes results/figures/inception_fig2_<setting>.png
 
+``inception_fig3_curve.png``: Figure 3 as the claims decide it
+(:mod:`scripts.analysis.time_to_accuracy`): each variant's speed-up over Inception at every
+target of the grid with its 95% interval, and every arm's smoothed maximum, the pilot beside the
+confirmatory seeds (once they have run).
+
 One figure per setting (a folder of ``results/inception/`` with ``runs.csv`` and
 ``summary.json``): (a) validation accuracy against steps, like the paper's Figure 2, with the
 ``inception`` variant's maximum and the step where each variant reaches it marked; (b) the
@@ -12,15 +17,21 @@ at the target or on a plateau, so the seeds' curves end at different steps) draw
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import PercentFormatter
 
 from experiments.inception_fig3 import BASELINE, parameter_range
+from experiments.kit.errors import MissingResult
 from experiments.papers import BN_FIG3
-from experiments.studies import study
+from experiments.studies import CONFIRMATORY, study
 from scripts.analysis import committed
 from scripts.analysis import steps_to_target as fig3
+from scripts.analysis import time_to_accuracy as tta
+from scripts.analysis.committed import Diverged
+from scripts.analysis.windows import PLAN
 from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series
 
 SUBSET = "test/acc_subset"
@@ -187,10 +198,97 @@ def _fraction(steps: float | None, base: float | None) -> float:
     return 0.0 if steps is None or not base else steps / base
 
 
+# The speed-ups drawn (a variant against Inception) and the arms whose maxima are drawn.
+SPEEDUPS = ("bn_baseline", "bn_x5", "bn_x30", "bn_baseline_x5")
+MAXIMA = ("inception", "bn_baseline", "bn_x5", "bn_x30", "bn_baseline_x5", "bn_x5_sigmoid", "inception_x5", "inception_sigmoid")  # fmt: skip
+NEAR_CHANCE = 0.2  # panel (b) writes out maxima below this instead of stretching its axis to them
+SEED_SETS = (
+    ("pilot", PLAN, "o"),
+    ("confirmatory", replace(PLAN, root=str(PLAN.results / CONFIRMATORY)), "s"),
+)
+
+
+def _held(plan, arm: str) -> bool:
+    try:
+        tta.require_arms(plan, arm)
+    except MissingResult:
+        return False
+    return True
+
+
+def figure3_curve() -> Path:
+    """Figure 3 as the claims decide it: (a) the speed-up curve, (b) the maxima."""
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
+    shown = []
+    for k, (name, plan, marker) in enumerate(SEED_SETS):
+        arms = [v for v in SPEEDUPS if _held(plan, v) and _held(plan, BASELINE)]
+        if arms:
+            shown.append(name)
+        for j, v in enumerate(arms):
+            curve = tta.curve(plan, v)
+            x = np.array([100 * s.target for s in curve]) + 0.12 * (j - 1.5) + 0.5 * k
+            mid = np.array([10**s.estimate.mean for s in curve])
+            ends = np.array([[10**e for e in s.estimate.interval()] for s in curve])
+            ax.errorbar(
+                x, mid, yerr=[mid - ends[:, 0], ends[:, 1] - mid], color=STYLE[v].color,
+                ls=STYLE[v].line, marker=marker, ms=4, capsize=2, mfc="none" if k == 0 else None,
+                label=f"{INCEPTION.legend(v)}, {name} ({curve[0].seeds[1]} seeds)",
+            )  # fmt: skip
+            paper = BN_FIG3["setups"].get(v, {}).get("steps_to_baseline_max")
+            if paper and k == 0:
+                factor = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"] / paper
+                ax.axhline(factor, color=STYLE[v].color, lw=0.8, ls=":")
+                ax.text(0.99, factor, f"paper {INCEPTION.legend(v)} {factor:.1f}×", transform=ax.get_yaxis_transform(), fontsize=7, color=STYLE[v].color, ha="right", va="bottom")  # fmt: skip
+    ax.axhline(1, color="k", lw=0.7)
+    ax.axvline(100 * tta.HEADLINE, color="k", lw=0.7, ls="--")
+    ax.set_yscale("log")
+    ax.set(
+        xlabel="target: accuracy on the fixed test subset (%); dashed: the target the rows decide at",
+        ylabel="speed-up over Inception (ratio of geometric-mean steps)",
+        title="(a) steps to each target, Inception's over the variant's (95% intervals)",
+    )
+    ax.legend(fontsize=6.5, loc="upper left")
+    low = []  # arms at chance, written out rather than drawn far left of the others
+    for k, (name, plan, marker) in enumerate(SEED_SETS):
+        for i, v in enumerate(MAXIMA):
+            if not _held(plan, v):
+                continue
+            try:
+                best = list(tta.maxima(plan, v).values())
+            except Diverged:
+                low.append((i + (0.2 if k else -0.2), f"{name}: diverged"))
+                continue
+            y = i + (0.2 if k else -0.2)
+            if max(best) < NEAR_CHANCE:
+                low.append((y, f"{name}: {', '.join(f'{b:.1%}' for b in best)} (chance)"))
+                continue
+            bx.plot(best, [y] * len(best), marker, color=STYLE[v].color, ms=3.5, mfc="none" if k == 0 else None)  # fmt: skip
+            bx.plot([np.mean(best)], [y], "|", color="k", ms=9)
+    left = bx.get_xlim()[0]
+    for y, text in low:
+        bx.text(left, y, " " + text, fontsize=7, va="center")
+    bx.xaxis.set_major_formatter(PercentFormatter(1.0))
+    bx.set_yticks(range(len(MAXIMA)), [INCEPTION.legend(v) for v in MAXIMA], fontsize=7)
+    bx.invert_yaxis()
+    bx.set(
+        xlabel="smoothed maximum on the fixed test subset (dots: seeds, hollow: pilot; bar: mean)",
+        title="(b) each arm's maximum (centred moving average of 5 evaluations)",
+    )
+    missing = [n for n, _, _ in SEED_SETS if n not in shown]
+    note = f"; {', '.join(missing)} seeds: not run yet" if missing else ""
+    fig.suptitle(
+        "BN paper Figure 3 at CPU scale as a time-to-accuracy curve: Fashion-MNIST 32 px, BN-Inception "
+        f"width 1/8 (pilot: the converged runs, 2 seeds an arm{note})"
+    )
+    return save(fig, "inception_fig3_curve.png")
+
+
 @figure_set()
 def main() -> None:
     for setting in sorted(p.parent for p in RESULTS.glob("*/runs.csv")):
         print(f"figure: {figure2(setting)}")
+    if _held(PLAN, BASELINE):
+        print(f"figure: {figure3_curve()}")
 
 
 if __name__ == "__main__":

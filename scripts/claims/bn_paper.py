@@ -105,7 +105,7 @@ NAME = study("inception").labels
 FIG3 = ("confirm-inception",)
 FIG3_SECTION = {
     "section": "inception-converged",
-    "figure": "inception_fig2_fashion_mnist_converged.png",
+    "figure": "inception_fig3_curve.png",
 }
 # The smallest gap between two arms' maxima a claim is about: twice the standard error of one
 # evaluation on 5,000 test images near 85% (0.5 pp). The paper's gaps (0.5–2.6 pp on ImageNet's

@@ -23,7 +23,7 @@ from experiments.kit.results import collect
 from experiments.kit.runlog import read_curve
 from experiments.kit.seeds import derive_seed
 from experiments.nets.bn_inception import count_parameters
-from experiments.studies import study
+from experiments.studies import INCEPTION_ABLATIONS, INCEPTION_CONTROLS, study
 from scripts.analysis import steps_to_target
 from scripts.make_synthetic_images import make_image_folder
 from tests.configs import CONFIGS, compose_config
@@ -96,8 +96,9 @@ def _diff(a: str, b: str) -> set[str]:
 QUESTION_SETUPS = ["bn_x5_dropout", "bn_baseline_nodropout"]  # open question 4, dropout with BN
 
 
-def test_variant_files_are_the_six_of_the_paper_and_the_dropout_question():
-    assert sorted(setups("inception")) == sorted(VARIANTS + QUESTION_SETUPS)
+def test_variant_files_are_the_six_of_the_paper_figure_3s_controls_and_the_dropout_question():
+    expected = VARIANTS + QUESTION_SETUPS + list(INCEPTION_CONTROLS + INCEPTION_ABLATIONS)
+    assert sorted(setups("inception")) == sorted(expected)
 
 
 @pytest.mark.slow
@@ -108,6 +109,12 @@ def test_variant_files_are_the_six_of_the_paper_and_the_dropout_question():
         ("bn_x5", "bn_x30", {"train.lr_mult"}),
         ("bn_x5", "bn_x5_sigmoid", {"model.activation"}),
         ("inception", "inception_sigmoid", {"model.activation"}),
+        ("inception", "inception_x2", {"train.lr_mult"}),
+        ("inception", "inception_x5", {"train.lr_mult"}),
+        ("inception", "inception_x30", {"train.lr_mult"}),
+        ("bn_baseline", "bn_baseline_x5", {"train.lr_mult"}),
+        ("bn_x5", "bn_x5_decay1", {"train.decay_speedup"}),
+        ("bn_x5", "bn_x5_decay2", {"train.decay_speedup"}),
         ("bn_x5", "bn_x5_dropout", {"model.dropout"}),
         ("bn_baseline", "bn_baseline_nodropout", {"model.dropout"}),
         (
