@@ -609,8 +609,8 @@ STUDIES: tuple[Study, ...] = (
             ),
             # The paper's protocol (Sec. 4.2.2) at CPU scale: Inception trains until it plateaus;
             # every other variant trains until it reaches the lowest of Inception's seeds' best
-            # evaluations, plateaus by the same rule, or hits the cap (Figure 3's target:
-            # scripts/analysis/steps_to_target.py).
+            # evaluations, plateaus by the same rule, or hits the cap (its target:
+            # scripts/analysis/steps_to_target.py). Figure 3's claims read it as their pilot.
             Reproduction(
                 "reproduce-inception-converged", "BN paper Figs. 2-3, the paper's converged protocol at CPU scale; results/inception/fashion_mnist_converged/",
                 data=("fashion_mnist",),

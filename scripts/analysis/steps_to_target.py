@@ -1,6 +1,8 @@
-"""The BN paper's Figure 3 measure, steps to Inception's maximum: one definition for the claims
-table, the figures and the study's Figure 3 tables (:mod:`experiments.inception_fig3`), read here
-from the converged protocol's curves (``results/inception/fashion_mnist_converged``).
+"""The converged protocol's own Figure 3 measure, steps to Inception's maximum: one definition for
+the study's Figure 3 tables (:mod:`experiments.inception_fig3`) and its Figure 2, read here from the
+converged protocol's curves (``results/inception/fashion_mnist_converged``). The claims read the
+same runs as a time-to-accuracy curve at fixed targets instead
+(:mod:`scripts.analysis.time_to_accuracy`): a target computed from the data moves with every seed.
 
 Inception's maximum is the lowest of its seeds' plateaus, each the maximum of the seed's test
 curve smoothed by a centred moving average (so not one noisy evaluation); a run's steps are its
