@@ -334,6 +334,9 @@ FIG3 = (
     "train.stop.plateau=0.003",
     "train.stop.min_steps=1000",
 )
+# Initial learning rates a half-decade apart, from where both conv nets train to where the one
+# without BN cannot (the Batch Renorm study's own rate is 0.05).
+LR_GRID = "0.01,0.03,0.1,0.3,1"
 SMALL_SCALES = (
     "0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,"
     "0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10"
@@ -724,6 +727,37 @@ STUDIES: tuple[Study, ...] = (
                     for s in ("deep_mlp", "deep_mlp_bn") for a in ("sigmoid", "relu", "linear")
                 ),),
                 collect=Collect("mechanism/depth"), plots=(("plot_depth",),),
+            ),
+        ),
+    ),
+    Study(
+        "what_bn_buys",
+        "What BN buys: BN and no BN across learning rates (Bjorck et al. 2018)",
+        (
+            Section(
+                "lr-control", "The conv net with and without BN across learning rates (pilot, 2 seeds)",
+                "what_bn_buys/lr_control/fashion_mnist.csv", "lr-control",
+            ),
+        ),
+        {"bn32": "BN", "nonorm": "no BN"},
+        trains=False,  # the renorm study's conv net
+        styles={"bn32": Style("#dd8452", "-", "With BN"), "nonorm": Style("#4c72b0", "-", "Without BN")},
+        reproductions=(
+            # Bjorck et al. (2018): is BN better at a learning rate both networks can use, or does
+            # it "primarily enable training with larger learning rates"? The conv net of the
+            # Batch Renorm study (batch 32, 3,000 steps, its decay), BN against no BN, over a grid
+            # of initial rates a half-decade apart that spans where the network without BN fails.
+            Reproduction(
+                "lr-control", f"BN and no BN in the conv net across initial learning rates {', '.join(LR_GRID.split(','))}, 2 seeds (pilot); results/what_bn_buys/lr_control/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(tuple(
+                    Job(s, (f"setup={s}", "seed=[0,1]", f"train.lr={LR_GRID}", "data=fashion_mnist"), sweep=True, estimate_s=300)
+                    for s in ("bn32", "nonorm")
+                ),),
+                collect=Collect(
+                    "what_bn_buys/lr_control/fashion_mnist.csv", sweep=True,
+                    curves="what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
+                ),
             ),
         ),
     ),
