@@ -735,7 +735,7 @@ STUDIES: tuple[Study, ...] = (
         "What BN buys: BN and no BN across learning rates (Bjorck et al. 2018)",
         (
             Section(
-                "lr-control", "The conv net with and without BN across learning rates (pilot, 2 seeds)",
+                "lr-control", "The conv net with and without BN across learning rates (pilot, 5 seeds)",
                 "what_bn_buys/lr_control/fashion_mnist.csv", "lr-control",
             ),
         ),
@@ -748,10 +748,10 @@ STUDIES: tuple[Study, ...] = (
             # Batch Renorm study (batch 32, 3,000 steps, its decay), BN against no BN, over a grid
             # of initial rates a half-decade apart that spans where the network without BN fails.
             Reproduction(
-                "lr-control", f"BN and no BN in the conv net across initial learning rates {', '.join(LR_GRID.split(','))}, 2 seeds (pilot); results/what_bn_buys/lr_control/",
+                "lr-control", f"BN and no BN in the conv net across initial learning rates {', '.join(LR_GRID.split(','))}, 5 seeds side by side (pilot); results/what_bn_buys/lr_control/",
                 module="renorm", data=("fashion_mnist",),
                 stages=(tuple(
-                    Job(s, (f"setup={s}", "seed=[0,1]", f"train.lr={LR_GRID}", "data=fashion_mnist"), sweep=True, estimate_s=300)
+                    Job(s, (f"setup={s}", f"seed=[{','.join(map(str, SEEDS5))}]", f"train.lr={LR_GRID}", "data=fashion_mnist"), sweep=True, estimate_s=600)
                     for s in ("bn32", "nonorm")
                 ),),
                 collect=Collect(
