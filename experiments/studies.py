@@ -737,10 +737,12 @@ STUDIES: tuple[Study, ...] = (
             Section(
                 "lr-control", "The conv net with and without BN across learning rates (pilot, 5 seeds)",
                 "what_bn_buys/lr_control/fashion_mnist.csv", "lr-control",
+                (Figure("what_bn_buys_lr.png", "Final test accuracy against the initial learning rate, with and without BN; crosses: diverged runs"),),
             ),
         ),
         {"bn32": "BN", "nonorm": "no BN"},
         trains=False,  # the renorm study's conv net
+        claims=("what_bn_buys",),
         styles={"bn32": Style("#dd8452", "-", "With BN"), "nonorm": Style("#4c72b0", "-", "Without BN")},
         reproductions=(
             # Bjorck et al. (2018): is BN better at a learning rate both networks can use, or does
@@ -758,6 +760,7 @@ STUDIES: tuple[Study, ...] = (
                     "what_bn_buys/lr_control/fashion_mnist.csv", sweep=True,
                     curves="what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
                 ),
+                plots=(("plot_what_bn_buys",),),
             ),
         ),
     ),
