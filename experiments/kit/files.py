@@ -99,8 +99,10 @@ def write_whole(
 ) -> None:
     """``write(file)`` into ``tmp`` (default ``path`` with the suffix ``.tmp``), then ``tmp``
     renamed over ``path``: a kill or an error meanwhile leaves the old ``path`` whole (an error
-    removes ``tmp``). Neither name may be a symbolic link. With ``sync``, the bytes reach the
-    disk before the rename (a full disk some file systems report only then fails here)."""
+    removes ``tmp``). Neither name may be a symbolic link. With ``sync``, a power cut too: the
+    bytes reach the disk before the rename (so the name never points at a file the disk holds
+    only part of; a full disk some file systems report only then fails here, ``path`` as it
+    was), and the rename itself once it is made (the folder synced)."""
     tmp = path.with_suffix(".tmp") if tmp is None else tmp
     refuse_link(path)
     try:
@@ -115,6 +117,8 @@ def write_whole(
         if not tmp.is_symlink():
             tmp.unlink(missing_ok=True)
         raise
+    if sync:
+        sync_folder(path.parent)
 
 
 def ends_whole(path: Path) -> bool:
@@ -242,6 +246,13 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
+def sync_folder(folder: Path) -> None:
+    """The entries of ``folder`` (a rename into it) on the disk; a file system that cannot sync
+    a folder is left to write it when it will (the files themselves are whole either way)."""
+    with contextlib.suppress(OSError):
+        _fsync(str(folder))
+
+
 def _sync(folder: Path) -> None:
     """Every file under ``folder``, and the folders themselves, on the disk."""
     for root, _, names in os.walk(folder):
@@ -276,8 +287,7 @@ def folder_as_one(target: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    with contextlib.suppress(OSError):  # the rename on the disk; nothing is lost if it fails
-        _fsync(str(target.parent))
+    sync_folder(target.parent)  # the rename on the disk
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 

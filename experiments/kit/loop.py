@@ -318,6 +318,9 @@ class TrainLoop:
         rng = every_rank(rng_state())  # each process's own: dropout masks differ by rank
         if not self.writes_log:  # one process writes
             return
+        for run in self.runs:
+            if run.log is not None:
+                run.log.sync()
         save_checkpoint(
             self.ckpt_path,
             {

@@ -116,7 +116,7 @@ class RunLog:
             writer.writerow(["step", "metric", "value"])
             writer.writerows([r["step"], r["metric"], r["value"]] for r in rows)
 
-        write_whole(self.path, write, newline="")
+        write_whole(self.path, write, sync=True, newline="")
         self._file = open_existing(self.path, "a", newline="")
         self._writer = csv.writer(self._file)
 
@@ -127,6 +127,12 @@ class RunLog:
         self._file.flush()
         if self.wandb is not None:
             self.wandb.log(metrics, step=step)
+
+    def sync(self) -> None:
+        """The rows logged so far on the disk: before a checkpoint, so that one a power cut
+        leaves never resumes past rows the log lost."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
 
     def close(self) -> None:
         self._file.close()
@@ -254,18 +260,19 @@ def write_settings(folder: Path, cfg) -> None:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """``data`` as JSON, atomically. NaN and infinities (not JSON) are written as ``null``, and
+    """``data`` as JSON, whole and on the disk (:func:`write_whole` with ``sync``). NaN and infinities (not JSON) are written as ``null``, and
     the keys that held them are listed under ``"non_finite"``."""
     bad = sorted(k for k, v in data.items() if isinstance(v, float) and not math.isfinite(v))
     if bad:
         data = {**{k: (None if k in bad else v) for k, v in data.items()}, "non_finite": bad}
     text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    write_whole(path, lambda f: f.write(text))
+    write_whole(path, lambda f: f.write(text), sync=True)
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write to a temporary file, then rename: a kill mid-write leaves the old checkpoint."""
-    write_whole(path, lambda f: torch.save(state, f), "wb")
+    """Write to a temporary file, on the disk before it is renamed over ``path``: a kill or a
+    power cut mid-write leaves the old checkpoint, never a torn one that a resume would load."""
+    write_whole(path, lambda f: torch.save(state, f), "wb", sync=True)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
