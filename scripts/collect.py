@@ -15,6 +15,8 @@ that differ between the runs), and with ``--curves`` every run's metrics over tr
 those keys. ``--reuse`` takes the ``--reuse-setups`` runs
 from an earlier collection of the same study and settings instead of running them again;
 ``--metrics`` keeps only the metrics whose names start with one of its prefixes in ``runs.csv``.
+A collection into an ``--out`` that another collection is writing at that moment is refused in
+one line (nothing written).
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ class UnsafeFile(ConfigError):
     write would land in whatever it points at. The message names it."""
 
 
+class Busy(OneLineError):
+    """A file or folder that another process is writing at this moment (it holds the lock
+    beside it); the message names both."""
+
+
 class DataUnavailable(OneLineError, RuntimeError):
     """No source could provide the dataset; the message says what was tried and what to do."""
 

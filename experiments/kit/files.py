@@ -16,7 +16,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from experiments.kit.errors import UnsafeFile
+from experiments.kit.errors import Busy, UnsafeFile
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: writers are not kept apart (written_alone)
+    fcntl = None  # type: ignore[assignment]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -290,6 +295,33 @@ def folder_as_one(target: Path) -> Iterator[Path]:
     sync_folder(target.parent)  # the rename on the disk
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def written_alone(target: Path) -> Iterator[None]:
+    """``target`` (a file or a folder) kept, while the block runs, from every other process
+    that writes it through this function: each takes an exclusive lock on ``.<name>.lock``
+    beside it first, and one that finds it held is refused at once (:class:`Busy`, naming the
+    process that holds it), rather than let the last of two writers replace the other's work
+    unseen. The lock ends with the block or with its process (a killed one too); its file, which
+    names the last process that held it, stays (removed, a third writer could lock a new file
+    beside the one a second holds)."""
+    if fcntl is None:
+        yield
+        return
+    real = Path(os.path.realpath(target))  # two names of one folder take one lock
+    real.parent.mkdir(parents=True, exist_ok=True)
+    lock = real.with_name(f".{real.name}.lock")
+    with open_existing(lock, "r+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = f.read().strip()
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            raise Busy(f"{target} is being written by {who} (it holds {lock})") from None
+        os.ftruncate(f.fileno(), 0)
+        os.pwrite(f.fileno(), f"{os.getpid()}\n".encode(), 0)
+        yield
 
 
 def writable(path: Path) -> Path | None:

@@ -8,11 +8,14 @@ and ``summary.json``. ``python -m scripts.collect <study> SWEEP_DIR --out DIR`` 
 A collection is written as one: every file of it into a new folder beside ``--out``, which then
 takes ``--out``'s place in one rename, so a kill, a full disk or any other error leaves the
 earlier results whole or the new ones whole, never a ``runs.csv`` of one beside the
-``summary.json`` of the other.
+``summary.json`` of the other. One collection at a time writes an ``--out``: a second one
+started meanwhile is refused in one line (:func:`experiments.kit.files.written_alone`), not
+left to replace the first's results unseen.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -22,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.kit.errors import CollectError
-from experiments.kit.files import ends_whole, folder_as_one, writable, write_whole
+from experiments.kit.errors import Busy, CollectError
+from experiments.kit.files import ends_whole, folder_as_one, writable, write_whole, written_alone
 from experiments.kit.identity import comparable_config, stop_defaults
 from experiments.studies import Study
 
@@ -335,7 +338,7 @@ def collect(
     refuse_unwritable(out)
     written = []
     try:
-        with folder_as_one(out) as staged:  # every group's files, or none
+        with written_alone(out), folder_as_one(out) as staged:  # every group's files, or none
             for group, runs, summary, merged, rows in parts:
                 folder = staged if group is None else staged / str(group)
                 folder.mkdir(exist_ok=True)
@@ -343,6 +346,8 @@ def collect(
                     study, folder, runs, summary, merged, rows, metrics, command, wall_time
                 )
                 written.append((out if group is None else out / str(group), summary))
+    except Busy as e:
+        raise CollectError(_busy(e)) from None
     except OSError as e:
         raise CollectError(
             f"{out} could not be written ({_why(e)}): it holds its earlier results, unchanged"
@@ -399,6 +404,12 @@ def refuse_unwritable(out: Path) -> None:
 
 def _why(e: OSError) -> str:
     return f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}"
+
+
+def _busy(e: Busy) -> str:
+    """Two collections into one ``--out``: the second is refused, rather than replace the
+    first's results unseen once both are done."""
+    return f"{e}: another collection into it is under way; wait for it to end, or give another --out; nothing written"
 
 
 def sweep_keys(study: Study, runs: list[tuple[Path, dict]]) -> list[str]:
@@ -463,16 +474,25 @@ def collect_sweep(
     files = [(out, table), *([(curves, curve_rows)] if curves is not None else [])]
     for path, _ in files:
         refuse_unwritable(path)
-    for path, write in files:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            write_whole(path, write, tmp=tmp, sync=True, newline="")
-        except OSError as e:
-            raise CollectError(
-                f"{path} could not be written ({_why(e)}): it is as it was"
-            ) from None
-        print(f"wrote {path}" + (f" ({len(found)} runs)" if path == out else ""))
+    with contextlib.ExitStack() as held:  # each file written by this collection alone
+        for path, _ in files:
+            try:
+                held.enter_context(written_alone(path))
+            except Busy as e:
+                raise CollectError(_busy(e)) from None
+            except OSError as e:
+                raise CollectError(
+                    f"{path} could not be written ({_why(e)}): nothing written"
+                ) from None
+        for path, write in files:
+            try:
+                tmp = path.with_name(f".{path.name}.tmp")
+                write_whole(path, write, tmp=tmp, sync=True, newline="")
+            except OSError as e:
+                raise CollectError(
+                    f"{path} could not be written ({_why(e)}): it is as it was"
+                ) from None
+            print(f"wrote {path}" + (f" ({len(found)} runs)" if path == out else ""))
 
 
 def print_table(study: Study, summary: dict, folder: Path) -> None:

@@ -1,7 +1,8 @@
 """A collection is written as one (experiments.kit.results.collect, experiments.kit.files): a
 failure or a kill at any point of it leaves ``--out`` holding the earlier results whole or the new
 ones whole, never a runs.csv of one beside the summary.json of the other; a read-only or full
-disk is one line; a run's summary cannot lead a write outside ``--out``."""
+disk is one line; a run's summary cannot lead a write outside ``--out``; a second collection
+into an ``--out`` another is writing is refused."""
 
 import json
 import sys
@@ -178,7 +179,7 @@ def test_the_sweep_table_and_curves_are_each_replaced_whole(setting, tmp_path):
     more = _sweep(tmp_path / "more", 0.1)
     collect_sweep(SPEC, more, tmp_path / "t.csv", ["seed"], tmp_path / "c.csv")
     after = {table: (tmp_path / "t.csv").read_bytes(), curves: (tmp_path / "c.csv").read_bytes()}
-    for k in range(1, 12):
+    for k in range(1, 30):
         for path, data in before.items():
             path.write_bytes(data)
         with fault_at(k) as fault:
@@ -203,3 +204,85 @@ def test_a_collection_replaced_keeps_what_it_does_not_write(setting):
     assert json.loads((out / "mnist" / "summary.json").read_bytes()) == json.loads(
         new_files["mnist/summary.json"]
     )
+
+
+def _holding(out: Path, write_name: str, collection) -> tuple[int, int]:
+    """A second process that runs ``collection`` and stops inside its write (``results``'s
+    ``write_name``), holding ``out``; returns its process id and the pipe that lets it go on."""
+    import os
+
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            write = getattr(results, write_name)
+
+            def held(*args, **kwargs):
+                if not held.waited:  # once: a collection's later writes go on
+                    held.waited = True
+                    os.write(ready_w, b"1")
+                    os.read(go_r, 1)
+                return write(*args, **kwargs)
+
+            held.waited = False
+
+            setattr(results, write_name, held)
+            collection()
+            code = 0
+        finally:
+            os.write(ready_w, b"1")  # the test goes on (and fails) if it never got there
+            os._exit(code)
+    os.read(ready_r, 1)
+    return pid, go_w
+
+
+def _ended(pid: int, go: int) -> int:
+    """The held process let go on; its exit status (it is ended if it has not within 60 s)."""
+    import os
+    import signal
+    import time
+
+    os.write(go, b"1")
+    for _ in range(600):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the first collection did not end")
+
+
+def test_a_second_collection_into_one_out_is_refused_while_the_first_writes(setting, tmp_path):
+    """Two processes collecting into one --out: the second is refused in one line, and the
+    first's results are whole; without the lock the second would replace them unseen."""
+    new, out, _, new_files = setting
+    other = _sweep(tmp_path / "other", 0.2)
+    pid, go = _holding(out, "write_collection", lambda: collect(SPEC, new, out))
+    try:
+        refused = rf"^{out} is being written by process {pid} \(it holds [^\n]*\.fake\.lock\): "
+        with pytest.raises(
+            CollectError, match=refused + r"another collection[^\n]*nothing written$"
+        ):
+            collect(SPEC, other, out)
+    finally:
+        assert _ended(pid, go) == 0
+    assert files_under(out) == new_files  # the first collection's, whole
+    collect(SPEC, other, out)  # the lock ended with it
+    assert files_under(out) != new_files
+
+
+def test_a_second_sweep_table_into_one_file_is_refused_while_the_first_writes(setting, tmp_path):
+    new = setting[0]
+    table = tmp_path / "sweep.csv"
+    pid, go = _holding(table, "write_whole", lambda: collect_sweep(SPEC, new, table))
+    try:
+        with pytest.raises(CollectError, match=rf"^{table} is being written by process {pid} "):
+            collect_sweep(SPEC, _sweep(tmp_path / "other", 0.2), table, ["seed"])
+    finally:
+        assert _ended(pid, go) == 0
+    assert table.read_text().splitlines()[0].startswith("setup,seed")  # the first's, whole
+    collect_sweep(SPEC, new, table, ["seed"])
+    assert table.read_text().splitlines()[0] == "seed"
