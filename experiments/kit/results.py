@@ -28,6 +28,7 @@ from typing import Any
 from experiments.kit.errors import Busy, CollectError
 from experiments.kit.files import ends_whole, folder_as_one, writable, write_whole, written_alone
 from experiments.kit.identity import comparable_config, stop_defaults
+from experiments.kit.launch import config_with_stop_rule
 from experiments.studies import Study
 
 RUN_KEY = "setup"  # the run-key column of every runs.csv
@@ -92,8 +93,10 @@ def read_summary(path: Path) -> dict:
 
 def check_poolable(runs: list[tuple[Path, dict]]) -> None:
     """Refuse to average runs over seeds unless they are the same setting: per setup, every
-    run's resolved config (``summary["config"]``) equal but for the seed and the keys that do
-    not change a run's trajectory, and no seed twice. Names the first key that differs."""
+    run's resolved config (``summary["config"]``; a stopping rule it leaves out, read from the
+    run's overrides: :func:`~experiments.kit.launch.config_with_stop_rule`) equal but for the
+    seed and the keys that do not change a run's trajectory, and no seed twice. Names the first
+    key that differs."""
     by_setup: dict[str, list[tuple[Path, dict]]] = {}
     for run, s in runs:
         by_setup.setdefault(s[RUN_KEY], []).append((run, s))
@@ -106,7 +109,11 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
                     "collect the two sweeps separately, or use --sweep for one row per run"
                 )
             seeds[s["seed"]] = run
-        known = [(run, planned(comparable_config(s["config"]))) for run, s in rs if "config" in s]
+        known = [
+            (run, planned(comparable_config(config_with_stop_rule(run, s))))
+            for run, s in rs
+            if "config" in s
+        ]
         for run, config in known[1:]:
             first_run, first = known[0]
             if diff := sorted(
@@ -123,8 +130,9 @@ def check_poolable(runs: list[tuple[Path, dict]]) -> None:
 def planned(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with the stopping settings (``train.stop.*``) it leaves out read as their
     defaults (no rule): a record leaves out those at their default, and runs recorded before
-    stopping rules were recorded leave out all, so an old run that had a rule cannot be told
-    apart from one without."""
+    stopping rules were recorded leave out all, so by its record alone an old run that had a
+    rule cannot be told apart from one without (:func:`check_poolable` reads the rule from the
+    run's overrides first; an earlier collection's summary keeps no overrides)."""
     return {**stop_defaults(), **config}
 
 

@@ -3,9 +3,11 @@ setups planned to another length than the fresh ones (``train.steps``, ``train.s
 run that another study made; an early stop on a rule every arm shares, or a divergence, is kept."""
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scripts import collect
 from tests.experiments.kit.test_results import _write_run
@@ -146,3 +148,74 @@ def test_a_run_records_its_planned_length_for_the_collection_to_compare():
     }
     flat["train.stop.target"] = None
     assert comparable_config(flat) == {"train.lr": 0.1, "train.steps": 3000}
+
+
+# -- runs recorded before their stopping rule was --------------------------------------------
+def _old_run(folder: Path, seed: int, rule: str, where: str) -> None:
+    """A brn32 run made before summary.json recorded ``train.stop.*``: its config leaves out the
+    rule it ran with (``rule``, an override, or "" for none), which its launch recorded
+    ``where``: in ``.hydra/overrides.yaml``, a resume's, or only in the summary's command."""
+    _renorm_run(folder, "brn32", seed, {"train.steps": 3000})
+    overrides = ["setup=brn32", f"seed={seed}", *([rule] if rule else [])]
+    if where == "command":
+        summary = json.loads((folder / "summary.json").read_text())
+        summary["command"] = shlex.join(["python", "-m", "experiments.renorm", *overrides])
+        (folder / "summary.json").write_text(json.dumps(summary))
+        return
+    settings = folder / ".hydra"
+    if where == "resumed":  # the first launch had no rule; the resume that ended it, this one
+        (settings / "resumed_at_step_1000").mkdir(parents=True)
+        (settings / "resumed_at_step_1000" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+        overrides = overrides[:2]
+    settings.mkdir(exist_ok=True)
+    (settings / "overrides.yaml").write_text(yaml.safe_dump(overrides))  # as Hydra saves them
+
+
+@pytest.mark.parametrize("where", ["overrides", "resumed", "command"])
+def test_old_runs_with_another_unrecorded_stopping_rule_are_not_pooled(tmp_path, where):
+    _old_run(tmp_path / "sweep" / "brn0", 0, "", where)
+    _old_run(tmp_path / "sweep" / "brn1", 1, "train.stop.plateau=0.003", where)
+    with pytest.raises(SystemExit) as e:
+        collect.main(["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
+    assert "runs of brn32 differ in train.stop.plateau (None in " in str(e.value)
+    assert "\n" not in str(e.value) and not (tmp_path / "out").exists()
+
+
+def test_old_runs_of_one_unrecorded_rule_pool_with_new_runs_that_record_it(tmp_path):
+    rule = "+train.stop={target: 0.5, min_steps: 20}"
+    _old_run(tmp_path / "sweep" / "brn0", 0, rule, "overrides")
+    _old_run(tmp_path / "sweep" / "brn1", 1, rule, "command")
+    recorded = {**FULL, "train.stop.target": 0.5, "train.stop.min_steps": 20}
+    _renorm_run(tmp_path / "sweep" / "brn2", "brn32", 2, recorded)
+    collect.main(["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
+    summary = json.loads((tmp_path / "out" / "mnist" / "summary.json").read_text())
+    assert summary["setups"]["brn32"]["seeds"] == [0, 1, 2]
+    _renorm_run(tmp_path / "sweep" / "brn3", "brn32", 3, {**recorded, "train.stop.target": 0.6})
+    with pytest.raises(SystemExit, match=r"differ in train\.stop\.target \(0\.5 in "):
+        collect.main(["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
+
+
+def test_seeds_trained_side_by_side_read_the_overrides_of_their_folder(tmp_path):
+    """A list of seeds trains in one folder (its .hydra), each seed's run in ``seed<k>/``."""
+    for seed in (0, 1):
+        _renorm_run(tmp_path / "sweep" / "a" / f"seed{seed}", "brn32", seed, {"train.steps": 3000})
+    (tmp_path / "sweep" / "a" / ".hydra").mkdir()
+    (tmp_path / "sweep" / "a" / ".hydra" / "overrides.yaml").write_text(
+        "- seed=[0,1]\n- train.stop.target=0.5\n"
+    )
+    _old_run(tmp_path / "sweep" / "b", 2, "", "overrides")
+    with pytest.raises(SystemExit, match=r"differ in train\.stop\.target \(0\.5 in [^\n]*seed0, "):
+        collect.main(["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
+
+
+def test_overrides_that_cannot_be_read_are_one_line(tmp_path):
+    _old_run(tmp_path / "sweep" / "brn0", 0, "", "overrides")
+    _old_run(tmp_path / "sweep" / "brn1", 1, "", "overrides")
+    (tmp_path / "sweep" / "brn1" / ".hydra" / "overrides.yaml").write_text("- [unclosed\n")
+    with pytest.raises(SystemExit, match=r"overrides\.yaml cannot be read \([^\n]*\): move"):
+        collect.main(["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
+    (tmp_path / "sweep" / "brn1" / ".hydra" / "overrides.yaml").write_text(
+        "- train.stop.target=[0.5\n"
+    )
+    with pytest.raises(SystemExit, match=r"holds an override Hydra cannot read"):
+        collect.main(["renorm", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")])
