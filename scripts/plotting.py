@@ -4,7 +4,8 @@ Figures are made only from committed CSVs, with a fixed style and no timestamps 
 ``make figures`` redraws them offline byte for byte. Each file is written beside its name and
 renamed over it, and a script's figures, drawn inside :func:`figure_set`, replace the old ones
 only once every one is drawn: a full disk, a failed figure or results that are not whole leave
-the old figures, never a 0-byte file or a set half old and half new.
+the old figures, never a 0-byte file or a set half old and half new; a set killed while it puts
+its figures in place is completed before anything reads them (:mod:`scripts.figure_sets`).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from experiments.kit.errors import BadResults, MissingResult
-from experiments.kit.files import alive, open_new, writable
+from experiments.kit.files import open_new, writable
+from scripts import figure_sets
 from scripts.analysis import committed
 
 FIGURES = Path("results/figures")
-_STAGED = ".new-"  # a figure drawn but not yet in place: .<name>.new-<the set's process id>
 _set: str | None = None  # the figure set being drawn (figure_set), inherited by draw's workers
 TITLES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 plt.rcParams.update(
@@ -170,95 +171,51 @@ def save(fig, name: str) -> Path:
     files = [(path, "png", {"Software": None}), (path.with_suffix(".svg"), "svg", {"Date": None})]
     try:
         for file, kind, metadata in files:
-            with open_new(_staged(file, token), "wb") as f:
+            with open_new(figure_sets.staged(file, token), "wb") as f:
                 fig.savefig(f, format=kind, metadata=metadata)
     except BaseException:
-        _discard(token)
+        figure_sets.discard(FIGURES, token)
         raise
     finally:
         plt.close(fig)
     if _set is None:  # a figure on its own: in place at once
-        _commit(token)
+        figure_sets.commit(FIGURES, token)
     return path
-
-
-def _staged(path: Path, token: str) -> Path:
-    return path.with_name(f".{path.name}{_STAGED}{token}")
-
-
-def _journal(token: str) -> Path:
-    """The record that the set ``token`` is being put in place: while it exists, every figure
-    the set staged is complete and belongs in place (:func:`_clear_stale` finishes the job)."""
-    return FIGURES / f".figure-set-{token}.commit"
-
-
-def _put_in_place(token: str) -> None:
-    for staged in sorted(FIGURES.glob(f".*{_STAGED}{token}")):
-        os.replace(staged, FIGURES / staged.name[1:].removesuffix(f"{_STAGED}{token}"))
-
-
-def _commit(token: str) -> None:
-    """Every figure staged under ``token`` renamed over its old file (no writing: renames). A
-    kill between two renames leaves the journal, and the next figure set puts the rest in
-    place: the figures are the old set or, once that has run, the new one, never a mix."""
-    staged = list(FIGURES.glob(f".*{_STAGED}{token}"))
-    for file in staged:  # on the disk before the journal says they are whole
-        with open(file, "rb") as f:
-            os.fsync(f.fileno())
-    journal = _journal(token)
-    with open_new(journal, "w") as f:
-        f.write("".join(f"{s.name}\n" for s in sorted(staged)))
-        f.flush()
-        os.fsync(f.fileno())
-    _put_in_place(token)
-    journal.unlink()
-
-
-def _discard(token: str) -> None:
-    for staged in FIGURES.glob(f".*{_STAGED}{token}"):
-        staged.unlink(missing_ok=True)
-
-
-def _clear_stale() -> None:
-    """What a figure set whose process was killed left: its figures put in place where it was
-    killed while putting them in place (its journal is there: every one is whole), else
-    removed, never put in place."""
-    for journal in FIGURES.glob(".figure-set-*.commit"):
-        token = journal.name.removeprefix(".figure-set-").removesuffix(".commit")
-        if token.isdigit() and not alive(int(token)):
-            _put_in_place(token)
-            journal.unlink()
-    for staged in FIGURES.glob(f".*{_STAGED}*"):
-        token = staged.name.rpartition(_STAGED)[2]
-        if token.isdigit() and not alive(int(token)):
-            staged.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
 def figure_set() -> Iterator[None]:
     """Inside the block, :func:`save` stages each figure (PNG and SVG) beside its name; when the
     block ends without an error every staged figure replaces its old file, and on an error none
-    does. Results that are not whole and a file that cannot be written end the script with one
+    does (an error among the renames themselves leaves the rest to the next set or reader). Results that are not whole and a file that cannot be written end the script with one
     line, naming them."""
     global _set
     if FIGURES.is_dir():
-        _clear_stale()
+        figure_sets.clear_stale(FIGURES)
     _set = str(os.getpid())
     try:
         yield
-        _commit(_set)
+        figure_sets.commit(FIGURES, _set)
     except BaseException as e:
-        _discard(_set)
+        figure_sets.discard(FIGURES, _set)
         if isinstance(e, (BadResults, MissingResult)):
             raise SystemExit(f"error: {e}; no figure replaced") from None
         if isinstance(e, OSError):
             why = f"{e.strerror or e}{f': {e.filename}' if e.filename else ''}"
             raise SystemExit(
-                f"error: a figure could not be written ({why}); no figure replaced"
+                f"error: a figure could not be written ({why}); {_left(_set)}"
             ) from None
         raise
     finally:
         _set = None
+
+
+def _left(token: str) -> str:
+    """What a figure set that failed left: nothing, or, where it failed while putting its
+    figures in place, the rest for the next figure set or reader to put there."""
+    if figure_sets.pending(FIGURES, token):
+        return "the set is put in place whole by the next figure script or reader"
+    return "no figure replaced"
 
 
 def draw(jobs: list[tuple]) -> list[Path | None]:

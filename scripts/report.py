@@ -38,6 +38,7 @@ from scripts.claims.table import (
     verdict_text,
 )
 from scripts.documents import write_document
+from scripts.figure_sets import settle
 
 OUT = RESULTS / "report.html"
 FIGURES = RESULTS / "figures"
@@ -264,6 +265,7 @@ def claim_rows() -> tuple[list[dict], Counter, str]:
 
 
 def render() -> str:
+    settle(FIGURES)  # the figures read are one set, not a killed set's half
     claims, counts, summary = claim_rows()
     studies = [
         {

@@ -1,5 +1,6 @@
 """scripts/plotting.py reads the committed CSVs (a missing or truncated one is one line) and
-writes each figure whole, a script's figures as one set."""
+writes each figure whole, a script's figures as one set, which every reader of the figures sees
+whole (scripts/figure_sets.py)."""
 
 import os
 from pathlib import Path
@@ -170,3 +171,107 @@ def test_a_read_only_figures_folder_is_one_line(figures, monkeypatch):
     with pytest.raises(SystemExit, match=r"figures cannot be written \(read-only\?\)"):
         plotting.save(_figure(2.0), "a.png")
     assert files_under(folder) == before
+
+
+# -- figures read as a set -------------------------------------------------------------------
+def _visible(folder: Path) -> dict[str, bytes]:
+    """The figures a reader sees (not the hidden staged files and journals)."""
+    return {k: v for k, v in files_under(folder).items() if not k.startswith(".")}
+
+
+@pytest.mark.slow
+def test_a_kill_at_any_point_of_a_set_leaves_a_reader_the_old_set_or_the_new(figures):
+    """Killed anywhere in drawing or putting in place a set, then read: the reader settles the
+    folder first and sees the old set or the new one, never a new a.png beside an old b.png."""
+    import shutil
+
+    from scripts import figure_sets, plotting
+    from tests.faults import fault_at, killed
+
+    folder, before = figures
+
+    def draw():
+        with plotting.figure_set():
+            plotting.save(_figure(2.0), "a.png")
+            plotting.save(_figure(2.0), "b.png")
+
+    def restore():
+        shutil.rmtree(folder)
+        folder.mkdir()
+        for name, data in before.items():
+            (folder / name).write_bytes(data)
+
+    draw()
+    after = files_under(folder)
+    assert set(after) == set(before) and all(after[k] != before[k] for k in before)
+    mixed = set()
+    for k in range(1, 60):
+        restore()
+        with fault_at(k, killed):
+            status = in_child(draw)
+        assert status in (0, 137)
+        if _visible(folder) not in (before, after):
+            mixed.add(k)  # what a reader would see without settling first
+        figure_sets.settle(folder)  # what every reader does first
+        assert _visible(folder) in (before, after), f"a mix after a kill at change {k}"
+        assert not list(folder.glob(".figure-set-*")), f"a journal left after a kill at {k}"
+        if status == 0:
+            assert _visible(folder) == after
+            break
+    else:
+        pytest.fail("the figure set never ran to its end")
+    assert mixed, "no kill fell between two renames: the test does not test the reader"
+
+
+@pytest.mark.parametrize("reader", ["report", "results_readme"])
+def test_every_reader_of_the_figures_settles_them_before_reading(tmp_path, monkeypatch, reader):
+    import scripts.report
+    import scripts.results_readme.document
+
+    class Settled(Exception):
+        pass
+
+    def settle(folder):
+        raise Settled(folder)
+
+    if reader == "report":
+        monkeypatch.setattr(scripts.report, "settle", settle)
+        monkeypatch.setattr(scripts.report, "FIGURES", tmp_path / "figures")
+        render = scripts.report.render
+    else:
+        monkeypatch.setattr(scripts.results_readme.document, "settle", settle)
+        render = lambda: scripts.results_readme.document.render(tmp_path)  # noqa: E731
+    with pytest.raises(Settled) as e:
+        render()
+    assert e.value.args == (tmp_path / "figures",)
+
+
+def test_a_set_that_cannot_be_completed_or_is_still_renaming_is_one_line(figures, monkeypatch):
+    import subprocess
+
+    from experiments.kit.errors import BadResults, Busy
+    from scripts import figure_sets
+
+    folder, before = figures
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        for token in (str(live.pid), "999999999"):  # a live set's, a killed one's
+            (folder / f".a.png{figure_sets.STAGED}{token}").write_bytes(b"new")
+            (folder / f".figure-set-{token}.commit").write_text(f".a.png.new-{token}\n")
+        with pytest.raises(Busy, match=rf"process {live.pid} is putting a figure set in place"):
+            figure_sets.settle(folder, wait=0.2)
+        assert (folder / "a.png").read_bytes() == b"new"  # the killed set's: completed
+    finally:
+        live.kill()
+        live.wait()
+    (folder / "b.png").write_bytes(before["b.png"])
+    (folder / f".b.png{figure_sets.STAGED}999999999").write_bytes(b"new")
+    (folder / ".figure-set-999999999.commit").write_text(".b.png.new-999999999\n")
+
+    def read_only(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", read_only)
+    with pytest.raises(BadResults, match=r"left half in place, and it cannot be completed \(Perm"):
+        figure_sets.settle(folder)
+    assert (folder / "b.png").read_bytes() == before["b.png"]
