@@ -27,22 +27,11 @@ from .batchrenorm import (
     BatchRenormBase,
     _BatchRenormXd,
 )
-from .norm_act import (
-    BatchNormAct2d,
-    BatchRenormAct2d,
-    _BatchNormActXd,
-    _BatchRenormActXd,
-    _NormAct,
-)
+from .norm_act import _NormAct, norm_act
 
 _KINDS: dict[str, tuple[type[BatchNormBase], ...]] = {
     "batchnorm": (BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNormXd),
     "batchrenorm": (BatchRenorm1d, BatchRenorm2d, BatchRenorm3d, _BatchRenormXd),
-}
-# The same with dropout and an activation after the norm, where such a layer exists.
-_KINDS_ACT: dict[str, dict[int, type[BatchNormBase]]] = {
-    "batchnorm": {1: BatchNormAct2d, 3: _BatchNormActXd},
-    "batchrenorm": {1: BatchRenormAct2d, 3: _BatchRenormActXd},
 }
 # nn.SyncBatchNorm takes any rank (N, C, *): it becomes the any-rank layer, index 3.
 _TORCH_DIMS = {nn.BatchNorm1d: 0, nn.BatchNorm2d: 1, nn.BatchNorm3d: 2, nn.SyncBatchNorm: 3}
@@ -69,12 +58,9 @@ def _classify(layer: nn.Module) -> tuple[int, bool] | None:
     """``(dimension index, has drop and act)`` of a BN layer the converters know exactly (0, 1, 2
     for 1d, 2d, 3d; 3 for any rank); ``None`` for any other module."""
     cls = type(layer)
-    for kind, classes in _KINDS.items():
+    for classes in _KINDS.values():
         if cls in classes:
             return classes.index(cls), False
-        for i, act_cls in _KINDS_ACT[kind].items():
-            if cls is act_cls:
-                return i, True
     if cls in _TORCH_DIMS:
         return _TORCH_DIMS[cls], False
     name = _class_name(layer)
@@ -112,10 +98,11 @@ def _kind_of(layer: nn.Module) -> tuple[int, bool] | None:
     return found
 
 
-# make(layer, found) builds a known BN layer's replacement (or returns the layer, to keep it);
-# make_frozen(layer, act) a frozen one's. Neither given for frozen layers: they are kept.
-_Make = Callable[[nn.Module, tuple[int, bool]], nn.Module]
-_MakeFrozen = Callable[[nn.Module, bool], nn.Module]
+# make(layer, index) builds a known BN layer's replacement, a plain norm of the dimension index
+# (or returns the layer, to keep it); make_frozen(layer) a frozen one's. Without make_frozen,
+# frozen layers are kept. A layer with dropout and an activation gets them back by norm_act.
+_Make = Callable[[nn.Module, int], nn.Module]
+_MakeFrozen = Callable[[nn.Module], nn.Module]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,14 +126,27 @@ class ConversionReport:
 def _plan(
     layer: nn.Module, skip: tuple[type, ...], make: _Make, make_frozen: _MakeFrozen | None
 ) -> nn.Module | None:
-    """What goes in ``layer``'s place: ``None`` if it is no BN layer, ``layer`` itself if kept."""
+    """What goes in ``layer``'s place: ``None`` if it is no BN layer, ``layer`` itself if kept.
+
+    A norm-act layer's replacement keeps its ``drop`` and ``act`` (shared) outside the norm, in
+    a :mod:`bn` norm-act block; a :mod:`bn` norm-act block is rebuilt around its norm's."""
     if isinstance(layer, skip):
         return layer
+    if isinstance(layer, _NormAct):
+        new = _plan(layer.norm, skip, make, make_frozen)
+        if new is None or new is layer.norm:
+            return None  # the walk goes on into the block, where its norm is kept (and counted)
+        return norm_act(new, layer.drop, layer.act)
     act = _frozen_act(layer)
     if act is not None:
-        return layer if make_frozen is None else make_frozen(layer, act)
-    found = _kind_of(layer)
-    return None if found is None else make(layer, found)
+        new = layer if make_frozen is None else make_frozen(layer)
+    else:
+        found = _kind_of(layer)
+        if found is None:
+            return None
+        act = found[1]
+        new = make(layer, found[0])
+    return norm_act(new, layer.drop, layer.act) if act and new is not layer else new
 
 
 def _swap_all(
@@ -163,15 +163,22 @@ def _swap_all(
         return top, _report({id(module): (module, top)})
     built: dict[int, tuple[nn.Module, nn.Module | None]] = {}
     places = []
-    for parent in module.modules():
+
+    def visit(parent: nn.Module) -> None:
         for name, child in parent._modules.items():  # every slot (named_children skips repeats)
             if child is None:
                 continue
-            if id(child) not in built:
+            first = id(child) not in built
+            if first:
                 built[id(child)] = (child, _plan(child, skip, make, make_frozen))
             new = built[id(child)][1]
-            if new is not None and new is not child:
-                places.append((parent, name, new))
+            if new is None:
+                if first:
+                    visit(child)
+            elif new is not child:  # a kept layer is left whole, a replaced one's
+                places.append((parent, name, new))  # children go with it, planned there
+
+    visit(module)
     for parent, name, new in places:
         parent.add_module(name, new)
     return module, _report(built)
@@ -209,10 +216,6 @@ def _warn_if_nothing_replaced(
 
 def _kept_frozen(report: ConversionReport) -> bool:
     return any(name.rsplit(".", 1)[1] in report.kept for name in _FROZEN)
-
-
-def _target(kind: str, index: int, act: bool) -> type[BatchNormBase]:
-    return _KINDS_ACT[kind][index] if act else _KINDS[kind][index]
 
 
 def _settings(layer: _BatchNorm, cls: type[_BatchNorm]) -> dict:
@@ -261,17 +264,15 @@ def _rebuild(layer: _BatchNorm, cls: type[_BatchNorm], overrides: dict) -> _Batc
             new.running_mean.copy_(layer.running_mean)
             new.running_var.copy_(layer.running_var)
             new.num_batches_tracked.copy_(layer.num_batches_tracked)
-    if isinstance(new, _NormAct):
-        new.drop, new.act = layer.drop, layer.act  # shared, as the weights
     new.train(layer.training)
     return new
 
 
 @torch.no_grad()
 def _from_frozen(layer: nn.Module, cls: type[BatchNormBase], overrides: dict) -> BatchNormBase:
-    """A ``cls`` computing in eval mode what the frozen BN ``layer`` computes: its ``eps``, its
-    statistics and affine parameters copied (the buffers become trainable parameters), its
-    ``drop`` and ``act`` shared; ``num_batches_tracked`` starts at 0."""
+    """A ``cls`` computing in eval mode what the frozen BN ``layer``'s normalization computes: its
+    ``eps``, its statistics and affine parameters copied (the buffers become trainable
+    parameters); ``num_batches_tracked`` starts at 0."""
     settings = {"eps": layer.eps}
     if issubclass(cls, BatchRenormBase):
         settings["momentum"] = PAPER_MOMENTUM
@@ -280,8 +281,6 @@ def _from_frozen(layer: nn.Module, cls: type[BatchNormBase], overrides: dict) ->
     for name in ("weight", "bias", "running_mean", "running_var"):
         if getattr(new, name) is not None:
             getattr(new, name).copy_(getattr(layer, name))
-    if isinstance(new, _NormAct):
-        new.drop, new.act = layer.drop, layer.act  # shared, as _rebuild does
     return new.train(layer.training)
 
 
@@ -380,13 +379,13 @@ def convert_norm(
     if kind not in _KINDS:
         raise ValueError(f"convert_norm: kind={kind!r} is not one of {sorted(_KINDS)}")
 
-    def make_frozen(m: nn.Module, act: bool) -> nn.Module:
-        return _from_frozen(m, _target(kind, 1, act), overrides)
+    def make_frozen(m: nn.Module) -> nn.Module:
+        return _from_frozen(m, _KINDS[kind][1], overrides)
 
     module, report = _swap_all(
         module,
         skip,
-        lambda m, found: _rebuild(m, _target(kind, *found), overrides),
+        lambda m, index: _rebuild(m, _KINDS[kind][index], overrides),
         make_frozen if frozen else None,
     )
     hint = _FROZEN_HINT if _kept_frozen(report) else ""
@@ -433,10 +432,10 @@ def convert_sync_batchnorm(
     :func:`revert_sync_batchnorm` undoes it.
     """
 
-    def make(m: nn.Module, found: tuple[int, bool]) -> nn.Module:
+    def make(m: nn.Module, index: int) -> nn.Module:
         if getattr(m, "microbatch", None) is not None:
             return m
-        cls = type(m) if isinstance(m, BatchNormBase) else _target("batchnorm", *found)
+        cls = type(m) if isinstance(m, BatchNormBase) else _KINDS["batchnorm"][index]
         return _rebuild(m, cls, {"sync_stats": True, "process_group": process_group})
 
     module, report = _swap_all(module, skip, make)
@@ -470,11 +469,11 @@ def revert_sync_batchnorm(module: nn.Module, *, skip: tuple[type, ...] = ()) -> 
         [False, False]
     """
 
-    def make(m: nn.Module, found: tuple[int, bool]) -> nn.Module:
+    def make(m: nn.Module, index: int) -> nn.Module:
         if isinstance(m, BatchNormBase):
             return _rebuild(m, type(m), _PER_PROCESS) if m.sync_stats else m
-        if found[0] == 3:  # torch's nn.SyncBatchNorm or timm's SyncBatchNormAct
-            return _rebuild(m, _target("batchnorm", *found), _PER_PROCESS)
+        if index == 3:  # torch's nn.SyncBatchNorm or timm's SyncBatchNormAct
+            return _rebuild(m, _KINDS["batchnorm"][index], _PER_PROCESS)
         return m
 
     return _swap_all(module, skip, make)[0]
@@ -507,12 +506,10 @@ def to_torch(module: nn.Module) -> nn.Module:
         (<class 'torch.nn.modules.batchnorm.BatchNorm2d'>, True)
     """
 
-    def make(m: nn.Module, found: tuple[int, bool]) -> nn.Module:
+    def make(m: nn.Module, index: int) -> nn.Module:
         if not isinstance(m, BatchNormBase):
             return m
-        index, act = found
-        new = _rebuild(m, nn.SyncBatchNorm if m.sync_stats else _TORCH_CLASSES[index], {})
-        return nn.Sequential(new, m.drop, m.act) if act else new
+        return _rebuild(m, nn.SyncBatchNorm if m.sync_stats else _TORCH_CLASSES[index], {})
 
     return _swap_all(module, (), make)[0]
 
@@ -593,10 +590,12 @@ def fuse_bn_eval(model: nn.Module) -> nn.Module:
     for seq in [m for m in fused.modules() if isinstance(m, nn.Sequential)]:
         names = list(seq._modules)
         for prev, name in itertools.pairwise(names):
-            before, norm = seq._modules[prev], seq._modules[name]
+            before, layer = seq._modules[prev], seq._modules[name]
+            norm = layer.norm if isinstance(layer, _NormAct) else layer
             found = _classify(norm)
             if found is None or not isinstance(before, _FOLDABLE):
                 continue  # not BN, or a BN subclass that may do more: left as it is
             seq._modules[prev] = _fold_into(before, norm)
-            seq._modules[name] = nn.Sequential(norm.drop, norm.act) if found[1] else nn.Identity()
+            act = found[1] or norm is not layer
+            seq._modules[name] = nn.Sequential(layer.drop, layer.act) if act else nn.Identity()
     return fused

@@ -283,7 +283,7 @@ def test_frozen_true_converts_timm_frozen_norm_act():
     x = torch.randn(3, 4, 5, 5)
     for kind, cls in [("batchnorm", bn.BatchNormAct2d), ("batchrenorm", bn.BatchRenormAct2d)]:
         new = bn.convert_norm(nn.Sequential(layer), kind, frozen=True)[0].eval()
-        assert type(new) is cls and new.act is layer.act and new.eps == 1e-3
+        assert type(new) is cls and new.act is layer.act and new.norm.eps == 1e-3
         torch.testing.assert_close(new(x), layer(x))
 
 

@@ -77,14 +77,18 @@ def test_bn_to_bn_changes_nothing(zoo, name):
         ya, grads_a = _outputs_and_grads(a, training)
         yb, grads_b = _outputs_and_grads(b, training)
         torch.testing.assert_close(yb, ya, rtol=1e-12, atol=1e-12)
-        for k, g in grads_a.items():
-            torch.testing.assert_close(grads_b[k], g, rtol=1e-10, atol=1e-12, msg=k)
+        # In order: a norm-act layer's parameters are its norm's (``bn1.norm.weight``).
+        for (k, g), h in zip(grads_a.items(), grads_b.values(), strict=True):
+            torch.testing.assert_close(h, g, rtol=1e-10, atol=1e-12, msg=k)
         for (k, u), v in zip(a.state_dict().items(), b.state_dict().values()):
             torch.testing.assert_close(v, u, rtol=1e-12, atol=1e-12, msg=k)
 
 
 def _non_bn_modules(model: nn.Module) -> list[tuple[str, type]]:
-    return [(n, type(m)) for n, m in model.named_modules() if not isinstance(m, _BatchNorm)]
+    """Every module but the BN layers; a norm-act layer of ``bn`` (a block that holds the norm as
+    ``norm``) counts as a BN layer, its ``drop`` and ``act`` as the modules they were."""
+    norms = (_BatchNorm, bn.BatchNormAct2d, bn.BatchRenormAct2d)
+    return [(n, type(m)) for n, m in model.named_modules() if not isinstance(m, norms)]
 
 
 @pytest.mark.slow
@@ -93,9 +97,10 @@ def test_bn_to_batch_renorm_keeps_every_other_module(zoo, name):
     model = _build(zoo, name)
     converted = _convert(copy.deepcopy(model), "batchrenorm")
     assert _non_bn_modules(converted) == _non_bn_modules(model)
-    for (n, m), c in zip(model.named_modules(), converted.modules()):
+    for n, m in model.named_modules():
         if isinstance(m, _BatchNorm):
-            assert bn.is_batch_renorm(c), n
+            c = converted.get_submodule(n)
+            assert bn.is_batch_renorm(getattr(c, "norm", c)), n
     converted.eval()
     model.eval()
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
@@ -136,8 +141,8 @@ def test_fusion_keeps_the_activation_of_a_norm_act_layer():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3), bn.BatchNormAct2d(8, act=nn.ReLU())).eval()
     with torch.no_grad():
-        model[1].running_mean.uniform_(-1, 1)
-        model[1].bias.uniform_(-1, 1)
+        model[1].norm.running_mean.uniform_(-1, 1)
+        model[1].norm.bias.uniform_(-1, 1)
     fused = bn.fuse_bn_eval(model)
     assert isinstance(fused[1], nn.Sequential) and isinstance(fused[1][1], nn.ReLU)
     x = torch.randn(2, 3, 6, 6)

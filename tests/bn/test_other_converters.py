@@ -1,0 +1,110 @@
+"""Other libraries' BN converters on a model ``bn.convert_norm`` made: timm's
+``freeze_batch_norm_2d`` and ``convert_sync_batchnorm``, torch's
+``nn.SyncBatchNorm.convert_sync_batchnorm`` and Lightning's ``TorchSyncBatchNorm`` (what
+``Trainer(sync_batchnorm=True)`` applies). They swap BN layers found by ``isinstance``; a norm-act
+layer that was itself a BN layer became a plain BN, its activation silently dropped."""
+
+import copy
+
+import pytest
+import timm
+import torch
+from timm.layers import BatchNormAct2d as TimmBatchNormAct2d
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+import bn
+
+
+def _lightning_sync(model: nn.Module) -> nn.Module:
+    plugins = pytest.importorskip("lightning.pytorch.plugins")
+    return plugins.TorchSyncBatchNorm().apply(model)
+
+
+TOOLS = {
+    "timm-freeze": timm.layers.freeze_batch_norm_2d,
+    "timm-sync": timm.layers.convert_sync_batchnorm,
+    "torch-sync": nn.SyncBatchNorm.convert_sync_batchnorm,
+    "lightning-sync": _lightning_sync,
+}
+
+
+def _randomize(model: nn.Module) -> nn.Module:
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, _BatchNorm):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model.double()
+
+
+def _timm_blocks() -> nn.Module:
+    """Two of timm's norm-act layers, whose activations (ReLU, SiLU) change what they compute."""
+    torch.manual_seed(0)
+    return _randomize(
+        nn.Sequential(
+            nn.Conv2d(3, 4, 3),
+            TimmBatchNormAct2d(4, act_layer=nn.ReLU),
+            nn.Conv2d(4, 4, 1),
+            TimmBatchNormAct2d(4, act_layer=nn.SiLU),
+        )
+    )
+
+
+def _outputs(model: nn.Module, training: bool) -> torch.Tensor:
+    x = torch.randn(4, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    return model.train(training)(x)
+
+
+def _check_unchanged(tool: str, converted: nn.Module, kind: str) -> None:
+    """Eval outputs unchanged; for the sync tools on one process, BN's training outputs too (a
+    frozen model computes in training what it computed in eval)."""
+    after = TOOLS[tool](copy.deepcopy(converted))
+    assert not any(isinstance(m, bn.BatchNormBase) for m in after.modules())  # it did swap
+    want = _outputs(copy.deepcopy(converted), False)
+    torch.testing.assert_close(_outputs(after, False), want, rtol=1e-12, atol=1e-12)
+    if tool == "timm-freeze":
+        torch.testing.assert_close(_outputs(after, True), want, rtol=1e-12, atol=1e-12)
+    elif kind == "batchnorm":
+        want = _outputs(copy.deepcopy(converted), True)
+        torch.testing.assert_close(_outputs(after, True), want, rtol=0, atol=0)
+    keys = [k for k in converted.state_dict() if tool != "timm-freeze" or "batches" not in k]
+    assert list(after.state_dict()) == keys  # frozen BN has no step count
+
+
+@pytest.mark.parametrize("kind", ["batchnorm", "batchrenorm"])
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_converted_norm_act_layer_keeps_its_activation_through_other_converters(tool, kind):
+    converted = bn.convert_norm(_timm_blocks(), kind)
+    assert [type(m) for m in converted[1::2]] == [
+        (bn.BatchNormAct2d, bn.BatchRenormAct2d)[kind == "batchrenorm"]
+    ] * 2
+    _check_unchanged(tool, converted, kind)
+
+
+def test_a_norm_act_layer_has_timms_state_dict_keys_both_ways():
+    """Checkpoints move between timm's model and the converted one, strictly."""
+    timm_model = _timm_blocks()
+    converted = bn.convert_norm(copy.deepcopy(timm_model), "batchrenorm")
+    assert list(converted.state_dict()) == list(timm_model.state_dict())
+    fresh = bn.convert_norm(nn.Sequential(*[copy.deepcopy(m) for m in _timm_blocks()]))
+    fresh.load_state_dict(timm_model.state_dict())
+    timm_model.load_state_dict(converted.state_dict())
+    for k, v in timm_model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v), k
+    fresh[1].load_state_dict({f"norm.{k}": v for k, v in fresh[1].state_dict().items()})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("name", ["efficientnet_b0", "resnet18"])
+def test_other_converters_on_a_converted_timm_model(name, tool):
+    """Real timm models: efficientnet_b0's norm-act layers; resnet18 built with them."""
+    torch.manual_seed(0)
+    kwargs = {"norm_layer": TimmBatchNormAct2d} if name == "resnet18" else {}
+    model = _randomize(timm.create_model(name, pretrained=False, num_classes=10, **kwargs))
+    converted = bn.convert_norm(model)
+    assert any(isinstance(m, bn.BatchNormAct2d) for m in converted.modules())
+    _check_unchanged(tool, converted, "batchnorm")
