@@ -15,7 +15,7 @@ import pytest
 import bn
 
 ROOT = Path(__file__).resolve().parents[1]
-RESEARCH_ONLY = ("hydra", "omegaconf", "wandb", "matplotlib", "submitit", "timm")
+RESEARCH_ONLY = ("hydra", "omegaconf", "wandb", "matplotlib", "submitit", "timm", "lightning")
 
 
 @pytest.fixture(scope="module")
@@ -131,9 +131,13 @@ def test_the_wheel_runs_in_a_fresh_environment(wheel, tmp_path):
         f"assert not [m for m in {RESEARCH_ONLY!r} if importlib.util.find_spec(m)]\n"
         "model = bn.convert_norm(torchvision.models.resnet18(), 'batchrenorm', microbatch=4)\n"
         "y = model(torch.randn(8, 3, 32, 32))\n"
-        "print(bn.__version__, sum(bn.is_batch_renorm(m) for m in model.modules()), tuple(y.shape))"
+        "print(bn.__version__, sum(bn.is_batch_renorm(m) for m in model.modules()), tuple(y.shape))\n"
+        "import bn.lightning\n"  # an optional part: without Lightning, asking for it says so
+        "try:\n    bn.lightning.SyncBatchNormPlugin\nexcept ImportError as e:\n    print(e)"
     )
     out = subprocess.run(
         [str(python), "-c", example], cwd=tmp_path, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == [bn.__version__, "20", "(8,", "1000)"]
+    printed, error = out.stdout.splitlines()
+    assert printed.split() == [bn.__version__, "20", "(8,", "1000)"]
+    assert error == "bn.lightning.SyncBatchNormPlugin needs Lightning: pip install lightning"
