@@ -199,6 +199,8 @@ _NORM_NAME = re.compile(r"Norm(Act)?(\dd)?$")
 
 
 def _is_norm(m: nn.Module) -> bool:
+    if isinstance(m, _NormAct):  # bn's norm-act block: its norm is counted, not the block too
+        return False
     return isinstance(m, _TORCH_NORMS) or bool(_NORM_NAME.search(type(m).__name__))
 
 

@@ -108,3 +108,13 @@ def test_other_converters_on_a_converted_timm_model(name, tool):
     converted = bn.convert_norm(model)
     assert any(isinstance(m, bn.BatchNormAct2d) for m in converted.modules())
     _check_unchanged(tool, converted, "batchnorm")
+
+
+def test_a_kept_norm_act_block_is_counted_once_as_its_norm():
+    model = nn.Sequential(bn.BatchNormAct2d(4, microbatch=2, act=nn.ReLU()))
+    with pytest.warns(UserWarning, match=r"the model holds 1 BatchNorm2d;"):
+        _, report = bn.convert_sync_batchnorm(model, return_report=True)
+    assert report.kept == {"BatchNorm2d": 1} and model[0].norm.microbatch == 2
+    renormed, report = bn.convert_norm(model, "batchrenorm", return_report=True)
+    assert type(renormed[0]) is bn.BatchRenormAct2d and report.by_class == {"BatchNormAct2d": 1}
+    assert isinstance(renormed[0].act, nn.ReLU) and renormed[0].norm.microbatch == 2
