@@ -365,6 +365,11 @@ CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 # side, is what this 2-core CPU affords (about a working day); rows needing more are underpowered.
 INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
+CONFIRM_LR = confirmatory_seeds(5)  # the conv net with and without BN across learning rates
+# The initial rates the learning-rate control's confirmatory rows read, fixed by its pilot
+# (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
+# a test holds them to what the pilot gives).
+LR_READ = {"bn32": "0.01,0.1", "nonorm": "0.1"}
 # The metrics the confirmatory claims read from the MLPs' curves (their runs.csv would otherwise
 # hold every probe of every evaluation of every seed: tens of MB); the summaries keep everything.
 MECHANISM_CLAIMED = (
@@ -739,6 +744,10 @@ STUDIES: tuple[Study, ...] = (
                 "what_bn_buys/lr_control/fashion_mnist.csv", "lr-control",
                 (Figure("what_bn_buys_lr.png", "Final test accuracy against the initial learning rate, with and without BN; crosses: diverged runs"),),
             ),
+            Section(
+                "lr-control-confirmatory", f"Confirmatory seeds: the learning-rate control ({len(CONFIRM_LR)} seeds)",
+                f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist.csv", "confirm-lr-control",
+            ),
         ),
         {"bn32": "BN", "nonorm": "no BN"},
         trains=False,  # the renorm study's conv net
@@ -761,6 +770,20 @@ STUDIES: tuple[Study, ...] = (
                     curves="what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
                 ),
                 plots=(("plot_what_bn_buys",),),
+            ),
+            Reproduction(
+                "confirm-lr-control", f"confirmatory seeds of the learning-rate control: BN and no BN x {len(CONFIRM_LR)} seeds at the rates the rows read; results/confirmatory/what_bn_buys/lr_control/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(tuple(
+                    Job(f"{s}_{i}", (f"setup={s}", f"seed=[{','.join(map(str, chunk))}]", f"train.lr={rates}", "data=fashion_mnist"), sweep=True, estimate_s=40 * len(chunk) * len(rates.split(",")))
+                    for s, rates in LR_READ.items() for i, chunk in enumerate(_parts(CONFIRM_LR, -(-len(CONFIRM_LR) // 10)))
+                ),),
+
+                collect=Collect(
+                    f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist.csv", sweep=True,
+                    curves=f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
+                ),
+                plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR,
             ),
         ),
     ),

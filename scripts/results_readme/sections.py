@@ -10,12 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from experiments.kit.errors import BadResults, OneLineError
-from experiments.studies import Section, Study
+from experiments.studies import STUDIES, Section, Study
 from scripts.analysis import committed
 from scripts.results_readme.text import num, seeds_text
 
 CONFIRMATORY = "confirmatory"  # results/confirmatory/: the confirmatory seeds, laid out as results/
-SWEEP_COLUMNS = ("setup", "seed", "diverged", "test_acc", "train_acc", "final_train_loss")
+# Every sweep's CSV (scripts.collect --sweep) holds these; its other columns are settings, or
+# what a run measured (how it ended, and any study's seed statistics).
+SWEEP_COLUMNS = ("setup", "seed", "diverged", "test_acc")
+OUTCOMES = frozenset(
+    {*SWEEP_COLUMNS, "steps_done", "final_train_loss", *(k for s in STUDIES for k in s.stat_keys)}
+)
 
 
 class SectionError(OneLineError, ValueError):
@@ -206,14 +211,26 @@ def read_sweep(file: Path) -> list[dict]:
 
 
 def swept(rows: list[dict]) -> list[str]:
-    """The settings of a sweep that vary between its runs."""
-    return [c for c in rows[0] if c not in SWEEP_COLUMNS and len({r[c] for r in rows}) > 1]
+    """The settings of a sweep that vary between the runs of a setup (a setting that only tells
+    the setups apart, such as its norm, is the setup's)."""
+    setups = {r["setup"] for r in rows}
+    return [
+        c
+        for c in rows[0]
+        if c not in OUTCOMES
+        and any(len({r[c] for r in rows if r["setup"] == x}) > 1 for x in setups)
+    ]
 
 
 def sweep_settings(rows: list[dict]) -> str:
     """The settings every run of a sweep shares, as text."""
-    keys = [c for c in rows[0] if c not in SWEEP_COLUMNS and c not in swept(rows)] if rows else []
-    return ", ".join(f"`{k}` = {num(as_number(rows[0][k]))}" for k in keys)
+    keys = [c for c in rows[0] if c not in OUTCOMES and len({r[c] for r in rows}) == 1] if rows else []
+
+    def shown(text: str) -> str:
+        value = as_number(text)
+        return text if isinstance(value, str) else num(value)
+
+    return ", ".join(f"`{k}` = {shown(rows[0][k])}" for k in keys)
 
 
 def as_number(text: str) -> Any:

@@ -89,6 +89,7 @@ def sweep_table(s: SectionView, rows: list[dict] | None = None, caption: str = "
     if not rows or not keys:
         raise SectionError(f"results/{s.path}: no setting varies between its runs")
     setups = list(dict.fromkeys(r["setup"] for r in rows))
+    with_loss = "final_train_loss" in rows[0]
     cells: dict[tuple, dict[str, list[dict]]] = {}
     for r in rows:
         cells.setdefault(tuple(float(r[k]) for k in keys), {}).setdefault(r["setup"], []).append(r)
@@ -107,14 +108,17 @@ def sweep_table(s: SectionView, rows: list[dict] | None = None, caption: str = "
         row = [", ".join(num(x) for x in v)]
         for setup in setups:
             runs = cells[v].get(setup, [])
-            acc, loss = mean(runs, "test_acc"), mean(runs, "final_train_loss")
+            acc = mean(runs, "test_acc")
             text = "–" if not runs else "diverged" if acc is None else pct(acc)
             row.append(f"**{text}**" if acc is not None and acc == best[setup] else text)
-            row.append("–" if loss is None else f"{loss:.3g}")
+            if with_loss:
+                loss = mean(runs, "final_train_loss")
+                row.append("–" if loss is None else f"{loss:.3g}")
         body.append(row)
     head = [", ".join(keys)]
     for setup in setups:
-        head += [f"{s.label(setup)}: test accuracy", f"{s.label(setup)}: final training loss"]
+        head += [f"{s.label(setup)}: test accuracy"]
+        head += [f"{s.label(setup)}: final training loss"] if with_loss else []
     one = all(len({r["seed"] for r in rows if r["setup"] == x}) == 1 for x in setups)
     over = "one seed" if one else "the mean over seeds"
     return Table(
