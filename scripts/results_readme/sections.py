@@ -224,7 +224,9 @@ def swept(rows: list[dict]) -> list[str]:
 
 def sweep_settings(rows: list[dict]) -> str:
     """The settings every run of a sweep shares, as text."""
-    keys = [c for c in rows[0] if c not in OUTCOMES and len({r[c] for r in rows}) == 1] if rows else []
+    keys = (
+        [c for c in rows[0] if c not in OUTCOMES and len({r[c] for r in rows}) == 1] if rows else []
+    )
 
     def shown(text: str) -> str:
         value = as_number(text)
