@@ -27,13 +27,10 @@ TORCHVISION = [
 TIMM = ["resnet18", "efficientnet_b0", "mobilenetv3_small_050", "regnety_002", "convnext_atto"]
 
 
-def _build(zoo: str, name: str) -> nn.Module:
-    torch.manual_seed(0)
-    if zoo == "torchvision":
-        model = getattr(torchvision.models, name)(weights=None, num_classes=10)
-    else:
-        model = timm.create_model(name, pretrained=False, num_classes=10)
-    with torch.no_grad():  # running statistics and affine parameters away from their defaults
+def randomized(model: nn.Module) -> nn.Module:
+    """``model`` in float64 with every BN's running statistics and affine parameters away from
+    their defaults (a conversion that dropped one would then show)."""
+    with torch.no_grad():
         for m in model.modules():
             if isinstance(m, _BatchNorm):
                 m.running_mean.uniform_(-0.5, 0.5)
@@ -41,6 +38,13 @@ def _build(zoo: str, name: str) -> nn.Module:
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.5, 0.5)
     return model.double()
+
+
+def _build(zoo: str, name: str) -> nn.Module:
+    torch.manual_seed(0)
+    if zoo == "torchvision":
+        return randomized(getattr(torchvision.models, name)(weights=None, num_classes=10))
+    return randomized(timm.create_model(name, pretrained=False, num_classes=10))
 
 
 def _outputs_and_grads(model: nn.Module, training: bool):

@@ -11,9 +11,9 @@ import timm
 import torch
 from timm.layers import BatchNormAct2d as TimmBatchNormAct2d
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
 import bn
+from tests.bn.test_convert_zoo import randomized
 
 
 def _lightning_sync(model: nn.Module) -> nn.Module:
@@ -29,21 +29,10 @@ TOOLS = {
 }
 
 
-def _randomize(model: nn.Module) -> nn.Module:
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, _BatchNorm):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
-    return model.double()
-
-
 def _timm_blocks() -> nn.Module:
     """Two of timm's norm-act layers, whose activations (ReLU, SiLU) change what they compute."""
     torch.manual_seed(0)
-    return _randomize(
+    return randomized(
         nn.Sequential(
             nn.Conv2d(3, 4, 3),
             TimmBatchNormAct2d(4, act_layer=nn.ReLU),
@@ -104,7 +93,7 @@ def test_other_converters_on_a_converted_timm_model(name, tool):
     """Real timm models: efficientnet_b0's norm-act layers; resnet18 built with them."""
     torch.manual_seed(0)
     kwargs = {"norm_layer": TimmBatchNormAct2d} if name == "resnet18" else {}
-    model = _randomize(timm.create_model(name, pretrained=False, num_classes=10, **kwargs))
+    model = randomized(timm.create_model(name, pretrained=False, num_classes=10, **kwargs))
     converted = bn.convert_norm(model)
     assert any(isinstance(m, bn.BatchNormAct2d) for m in converted.modules())
     _check_unchanged(tool, converted, "batchnorm")
