@@ -38,14 +38,15 @@ def lr_figure() -> Path:
         except MissingResult:
             continue
     fig, axes = plt.subplots(
-        1, len(sets), figsize=(5.6 * len(sets), 4), layout="constrained", squeeze=False
+        1, len(sets), figsize=(5.6 * len(sets), 4), layout="constrained", squeeze=False, sharex=True
     )
     for ax, (name, data) in zip(axes[0], sets):
         for j, k in enumerate((w.BN, w.PLAIN)):
             style = STUDY.styles[k]
             shift = 1.04 if j else 1 / 1.04  # the two networks side by side at each rate
             means, lows, highs = [], [], []
-            for r in w.RATES:
+            rates = sorted({r for by_rate in data[k].values() for r in by_rate})  # the ones it ran
+            for r in rates:
                 accs = [w.CHANCE if v[r] is None else v[r] for v in data[k].values()]
                 dead = [v[r] is None for v in data[k].values()]
                 x = np.full(len(accs), r * shift)
@@ -58,7 +59,7 @@ def lr_figure() -> Path:
                 lows.append(e.mean - low)
                 highs.append(high - e.mean)
             ax.errorbar(
-                [r * shift for r in w.RATES], means, yerr=[lows, highs], color=style.color,
+                [r * shift for r in rates], means, yerr=[lows, highs], color=style.color,
                 ls=style.line, marker="o", ms=4, capsize=2,
                 label=f"{style.legend} ({len(data[k])} seeds)",
             )  # fmt: skip
