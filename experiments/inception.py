@@ -1,6 +1,7 @@
 """BN paper Sec. 4.2 (Figs. 2-3): the BN-Inception variants, trained and evaluated alike.
 
     python -m experiments.inception setup=bn_x5 seed=1                      # one run, CPU scale
+    python -m experiments.inception setup=bn_x5 'seed=[1000,1001,1002,1003,1004]'  # side by side
     python -m experiments.inception -m setup=inception,bn_baseline,bn_x5,bn_x30,bn_x5_sigmoid,inception_sigmoid
     python -m experiments.inception scale=gpu data.root=/data/imagenet100 setup=bn_x30
     torchrun --nproc_per_node=8 -m experiments.inception scale=gpu data.root=... setup=bn_x30
@@ -10,12 +11,15 @@ nonlinearity, LRN, dropout and the multipliers of the learning rate, L2, decay s
 photometric distortion; the scale (``configs/inception/scale/``) sets the base values, the model
 size and the run length. Writes to the Hydra run directory: the resolved config, ``metrics.csv``
 (``step,metric,value``; the paper's curve is ``test/acc``, single-crop validation accuracy),
-``summary.json`` and ``checkpoint.pt``.
+``summary.json`` and ``checkpoint.pt``. A list of seeds trains their networks side by side in one
+process (:mod:`experiments.nets.stacked`; CPU scale, no ``train.stop``), each seed's results in
+``seed<k>/`` as its own run's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import hydra
@@ -24,12 +28,14 @@ from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
 from experiments.kit import classify, config
-from experiments.kit.config import require
+from experiments.kit.config import require, seed_list
 from experiments.kit.data import load_splits
+from experiments.kit.errors import ConfigError
 from experiments.kit.norm import apply_norm_options, norm_factory
 from experiments.kit.sampling import ShardBatches
 from experiments.kit.seeds import derive_seed
 from experiments.nets.bn_inception import BNInception, count_parameters
+from experiments.nets.stacked import GroupedLinear
 
 STUDY = "inception"
 
@@ -87,9 +93,15 @@ config.register(STUDY, InceptionConf)
 
 def check(cfg: DictConfig) -> None:
     config.check_common(cfg)
+    classify.check_seeds(cfg)
     t, m = cfg.train, cfg.model
     require(
         [
+            (
+                isinstance(cfg.seed, int) or cfg.data.name != "image_folder",
+                f"seed={seed_list(cfg.seed)}: seeds side by side are built for the in-memory "
+                "datasets (CPU scale); sweep the seeds of an image folder (-m seed=0,1,2)",
+            ),
             (m.activation in ("relu", "sigmoid"), f"model.activation={m.activation!r} must be relu or sigmoid"),
             (m.stem_stride in (1, 2, 4, 8), f"model.stem_stride={m.stem_stride} must be 1, 2, 4 or 8"),
             (
@@ -135,10 +147,15 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> BNIncept
     return apply_norm_options(model, cfg.norm)
 
 
+_WEIGHTED = (nn.Conv2d, nn.Linear, GroupedLinear)  # the layers whose weights get L2
+
+
 def build_optimizer(model: nn.Module, lr: float, momentum: float, weight_decay: float):
-    """SGD with momentum; L2 on conv and linear weights only (not on biases or BN's γ, β)."""
-    decay = [p for p in model.parameters() if p.ndim > 1]
-    rest = [p for p in model.parameters() if p.ndim <= 1]
+    """SGD with momentum; L2 on conv and linear weights only (not on biases or BN's γ, β), of
+    one network or of a stack of them (whose classifier's biases are ``(copies, classes)``)."""
+    weights = {id(m.weight) for m in model.modules() if isinstance(m, _WEIGHTED)}
+    decay = [p for p in model.parameters() if id(p) in weights]
+    rest = [p for p in model.parameters() if id(p) not in weights]
     groups = [
         {"params": decay, "weight_decay": weight_decay},
         {"params": rest, "weight_decay": 0.0},
@@ -159,14 +176,22 @@ def photometric(x: Tensor, strength: float, generator: torch.Generator) -> Tenso
 
 class Photometric(classify.ClassifierStep):
     """Every training batch distorted by :func:`photometric` of ``strength``, its numbers drawn
-    for each step and process from the run's seed."""
+    for each step and process from the run's seed; for seeds side by side, each copy's images
+    (its block of channels) with the numbers of its own seed, as its run alone draws them."""
 
-    def __init__(self, seed: int, rank: int, strength: float) -> None:
-        self.seed, self.rank, self.strength = seed, rank, strength
+    augments_stacks = True
+
+    def __init__(self, seeds: list[int], rank: int, strength: float) -> None:
+        self.seeds, self.rank, self.strength = seeds, rank, strength
 
     def augment(self, step: int, x: Tensor) -> Tensor:
-        g = torch.Generator().manual_seed(derive_seed(self.seed, "photometric", self.rank, step))
-        return photometric(x, self.strength, g)
+        def draws(seed: int) -> torch.Generator:
+            return torch.Generator().manual_seed(derive_seed(seed, "photometric", self.rank, step))
+
+        if len(self.seeds) == 1:
+            return photometric(x, self.strength, draws(self.seeds[0]))
+        copies = x.chunk(len(self.seeds), 1)
+        return torch.cat([photometric(xk, self.strength, draws(s)) for xk, s in zip(copies, self.seeds)], 1)  # fmt: skip
 
 
 def train(cfg: DictConfig, out_dir: Path) -> dict:
@@ -181,38 +206,45 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         pin_memory=proc.device.type == "cuda",
     )
     hp = recipe(cfg, proc.world)
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, in_channels, num_classes)
-    torch.manual_seed(derive_seed(cfg.seed, "dropout", proc.rank))  # its masks, once built
-    model = model.to(proc.device, memory_format=proc.memory_format)
+    seeds, stacked = seed_list(cfg.seed), not isinstance(cfg.seed, int)
+    if stacked and proc.world > 1:
+        raise ConfigError(f"seed={seeds}: a list of seeds trains in one process; launch one seed a process under torchrun")  # fmt: skip
+    build = partial(build_model, cfg, in_channels, num_classes)
+    model, models = classify.build_copies(cfg.seed, build, proc.device, proc.memory_format)
+    # Dropout's masks, once built (a stack's: one draw over every copy's features, by its first
+    # seed's stream).
+    torch.manual_seed(derive_seed(seeds[0], "dropout", proc.rank))
     optimizer = build_optimizer(model, hp["lr"], t.momentum, hp["weight_decay"])
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, hp["lr_decay_every"], t.lr_decay_factor)
     s = cfg.sampler
-    sampler = ShardBatches(
-        len(train_split),
-        t.batch_size,
-        derive_seed(cfg.seed, "train"),
-        s.shard_size,
-        s.within_shard,
-        proc.rank,
-        proc.world,
-    )
+    samplers = [
+        ShardBatches(
+            len(train_split),
+            t.batch_size,
+            derive_seed(seed, "train"),
+            s.shard_size,
+            s.within_shard,
+            proc.rank,
+            proc.world,
+        )
+        for seed in seeds
+    ]
 
     loop = classify.classifier_loop(
         cfg,
         proc,
-        classify.Classifier(model, optimizer, scheduler),
-        sampler,
+        classify.Classifier(model, optimizer, scheduler, models if stacked else None),
+        samplers if stacked else samplers[0],
         (train_split, test_split),
         study=STUDY,
         summary={
             "activation": cfg.model.activation,
             "width": cfg.model.width,
-            "parameters": count_parameters(model),
+            "parameters": count_parameters(models[0]),
             "initial_lr": hp["lr"],  # the last evaluation adds the final one as "lr"
             **{k: hp[k] for k in ("weight_decay", "lr_decay_every", "photometric", "global_batch")},
         },
-        step=Photometric(cfg.seed, proc.rank, hp["photometric"]),
+        step=Photometric(seeds, proc.rank, hp["photometric"]),
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())

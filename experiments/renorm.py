@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,6 @@ from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
 from experiments.nets.convnet import SmallConvNet
-from experiments.nets.stacked import copy_views, stack_copies
 
 STUDY = "renorm"
 
@@ -155,15 +155,8 @@ def build_copies(
     """``(model, copies)``: for one seed its network and ``[model]``; for a list of seeds the
     stack of their networks (each built as its seed alone would build it) and each copy as a
     plain network whose tensors are views of its block of the stack (what the evaluations run)."""
-    models = []
-    for seed in seed_list(cfg.seed):
-        torch.manual_seed(seed)
-        models.append(build_model(cfg, in_channels, num_classes))
-    if isinstance(cfg.seed, int):
-        model = models[0].to(device, memory_format=memory_format)
-        return model, [model]
-    stack = stack_copies(models).to(device, memory_format=memory_format)
-    return stack, copy_views(stack, models)
+    build = partial(build_model, cfg, in_channels, num_classes)
+    return classify.build_copies(cfg.seed, build, device, memory_format)
 
 
 def build_optimizer(t: DictConfig, params) -> torch.optim.Optimizer:

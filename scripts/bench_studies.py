@@ -13,10 +13,11 @@ A run-step is one step of one network: the MNIST study trains three seeds side b
 process (three run-steps a step), as ``make reproduce-mnist`` does. Cases alternate within each
 round (drift on a busy machine hits all alike); the table gives medians over rounds, and the
 ratio peer / study as the median of each round's ratio (a round's study and peer run back to
-back; above 1: the study is cheaper). Target: the Figure 1 MLP at >= 4x. For the conv net it
-also times the study with five seeds side by side in one process (``seed=[0,1,2,3,4]``, the way
-``make reproduce-renorm`` runs it), per run-step; Batch Renorm per microbatch has no peer
-(``torch.nn`` has no such layer), so its row compares the study's two routes.
+back; above 1: the study is cheaper). Target: the Figure 1 MLP at >= 4x. For the conv net and
+BN-Inception it also times the study with five seeds side by side in one process
+(``seed=[0,1,2,3,4]``, the way ``make reproduce-renorm`` runs the conv net), per run-step; Batch
+Renorm per microbatch has no peer (``torch.nn`` has no such layer), so its row compares the
+study's two routes.
 
 For the Figure 1 MLP it also states the compute floor of a run-step: its arithmetic (forward,
 backward and update; the binary first layer's additions counted as they are done, one per set
@@ -98,7 +99,7 @@ def cases() -> list[Case]:
             "inception", "BN-Inception at CPU scale, BN-Baseline",
             ["experiments.inception", "setup=bn_baseline", "eval.every=100", *off], 1,
             ["scripts.peers.inception", "--eval-every", "100", "--train-eval", "2000"], "rgb32",
-            (100, 300),
+            (100, 300), ("seed=[0,1,2,3,4]", 5),
         ),
         Case(
             "depth", "depth study, six deep MLPs with BN (one run)",

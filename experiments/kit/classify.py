@@ -26,7 +26,7 @@ from experiments.kit.run_summary import new_run, run_name
 from experiments.kit.runlog import read_curve
 from experiments.kit.seeds import derive_seed
 from experiments.kit.stopping import StopRule
-from experiments.nets.stacked import copy_losses, split_copies
+from experiments.nets.stacked import copy_losses, copy_views, split_copies, stack_copies
 
 
 @dataclass
@@ -70,12 +70,39 @@ class Classifier:
     copies: Sequence[nn.Module] | None = None
 
 
+def build_copies(
+    seed,
+    build: Callable[[], nn.Module],
+    device: torch.device,
+    memory_format: torch.memory_format,
+) -> tuple[nn.Module, list[nn.Module]]:
+    """``(model, copies)`` for ``cfg.seed`` (``seed``): for one seed the network ``build()``
+    makes after ``torch.manual_seed(seed)``, and ``[model]``; for a list of seeds the stack of
+    their networks (:func:`~experiments.nets.stacked.stack_copies`, each built as its seed alone
+    would build it) and each copy as a plain network whose tensors are views of its block of the
+    stack (:func:`~experiments.nets.stacked.copy_views`: what the evaluations run)."""
+    models = []
+    for s in seed_list(seed):
+        torch.manual_seed(s)
+        models.append(build())
+    if isinstance(seed, int):
+        model = models[0].to(device, memory_format=memory_format)
+        return model, [model]
+    stack = stack_copies(models).to(device, memory_format=memory_format)
+    return stack, copy_views(stack, models)
+
+
 class ClassifierStep:
     """A study's own part of its classifier's steps and evaluations. The kit's methods add
     nothing; a study overrides those it needs."""
 
+    # True: :meth:`augment` takes a stack's batch, ``(N, K·C, ...)``, and augments each copy's
+    # channels as that copy's own; a stack of seeds refuses a step that augments without it.
+    augments_stacks = False
+
     def augment(self, step: int, x: Tensor) -> Tensor:
-        """Step ``step``'s batch ``x``, augmented on the device (one seed only)."""
+        """Step ``step``'s batch ``x``, augmented on the device (for a stack of seeds, only
+        with :attr:`augments_stacks`)."""
         return x
 
     def step_metrics(self, step: int) -> dict[str, Any]:
@@ -155,8 +182,9 @@ class ClassifierTraining:
         self.seeds = seed_list(cfg.seed)
         self.samplers = sampler if self.stacked else [sampler]
         augments = type(study_step).augment is not ClassifierStep.augment
+        augments = augments and not study_step.augments_stacks
         if self.stacked and (augments or len(self.samplers) != len(self.seeds)):
-            raise ValueError("a stack of seeds takes one sampler per seed and no augmentation")
+            raise ValueError("a stack of seeds takes one sampler per seed and no augmentation but one by copy (ClassifierStep.augments_stacks)")  # fmt: skip
         copies = net.copies
         if self.stacked and (copies is None or len(copies) != len(self.seeds)):
             raise ValueError("a stack of seeds is evaluated through its copies: pass one per seed")

@@ -18,6 +18,8 @@ import torch
 from torch import Tensor, nn
 
 import bn
+from experiments.nets.lrn import LocalResponseNorm
+from experiments.nets.stacked import cat_per_copy
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,12 @@ class _Unit(nn.Sequential):
 
 
 class InceptionModule(nn.Module):
-    """The four branches of one row, concatenated along channels."""
+    """The four branches of one row, concatenated along channels (in a stack of ``copies``
+    networks, :func:`~experiments.nets.stacked.stack_copies`, each copy's branches together)."""
 
     def __init__(self, c_in: int, spec: ModuleSpec, w, make_norm, act) -> None:
         super().__init__()
+        self.copies = 1
         s = spec.stride
 
         def unit(a: int, b: int, k: int, stride: int = 1) -> _Unit:
@@ -94,7 +98,7 @@ class InceptionModule(nn.Module):
         branches = [self.branch3x3(x), self.branch_double(x), self.branch_pool(x)]
         if self.branch1x1 is not None:
             branches.insert(0, self.branch1x1(x))
-        return torch.cat(branches, 1)
+        return cat_per_copy(branches, self.copies)
 
 
 class BNInception(nn.Module):
@@ -111,7 +115,8 @@ class BNInception(nn.Module):
         separable_stem: the paper's first layer, a 7x7 depthwise convolution with depth
             multiplier 8 followed by a 1x1 pointwise one; ``False``: a plain 7x7 convolution.
         lrn: local response normalization after the two stem convolutions (the original
-            Inception's; BN-x5 removes it).
+            Inception's; BN-x5 removes it): :class:`~experiments.nets.lrn.LocalResponseNorm`,
+            torch's layer to the last bit.
         dropout: dropout before the classifier (Inception: 0.4; BN-x5 removes it).
         in_channels: input channels.
         stem_stride: the stem's total stride: ``8`` is the paper's (a stride-2 first conv and
@@ -170,13 +175,13 @@ class BNInception(nn.Module):
         if stem_stride >= 4:
             stem.append(nn.MaxPool2d(3, 2, 1))
         if lrn:
-            stem.append(nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
+            stem.append(LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
         stem += [
             _Unit(w(64), w(64), 1, 1, make_norm, act),
             _Unit(w(64), w(192), 3, 1, make_norm, act),
         ]
         if lrn:
-            stem.append(nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
+            stem.append(LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0))
         if stem_stride == 8:
             stem.append(nn.MaxPool2d(3, 2, 1))
         self.stem = nn.Sequential(*stem)

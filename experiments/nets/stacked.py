@@ -1,8 +1,10 @@
 """Several networks side by side in one: seeds trained in lockstep as grouped convolutions.
 
-:func:`stack_copies` turns ``K`` networks of the same architecture (a :class:`torch.nn.Sequential`
-of convolutions, linear layers, norms and parameter-free layers, such as
-:class:`~experiments.nets.convnet.SmallConvNet`) into one that computes all ``K`` at once:
+:func:`stack_copies` turns ``K`` networks of the same architecture (modules of convolutions,
+linear layers, norms and parameter-free layers, such as
+:class:`~experiments.nets.convnet.SmallConvNet` or
+:class:`~experiments.nets.bn_inception.BNInception`) into one of that architecture that computes
+all ``K`` at once:
 
 - a convolution becomes a grouped one (``groups = K·groups``) over ``K·C`` channels: copy ``k``
   reads and writes channels ``k·C .. (k+1)·C − 1``;
@@ -10,14 +12,20 @@ of convolutions, linear layers, norms and parameter-free layers, such as
 - a norm layer keeps its class and every option (microbatches, Batch Renorm's bounds and
   ablations, momentum, ε) over ``K·C`` channels; a norm statistic is per channel (and per
   microbatch), so each copy's channels are normalized over its own examples. A group or layer
-  norm gets ``K`` times the groups, so no group spans two copies.
+  norm gets ``K`` times the groups, so no group spans two copies; a local response norm
+  (:class:`~experiments.nets.lrn.LocalResponseNorm`) gets ``copies=K``, so no window does;
+- dropout draws one mask over all ``K·C`` features, so each copy's mask is its own draw;
+- a module that concatenates channels in its own ``forward`` (BN-Inception's modules) declares
+  a ``copies`` attribute, set to ``K`` in the stack, and concatenates with :func:`cat_per_copy`,
+  so each copy's channels stay one block.
 
 The input is ``(N, K·C_in, H, W)``: example ``n`` of copy ``k`` in channels ``k·C_in ..``, so each
 copy reads its own batch; the output is ``(N, K·classes)``. Nothing is shared between copies:
 training the stack on the sum of the copies' losses gives each copy the gradient of its own
 loss, and an element-wise optimizer (SGD with momentum and weight decay, RMSprop) then takes each
 copy's own step. ``tests/experiments/nets/test_stacked.py`` holds ``K`` stacked copies equal to
-``K`` separate networks in float64, for every norm the conv-net studies train. Stacking shares
+``K`` separate networks in float64, for every norm the conv-net studies train, and
+``tests/experiments/nets/test_stacked_inception.py`` for BN-Inception's variants. Stacking shares
 the per-operation cost of these small layers between the copies (``python -m
 scripts.bench_studies``).
 """
@@ -31,8 +39,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from experiments.nets.lrn import LocalResponseNorm
+
 # Layers without state that act on each channel (or each value) alone: the same in the stack.
-_CHANNELWISE = (nn.ReLU, nn.Sigmoid, nn.AdaptiveAvgPool2d, nn.AvgPool2d, nn.MaxPool2d, nn.Flatten, nn.Identity)  # fmt: skip
+# Dropout is one: its mask is drawn value by value.
+_CHANNELWISE = (nn.ReLU, nn.Sigmoid, nn.AdaptiveAvgPool2d, nn.AvgPool2d, nn.MaxPool2d, nn.Flatten, nn.Identity, nn.Dropout)  # fmt: skip
 
 
 class GroupedLinear(nn.Module):
@@ -63,20 +74,29 @@ class GroupedLinear(nn.Module):
         )
 
 
-def stack_copies(nets: Sequence[nn.Sequential]) -> nn.Sequential:
-    """One :class:`torch.nn.Sequential` computing every network of ``nets`` side by side (see
-    the module); copy ``k`` starts with ``nets[k]``'s parameters and buffers. ``nets`` must share
-    their architecture and options; a layer the stack cannot split by copy raises ``ValueError``.
-    """
+def stack_copies(nets: Sequence[nn.Module]) -> nn.Module:
+    """One network computing every network of ``nets`` side by side (see the module); copy ``k``
+    starts with ``nets[k]``'s parameters and buffers. The stack is a copy of ``nets[0]`` (its
+    class, so its ``forward``) with every layer replaced by the copies' layers stacked. ``nets``
+    must share their architecture and options; a layer the stack cannot split by copy raises
+    ``ValueError``."""
     if not nets:
         raise ValueError("stack_copies: no networks to stack")
-    firsts = [list(net) for net in nets]
-    if len({len(layers) for layers in firsts}) != 1:
-        raise ValueError("stack_copies: the networks have different numbers of layers")
-    return nn.Sequential(*(_stack_layer(list(layers)) for layers in zip(*firsts)))
+    names = [_layer_names(net) for net in nets]
+    if any(n != names[0] for n in names):
+        raise ValueError("stack_copies: the networks have different layers")
+    stack = copy.deepcopy(nets[0])
+    for name in names[0]:
+        parent, _, attr = name.rpartition(".")
+        layer = _stack_layer([net.get_submodule(name) for net in nets])
+        setattr(stack.get_submodule(parent), attr, layer)
+    for module in stack.modules():
+        if hasattr(module, "copies"):  # its own layers' and its forward's number of copies
+            module.copies = len(nets)
+    return stack
 
 
-def copy_views(stack: nn.Sequential, nets: Sequence[nn.Sequential]) -> list[nn.Sequential]:
+def copy_views(stack: nn.Module, nets: Sequence[nn.Module]) -> list[nn.Module]:
     """``nets`` (the networks :func:`stack_copies` was given, or any of their architecture) with
     each parameter and buffer replaced by a view of copy ``k``'s block of ``stack``'s; returns
     ``nets``. Network ``k`` then computes copy ``k`` of the stack as a plain network: for
@@ -85,13 +105,35 @@ def copy_views(stack: nn.Sequential, nets: Sequence[nn.Sequential]) -> list[nn.S
     ``load_state_dict``); they carry no gradient."""
     copies = len(nets)
     for k, net in enumerate(nets):
-        for layer, stacked in zip(net, stack, strict=True):
-            for name, tensor in stacked.named_parameters(recurse=False):
+        pairs = zip(net.named_modules(), stack.named_modules(), strict=True)
+        for (name, layer), (stacked_name, stacked) in pairs:
+            if name != stacked_name:
+                raise ValueError(f"copy_views: {name} of a network is not the stack's {stacked_name}")  # fmt: skip
+            for key, tensor in stacked.named_parameters(recurse=False):
                 view = _block(stacked, tensor.detach(), k, copies)
-                layer._parameters[name] = nn.Parameter(view, requires_grad=False)
-            for name, tensor in stacked.named_buffers(recurse=False):
-                layer._buffers[name] = _block(stacked, tensor, k, copies)
+                layer._parameters[key] = nn.Parameter(view, requires_grad=False)
+            for key, tensor in stacked.named_buffers(recurse=False):
+                layer._buffers[key] = _block(stacked, tensor, k, copies)
     return list(nets)
+
+
+def cat_per_copy(xs: Sequence[Tensor], copies: int) -> Tensor:
+    """``torch.cat(xs, 1)`` of ``copies`` networks stacked side by side: each ``(N, copies·C_i,
+    H, W)`` (copy ``k`` in block ``k`` of its ``C_i`` channels) → ``(N, copies·ΣC_i, H, W)``, copy
+    ``k``'s channels of every ``x`` together in block ``k``, in the order of ``xs``. Channels-last
+    inputs give a channels-last output without a copy of the layout."""
+    if copies == 1:
+        return torch.cat(list(xs), 1)
+    n, _, h, w = xs[0].shape
+    if all(x.stride(1) == 1 for x in xs):  # channels last: (N, H, W, K, C_i) views
+        parts = [x.permute(0, 2, 3, 1).reshape(n, h, w, copies, -1) for x in xs]
+        return torch.cat(parts, 4).reshape(n, h, w, -1).permute(0, 3, 1, 2)
+    return torch.cat([x.reshape(n, copies, -1, h, w) for x in xs], 2).reshape(n, -1, h, w)
+
+
+def _layer_names(net: nn.Module) -> list[str]:
+    """The names of ``net``'s layers: its modules without modules of their own."""
+    return [name for name, m in net.named_modules() if not any(True for _ in m.children())]
 
 
 def _block(layer: nn.Module, tensor: Tensor, k: int, copies: int) -> Tensor:
@@ -130,6 +172,10 @@ def _stack_layer(layers: list[nn.Module]) -> nn.Module:
         return out.to(first.weight.dtype)
     if isinstance(first, (nn.modules.batchnorm._NormBase, nn.GroupNorm)):
         return _stack_norm(layers)
+    if isinstance(first, nn.LocalResponseNorm):
+        if any(getattr(m, "copies", 1) != 1 for m in layers):
+            raise ValueError("stack_copies: a LocalResponseNorm already of several copies")
+        return LocalResponseNorm(first.size, first.alpha, first.beta, first.k, copies=k)
     if isinstance(first, _CHANNELWISE):
         return copy.deepcopy(first)
     raise ValueError(f"stack_copies: cannot split {type(first).__name__} by copy")

@@ -570,3 +570,44 @@ def test_cuda_on_a_machine_without_one_is_a_config_error(idx_root, tmp_path):
         pytest.skip("this machine has CUDA")
     with pytest.raises(ConfigError, match="device='cuda'"):
         inception.train(_small(f"data.root={idx_root}", "device=cuda"), tmp_path)
+
+
+# --- seeds side by side -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_seeds_side_by_side_are_the_separate_runs_one_folder_each(idx_root, tmp_path):
+    """A list of seeds trains them stacked in one process: a folder per seed with its own
+    metrics and summary, which the collection reads as that many single runs; at step 0 (the
+    same networks, before float rounding can differ) every evaluation equals the seed's own
+    run's. BN-Baseline: LRN, dropout and the photometric distortion, each copy its own."""
+    overrides = (*_idx(idx_root), "setup=bn_baseline")
+    stack = tmp_path / "stacked" / "run"
+    summaries = inception.train(_small(*overrides, "seed=[3,5]"), stack)
+    assert [s["seed"] for s in summaries] == [3, 5]
+    assert all(s["copies"] == 2 and s["steps_done"] == 4 for s in summaries)
+    for seed in (3, 5):
+        alone = inception.train(_small(*overrides, f"seed={seed}"), tmp_path / "alone" / f"s{seed}")  # fmt: skip
+        rows, own = metric_rows(stack / f"seed{seed}"), metric_rows(tmp_path / "alone" / f"s{seed}")
+        saved = json.loads((stack / f"seed{seed}" / "summary.json").read_text())
+        assert saved["name"] == f"bn_baseline-s{seed}"
+        assert saved["parameters"] == alone["parameters"]
+        assert {(r["step"], r["metric"]) for r in rows} == {(r["step"], r["metric"]) for r in own}
+        at0 = {r["metric"]: r["value"] for r in rows if int(r["step"]) == 0}
+        assert at0 == {r["metric"]: r["value"] for r in own if int(r["step"]) == 0}
+        assert abs(saved["test_acc"] - alone["test_acc"]) < 0.2  # float rounding apart, same net
+    collected = {}
+    for name in ("stacked", "alone"):
+        [summary] = collect(study("inception"), tmp_path / name, tmp_path / f"out_{name}", "test")
+        collected[name] = summary["setups"]["bn_baseline"]
+    assert collected["stacked"].keys() == collected["alone"].keys()
+    assert collected["stacked"]["seeds"] == collected["alone"]["seeds"] == [3, 5]
+
+
+@pytest.mark.slow
+def test_seeds_side_by_side_refuse_what_each_run_would_do_alone(idx_root, tmp_path):
+    with pytest.raises(ConfigError, match="train.stop ends each run at its own step"):
+        inception.train(_small(*_idx(idx_root), "seed=[0,1]", "train.stop.plateau=0.1"), tmp_path)
+    with pytest.raises(ConfigError, match="seeds side by side are built for the in-memory"):
+        inception.train(_small("data=image_folder", "data.root=/nonexistent", "seed=[0,1]"), tmp_path)  # fmt: skip
+    assert not (tmp_path / "metrics.csv").exists()
