@@ -106,6 +106,7 @@ def test_stacked_copies_train_as_separate_networks(variant, memory_format):
             torch.testing.assert_close(views[k].eval()(x), want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_with_dropout_the_stack_evaluates_as_the_separate_networks():
     """Inception's dropout (0.4) changes nothing in evaluation: the stack's copies there are the
     separate networks (their training with dropout draws other masks; see the next test)."""
@@ -118,6 +119,7 @@ def test_with_dropout_the_stack_evaluates_as_the_separate_networks():
             torch.testing.assert_close(out[:, k], net.eval()(x), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_each_copys_dropout_mask_is_its_own():
     """The stack's dropout draws one mask over all ``K·C`` features of the batch from torch's
     generator (as :class:`torch.nn.Dropout` does over any tensor), so copy ``k``'s mask is block
