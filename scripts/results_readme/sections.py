@@ -164,7 +164,7 @@ class SectionView:
         if parameters := summary.get("parameters"):
             counts = "; ".join(f"{self.label(k)} {num(v)}" for k, v in parameters.items())
             out.append(f"Parameters: {counts}.")
-        if paper := summary.get("paper"):
+        if paper := self.paper:
             out.append(self.paper_note(paper))
         for name, e in self.setups.items():
             if bad := [seed for seed, d in zip(e["seeds"], e.get("diverged", [])) if d]:
@@ -173,6 +173,13 @@ class SectionView:
                     f"seed{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}."
                 )
         return [n for n in out if n]
+
+    @property
+    def paper(self) -> dict:
+        """The numbers of the paper this section's study reproduces (its record's), not the
+        summary's copy: that is the paper of the module that trained the runs, which a question
+        asked of another study's network does not reproduce."""
+        return self.study.paper if self.summary else {}
 
     @staticmethod
     def paper_note(paper: dict) -> str:

@@ -61,7 +61,7 @@ def setups_table(s: SectionView) -> Table | None:
     keys = [k for i, k in enumerate(keys) if not any(_same(setups, k, j) for j in keys[:i])]
     if not keys:
         return None
-    paper = (s.summary or {}).get("paper", {}).get("setups", {})
+    paper = s.paper.get("setups", {})
     rows = []
     for name, e in setups.items():
         n, bad = len(e["seeds"]), sum(bool(d) for d in e.get("diverged", []))
