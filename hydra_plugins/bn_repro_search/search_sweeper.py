@@ -7,10 +7,18 @@ returns: the mean final test accuracy of its runs (``direction: maximize``). A t
 (its runs diverged and returned no accuracy, or the job failed) is recorded as failed with its
 reason and the search goes on. The search space is ``params``, in Hydra's sweep syntax:
 ``interval(a, b)`` (a float; ``tag(log, interval(a, b))`` on a log scale; ``int(interval(a, b))``
-an integer), ``choice(a, b, ...)`` or ``range(a, b)``; a space that cannot be searched
-(``interval(1, 0.1)``) ends the search in one line before any trial. After each batch of trials,
+an integer), ``choice(a, b, ...)`` or ``range(a, b)``; a range given on the command line
+(``'norm.momentum=interval(0.01, 0.5)'``, as Hydra's Optuna sweeper takes it) joins ``params``, and
+replaces a ``params`` entry of the same key. A space that cannot be searched (``interval(1, 0.1)``,
+``glob(*)``) ends the search in one line before any trial. After each batch of trials,
 and so also on Ctrl-C, ``optimization_results.yaml`` in the sweep folder holds the best trial so
 far and every trial recorded (written whole: an interrupt never leaves half a file).
+
+``storage`` (an Optuna storage URL, ``sqlite:///search.db``) with ``study_name`` keeps the trials in
+a database, so an interrupted search is resumed by running the same command again: it loads the
+trials recorded under that name and runs until ``n_trials`` have finished, numbering on from the
+last. A trial a Ctrl-C cut short is recorded as failed ("interrupted") and not counted; the
+resumed sampler's seed is ``seed`` plus the trials recorded, so it does not repeat their draws.
 
 (Hydra's own Optuna sweeper is not used: its release for Hydra 1.3 ends a search at the first
 failed trial, and the one that goes on needs Hydra 1.4 prereleases.)
@@ -44,6 +52,8 @@ class SearchConf:
     n_jobs: int = 1  # trials launched together (as many as the launcher runs side by side)
     seed: int = 0  # the sampler's: the same search, trial for trial
     params: dict[str, str] = field(default_factory=dict)
+    storage: str | None = None  # an Optuna storage URL (sqlite:///search.db): a resumable search
+    study_name: str | None = None  # the search's name in storage (needed with it)
 
 
 ConfigStore.instance().store(
@@ -53,16 +63,24 @@ ConfigStore.instance().store(
 
 class SearchSweeper(Sweeper):
     def __init__(
-        self, direction: str, n_trials: int, n_jobs: int, seed: int, params: dict[str, str]
+        self,
+        direction: str,
+        n_trials: int,
+        n_jobs: int,
+        seed: int,
+        params: dict[str, str],
+        storage: str | None = None,
+        study_name: str | None = None,
     ) -> None:
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"hydra.sweeper.direction={direction} must be maximize or minimize")
         if n_trials < 1 or n_jobs < 1:
             raise ValueError("hydra.sweeper.n_trials and hydra.sweeper.n_jobs must be at least 1")
-        if not params:
-            raise ValueError("hydra.sweeper.params is empty: name the settings to search")
+        if storage and not study_name:
+            raise ValueError("hydra.sweeper.storage needs hydra.sweeper.study_name to resume by")
         self.direction, self.n_trials, self.n_jobs, self.seed = direction, n_trials, n_jobs, seed
         self.params = dict(params)
+        self.storage, self.study_name = storage, study_name
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config, self.hydra_context = config, hydra_context
@@ -74,21 +92,27 @@ class SearchSweeper(Sweeper):
         import optuna
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        fixed = parser.parse_overrides(arguments)
-        if swept := [o.input_line for o in fixed if o.is_sweep_override()]:
-            raise ValueError(f"{swept}: a search takes fixed settings; search ranges go in params")
+        given = parser.parse_overrides(arguments)
+        fixed = [o for o in given if not o.is_sweep_override()]
+        ranges = {o.key_or_group: o for o in given if o.is_sweep_override()}
         space = parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()])
-        if problem := next(filter(None, map(_unsearchable, space)), None):
-            sys.exit(f"error: hydra.sweeper.params: {problem}")
+        space = [o for o in space if o.key_or_group not in ranges] + list(ranges.values())
+        if not space:
+            sys.exit("error: nothing to search: give hydra.sweeper.params or a range on the "
+                     "command line ('train.lr=interval(0.01, 1.0)')")  # fmt: skip
+        for o in space:
+            if problem := _unsearchable(o):
+                where = "" if o.key_or_group in ranges else "hydra.sweeper.params: "
+                sys.exit(f"error: {where}{problem}")
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(
-            direction=self.direction, sampler=optuna.samplers.TPESampler(seed=self.seed)
-        )
+        study = self._study()
         results = sweep_dir / "optimization_results.yaml"
-        done = 0
+        done = sum(map(_finished, study.trials))
+        if done >= self.n_trials:  # a search resumed once complete: its results, no trial
+            _write_results(study, space, results)
         while done < self.n_trials:
             trials = [study.ask() for _ in range(min(self.n_jobs, self.n_trials - done))]
             batch = [
@@ -96,7 +120,14 @@ class SearchSweeper(Sweeper):
                 + [f"{o.key_or_group}={_suggest(t, o)}" for o in space]
                 for t in trials
             ]
-            for trial, job, ret in zip(trials, batch, self.launcher.launch(batch, done)):
+            try:
+                returns = self.launcher.launch(batch, trials[0].number)
+            except BaseException:
+                for trial in trials:  # recorded, so a resumed search neither counts nor waits on it
+                    trial.set_user_attr("fail_reason", "interrupted")
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                raise
+            for trial, job, ret in zip(trials, batch, returns):
                 value, reason = _objective(ret)
                 if value is None:
                     trial.set_user_attr("fail_reason", reason)
@@ -108,11 +139,49 @@ class SearchSweeper(Sweeper):
             done += len(trials)
             _write_results(study, space, results, final=done >= self.n_trials)
 
+    def _study(self) -> Any:
+        """A new Optuna study, or with ``storage`` the one recorded under ``study_name`` (created
+        when there is none); exits in one line if the storage cannot be opened or the recorded
+        search went the other direction."""
+        import optuna
+
+        try:
+            study = optuna.create_study(
+                direction=self.direction,
+                storage=self.storage,
+                study_name=self.study_name,
+                load_if_exists=True,
+            )
+        except Exception as e:  # the storage's own errors (SQLAlchemy's, Redis's, ...)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            sys.exit(f"error: hydra.sweeper.storage={self.storage} cannot be opened: {first}")
+        if study.direction.name.lower() != self.direction:
+            sys.exit(
+                f"error: the search {self.study_name} in {self.storage} was to "
+                f"{study.direction.name.lower()}; hydra.sweeper.direction={self.direction} "
+                "cannot continue it"
+            )
+        # a seed of its own for a resumed search: the first one's would draw the same settings again
+        study.sampler = optuna.samplers.TPESampler(seed=self.seed + len(study.trials))
+        return study
+
+
+def _finished(trial: Any) -> bool:
+    """Whether ``trial`` counts toward ``n_trials``: its job ended (not cut short)."""
+    import optuna
+
+    state = trial.state
+    if state == optuna.trial.TrialState.FAIL:
+        return trial.user_attrs.get("fail_reason") != "interrupted"
+    return state == optuna.trial.TrialState.COMPLETE
+
 
 def _unsearchable(override: Override) -> str | None:
-    """Why a ``params`` entry cannot be searched (an empty or inverted interval, a log scale
-    reaching 0), or None."""
+    """Why a search range cannot be searched (an empty or inverted interval, a log scale
+    reaching 0, a sweep that is not a range), or None."""
     sweep = override.value()
+    if not isinstance(sweep, (IntervalSweep, ChoiceSweep, RangeSweep)):
+        return f"{override.input_line}: use interval(a, b), choice(a, b, ...) or range(a, b)"
     if not isinstance(sweep, IntervalSweep):
         return None
     if not sweep.start < sweep.end:

@@ -4,6 +4,7 @@ and is named at the end, and each job's recorded command runs that job again."""
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -193,12 +194,28 @@ def test_a_learning_rate_search_goes_on_past_a_failed_trial(tiny_data, tmp_path)
 
 @pytest.mark.slow
 def test_the_shipped_search_runs_and_a_study_without_an_objective_refuses_it(tiny_data, tmp_path):
+    import yaml
+
+    db = [
+        f"hydra.sweeper.storage=sqlite:///{tmp_path / 'search.db'}",
+        "hydra.sweeper.study_name=lr",
+    ]
     out = _mnist(
         tiny_data, "-m", "hydra/sweeper=lr_search", "hydra.sweeper.n_trials=2",
-        f"hydra.sweep.dir={tmp_path / 'search'}",
+        f"hydra.sweep.dir={tmp_path / 'search'}", "norm.momentum=interval(0.01,0.5)", *db,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert "best of 2 trials" in out.stdout + out.stderr
+    more = _mnist(
+        tiny_data, "-m", "hydra/sweeper=lr_search", "hydra.sweeper.n_trials=3",
+        f"hydra.sweep.dir={tmp_path / 'more'}", "norm.momentum=interval(0.01,0.5)", *db,
+    )  # fmt: skip
+    assert more.returncode == 0, more.stderr[-2000:]
+    results = yaml.safe_load((tmp_path / "more" / "optimization_results.yaml").read_text())
+    assert [t["number"] for t in results["trials"]] == [0, 1, 2]  # one more, numbered on
+    assert set(results["best_params"]) == {"train.lr", "norm.momentum"}
+    [job] = [p.name for p in (tmp_path / "more").iterdir() if p.is_dir()]
+    assert job.startswith("2_")  # its folder numbered on too
     refused = subprocess.run(
         [sys.executable, "-m", "experiments.depth", "-m", "hydra/sweeper=lr_search"],
         capture_output=True, text=True, cwd=CONFIGS.parent, timeout=120,
@@ -242,10 +259,12 @@ class _Launcher:
 
     def __init__(self, values):
         self.values = list(values)
+        self.jobs: list[tuple[int, list[list[str]]]] = []  # (first job's index, its batch)
 
     def launch(self, batch, initial_job_idx):
         from hydra.core.utils import JobReturn, JobStatus
 
+        self.jobs.append((initial_job_idx, batch))
         if not self.values:
             raise KeyboardInterrupt
         return [
@@ -253,18 +272,21 @@ class _Launcher:
         ]
 
 
-def _search(tmp_path, values, params="interval(0.01, 1.0)", n_trials=3):
+def _search(
+    tmp_path, values, params="interval(0.01, 1.0)", n_trials=3, arguments=(), launcher=None, **kw
+):
     from types import SimpleNamespace
 
     from omegaconf import OmegaConf
 
     from hydra_plugins.bn_repro_search.search_sweeper import SearchSweeper
 
-    sweeper = SearchSweeper("maximize", n_trials, 1, 0, {"train.lr": params})
+    space = {"train.lr": params} if params else {}
+    sweeper = SearchSweeper(kw.pop("direction", "maximize"), n_trials, 1, 0, space, **kw)
     sweeper.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}})
     sweeper.hydra_context = SimpleNamespace(config_loader=None)
-    sweeper.launcher = _Launcher(values)
-    sweeper.sweep([])
+    sweeper.launcher = launcher or _Launcher(values)
+    sweeper.sweep(list(arguments))
     return tmp_path / "optimization_results.yaml"
 
 
@@ -285,6 +307,68 @@ def test_a_ctrl_c_during_a_search_keeps_the_trials_done(tmp_path):
     assert [t["value"] for t in results["trials"]] == [0.5, 0.7]
     assert results["best_value"] == 0.7
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_an_interrupted_search_with_storage_resumes_numbering_on(tmp_path):
+    """Ctrl-C after two trials of four; the same command again finishes the other two, numbered
+    on, the trial cut short recorded as such and not counted, no earlier draw repeated."""
+    import yaml
+
+    db = {"storage": f"sqlite:///{tmp_path / 'search.db'}", "study_name": "lr"}
+    with pytest.raises(KeyboardInterrupt):
+        _search(tmp_path / "first", [0.5, 0.7], n_trials=4, **db)
+    resumed = _Launcher([0.6, 0.8])
+    results = yaml.safe_load(
+        _search(tmp_path / "again", None, n_trials=4, launcher=resumed, **db).read_text()
+    )
+    trials = results["trials"]
+    assert [t["number"] for t in trials] == [0, 1, 2, 3, 4]
+    assert [t["state"] for t in trials] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+    assert trials[2]["reason"] == "interrupted"
+    assert [t["value"] for t in trials if t["state"] == "COMPLETE"] == [0.5, 0.7, 0.6, 0.8]
+    assert [index for index, _ in resumed.jobs] == [3, 4]  # its job folders numbered on too
+    lrs = [t["params"]["train.lr"] for t in trials]
+    assert len(set(lrs)) == 5 and results["best_value"] == 0.8
+    done = _Launcher([])  # the search is complete: running it again starts no trial
+    again = _search(tmp_path / "third", None, n_trials=4, launcher=done, **db)
+    assert done.jobs == [] and yaml.safe_load(again.read_text())["best_value"] == 0.8
+
+
+def test_a_search_storage_needs_a_name_and_its_direction(tmp_path):
+    db = f"sqlite:///{tmp_path / 'search.db'}"
+    with pytest.raises(ValueError, match="storage needs hydra.sweeper.study_name"):
+        _search(tmp_path, [0.5], storage=db)
+    _search(tmp_path, [0.5], n_trials=1, storage=db, study_name="lr")
+    with pytest.raises(SystemExit, match=r"^error: the search lr in .* was to maximize; "):
+        _search(tmp_path, [0.5], storage=db, study_name="lr", direction="minimize")
+    with pytest.raises(SystemExit, match=r"^error: hydra.sweeper.storage=nosuch://x cannot be"):
+        _search(tmp_path, [0.5], storage="nosuch://x", study_name="lr")
+
+
+def test_a_command_line_range_is_searched_in_place_of_params(tmp_path):
+    """As Hydra's Optuna sweeper takes it: 'norm.momentum=interval(0.01,0.5)' joins the space,
+    and one of params' keys given on the command line replaces its range."""
+    import yaml
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    launcher = _Launcher([0.5, 0.6])
+    ranges = ["norm.momentum=interval(0.01,0.5)", "train.lr=choice(0.1,0.2)", "train.steps=7"]
+    results = yaml.safe_load(
+        _search(tmp_path, None, n_trials=2, arguments=ranges, launcher=launcher).read_text()
+    )
+    assert results["searched"] == ranges[:2]
+    for _, [job] in launcher.jobs:
+        values = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(job)}
+        assert values["train.steps"] == 7 and values["train.lr"] in (0.1, 0.2)
+        assert 0.01 <= values["norm.momentum"] <= 0.5
+    for bad, why in [
+        ("norm.momentum=interval(0.5,0.01)", "low end must be below"),
+        ("norm.momentum=glob(*)", "use interval"),
+    ]:
+        with pytest.raises(SystemExit, match=rf"^error: {re.escape(bad)}: .*{why}"):
+            _search(tmp_path / "bad", [0.5], arguments=[bad])
+    with pytest.raises(SystemExit, match="^error: nothing to search"):
+        _search(tmp_path / "none", [0.5], params=None)
 
 
 def test_a_trial_with_a_diverged_seed_has_no_objective(tmp_path):
