@@ -464,7 +464,9 @@ class Runner:
                 continue
             self.launched += 1
             print(
-                f"[{self.launched}/{self.total}] started {task.r.name} {task.job.name}", flush=True
+                f"[{self.launched}/{self.total}] started {task.r.name} {task.job.name} "
+                f"at {time.strftime('%H:%M:%S')}",
+                flush=True,
             )
             if task.log.exists():
                 _keep_earlier_log(task.log)

@@ -14,7 +14,7 @@ two at a time, each followed by ``scripts.collect`` as its first everyday reprod
 which writes ``<out>/results/...`` as the real targets write ``results/...``, and by that
 reproduction's figure scripts (none where it has none), which draw into ``<out>/results/figures/``
 (they read and write ``results/`` relative to the folder they run in). A line says when each study
-starts (training takes minutes), and another its time once it is done.
+starts and at what clock time (training takes minutes), and another its time once it is done.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.monotonic()
 
     def announced(k: int, job: Job) -> float:
-        print(f"[{k}/{len(jobs)}] started {job.study}", flush=True)
+        print(f"[{k}/{len(jobs)}] started {job.study} at {time.strftime('%H:%M:%S')}", flush=True)
         return run(job, out, args.data_root, not args.no_verify)
 
     with ThreadPoolExecutor(args.jobs) as pool:

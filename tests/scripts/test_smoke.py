@@ -1,6 +1,7 @@
 """scripts/smoke.py (make smoke): every study of the registry that trains, collects and plots end
 to end into a new folder, and results/ is left alone."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,9 +83,10 @@ def test_each_study_says_when_it_starts(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(smoke, "run", run)
     smoke.main(["--out", str(tmp_path / "smoke"), "--jobs", "1"])
     n = len(smoke.JOBS)
-    assert last_started == {
+    assert {study: line[: line.rindex(" at ")] for study, line in last_started.items()} == {
         job.study: f"[{k}/{n}] started {job.study}" for k, job in enumerate(smoke.JOBS, 1)
     }
+    assert all(re.search(r" at \d\d:\d\d:\d\d$", line) for line in last_started.values())
 
 
 def test_refuses_an_existing_folder_or_one_inside_results(tmp_path):
