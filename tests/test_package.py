@@ -65,6 +65,18 @@ def test_the_wheels_description_is_the_librarys_own_readme(wheel):
     assert links and all(link.startswith("https://") for link in links)  # none relative
 
 
+def test_the_wheel_links_the_papers_it_implements(wheel):
+    """Its project URLs (an index's sidebar) are the papers CITATION.cff cites."""
+    import yaml
+
+    with zipfile.ZipFile(wheel) as z:
+        info = f"bn_repro-{bn.__version__}.dist-info"
+        metadata = email.message_from_bytes(z.read(f"{info}/METADATA"))
+    urls = [line.split(", ", 1)[1] for line in metadata.get_all("Project-URL") or []]
+    cited = yaml.safe_load((ROOT / "CITATION.cff").read_text())["references"]
+    assert sorted(urls) == sorted(paper["url"] for paper in cited)
+
+
 def test_the_librarys_readme_example_runs_and_prints_what_it_says(monkeypatch, capsys):
     """bn/README.md's example, with torch alone (the compiled kernel off: no build here)."""
     [example] = re.findall(r"```python\n(.*?)```", (ROOT / "bn" / "README.md").read_text(), re.S)
