@@ -142,11 +142,17 @@ def column_name(key: str) -> str:
     return COLUMNS.get(key, key.replace("_", " "))
 
 
-def setups_table(summary: dict, labels: dict[str, str]) -> dict:
-    """A column per seed statistic the summary holds (:func:`stat_columns`)."""
+def setups_table(summary: dict, labels: dict[str, str], paper: dict | None = None) -> dict:
+    """A column per seed statistic the summary holds (:func:`stat_columns`), and one of
+    ``paper``'s numbers per setup where it has them: the numbers of the paper the section's study
+    reproduces (its record's ``paper``, :mod:`experiments.papers`), headed by where they come
+    from. Not the summary's copy: that is the paper of the module that trained the runs, which a
+    study asking its own questions (the open questions) shares without measuring what it
+    measured."""
     setups = summary.get("setups", {})
     keys = stat_columns(setups)
-    paper = summary.get("paper", {}).get("setups", {})
+    source = (paper or {}).get("source", "")
+    paper = (paper or {}).get("setups", {})
     rows = [
         {
             "setup": labels.get(name, name),
@@ -164,7 +170,7 @@ def setups_table(summary: dict, labels: dict[str, str]) -> dict:
         )
         for k in keys
     ]
-    return {"columns": columns, "rows": rows, "paper": bool(paper)}
+    return {"columns": columns, "rows": rows, "paper": bool(paper), "paper_source": source}
 
 
 def wall_text(seconds: object, source: Path) -> str:
@@ -192,7 +198,10 @@ def figure(file: str, caption: str) -> dict:
     }
 
 
-def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
+def section(
+    s: Section, labels: dict[str, str], claims: list[dict], paper: dict | None = None
+) -> dict:
+    """One section of the page; ``paper``: its study's (:func:`setups_table`)."""
     folder = RESULTS / s.path
     out: dict = {
         "anchor": s.anchor,
@@ -226,7 +235,7 @@ def section(s: Section, labels: dict[str, str], claims: list[dict]) -> dict:
         if (folder / name).exists():
             text = (folder / name).read_text()
             out["tables"].append((text.split("\n")[0], markdown_table(text, str(folder / name))))
-    out["setups"] = setups_table(summary, labels)
+    out["setups"] = setups_table(summary, labels, paper)
     return out
 
 
@@ -271,7 +280,7 @@ def render() -> str:
         {
             "anchor": f"study-{study.name}",
             "title": study.title,
-            "sections": [section(s, study.labels, claims) for s in study.sections],
+            "sections": [section(s, study.labels, claims, study.paper) for s in study.sections],
         }
         for study in STUDIES
     ]

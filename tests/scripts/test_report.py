@@ -105,6 +105,37 @@ def test_the_papers_numbers_read_as_text():
     assert report.paper_text({"steps_to_baseline_max": None}) == "steps to Inception's best: never"
 
 
+def test_the_papers_column_is_the_sections_studys_paper_not_the_summarys_copy(
+    tmp_path, monkeypatch
+):
+    """A question's runs trained by the renorm module carry its paper's ImageNet numbers in their
+    summary; the question did not measure them, so its table shows none."""
+    from experiments.papers import BRN_RESULTS
+
+    stat = {"mean": 0.9, "per_seed": [0.89, 0.91]}
+    setups = {name: {"seeds": [0, 1], "test_acc": stat} for name in ("bn32", "bn32_after")}
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "summary.json").write_text(
+        json.dumps({"setups": setups, "paper": BRN_RESULTS})
+    )
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    here = SECTIONS["mnist"].__class__("q", "Q", "study", "t")
+    assert report.section(here, {}, [])["setups"]["paper"] is False  # a question: no paper
+    table = report.section(here, {}, [], BRN_RESULTS)["setups"]  # the renorm study's own section
+    assert [r["paper"] for r in table["rows"]] == ["test accuracy 78.3%; at step 130,000", "–"]
+    assert table["paper"] and table["paper_source"] == BRN_RESULTS["source"]  # which setting
+
+
+@pytest.mark.slow
+def test_only_a_study_that_reproduces_a_paper_shows_its_numbers(page):
+    def html_of(anchor: str) -> str:
+        return page.split(f'<h3 id="{anchor}">', 1)[1].split("<h3 ", 1)[0]
+
+    assert "<th>the paper" in html_of("renorm") and "ImageNet" in html_of("renorm")
+    for question in ("norm-position", "brn-gradient", "dropout"):
+        assert "<table" in html_of(question) and "<th>the paper" not in html_of(question)
+
+
 def test_study_tables_and_bad_files(tmp_path, monkeypatch):
     with pytest.raises(BadResults, match="holds no table"):
         report.markdown_table("# nothing\n", "x.md")
