@@ -16,6 +16,7 @@ from .functional import (
     BatchNormFunction,
     BatchNormFunctionForwardAD,
     BatchRenormFunction,
+    _functorch,
     batch_stats,
     group_view,
     values_per_channel,
@@ -32,9 +33,13 @@ def _symbolic(t: object) -> bool:
     return isinstance(t, Proxy) or torch.compiler.is_compiling()
 
 
-def _functorch() -> bool:
-    """Whether a torch.func transform (grad, vmap, jvp, ...) is active."""
-    return torch._C._are_functorch_transforms_active()
+def _lerp_into(buffer: Tensor, end: Tensor, weight: float) -> Tensor:
+    """``buffer ← buffer + weight·(end − buffer)``, in place. Under torch.func out of place and
+    copied in: vmap has no batching rule for ``lerp_`` (it would warn and loop over the batch),
+    and has one for ``lerp`` and ``copy_``; the same kernel, the same numbers."""
+    if _functorch():
+        return buffer.copy_(torch.lerp(buffer, end, weight))
+    return buffer.lerp_(end, weight)
 
 
 def _average(t: Tensor) -> Tensor:
@@ -321,9 +326,9 @@ class BatchNormBase(_BatchNorm):
         """
         self.num_batches_tracked.add_(1)
         factor = self._average_factor()
-        self.running_mean.lerp_(_average(mean).to(self.running_mean.dtype), factor)
+        _lerp_into(self.running_mean, _average(mean).to(self.running_mean.dtype), factor)
         unbiased = _average(var) * (count / (count - 1))
-        self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor)
+        _lerp_into(self.running_var, unbiased.to(self.running_var.dtype), factor)
 
     def extra_repr(self) -> str:
         s = super().extra_repr()

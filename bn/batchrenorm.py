@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from . import compiled
-from ._base import BatchNormBase, _average, _functorch, _symbolic
+from ._base import BatchNormBase, _average, _functorch, _lerp_into, _symbolic
 from .functional import (
     BatchRenormFunction,
     ScaleGrad,
@@ -385,9 +385,10 @@ class BatchRenormBase(BatchNormBase):
         self.num_batches_tracked.add_(1)
         factor = self._average_factor()
         sigma = torch.sqrt(self.running_var + self.eps)
-        sigma.lerp_(_average(torch.sqrt(var + self.eps)).to(sigma.dtype), factor)
-        self.running_mean.lerp_(_average(mean).to(self.running_mean.dtype), factor)
-        self.running_var.copy_(sigma.square_().sub_(self.eps))  # no out=: vmap refuses it
+        _lerp_into(sigma, _average(torch.sqrt(var + self.eps)).to(sigma.dtype), factor)
+        _lerp_into(self.running_mean, _average(mean).to(self.running_mean.dtype), factor)
+        # no out=: vmap refuses it; no square_ under torch.func: vmap has no batching rule for it
+        self.running_var.copy_((sigma.square() if _functorch() else sigma.square_()).sub_(self.eps))
 
     def extra_repr(self) -> str:
         s = super().extra_repr() + f", r_max={self.r_max!r}, d_max={self.d_max!r}"

@@ -151,6 +151,11 @@ def _from_side_by_side(y: Tensor, groups: int) -> Tensor:
     return y.reshape(g, groups, c, *rest).transpose(0, 1).reshape(g * groups, c, *rest)
 
 
+def _functorch() -> bool:
+    """Whether a torch.func transform (grad, vmap, jvp, ...) is active."""
+    return torch._C._are_functorch_transforms_active()
+
+
 @torch.no_grad()
 def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
     """Per-microbatch, per-channel mean and *biased* variance of ``x``, each of shape ``(G, C)``,
@@ -161,6 +166,12 @@ def batch_stats(x: Tensor, groups: int = 1) -> tuple[Tensor, Tensor]:
     x = x.detach()  # no_grad does not stop forward-mode AD (torch.func.jvp, hessian)
     n, c = x.shape[:2]
     acc = stats_dtype(x.dtype)
+    if _functorch():
+        # Operations vmap has batching rules for (not torch's Welford kernel, nor in-place ones,
+        # which it would run in a loop with a warning), and no value read to choose a route.
+        rows = x.reshape(groups, n // groups, c, -1).to(acc)
+        mean = rows.mean(dim=(1, 3))
+        return mean, (rows - mean.view(groups, 1, c, 1)).square().mean(dim=(1, 3))
     if x.dim() == 2:
         # No spatial positions: torch's fused Welford kernel, on the microbatches side by side.
         xs = (x if groups == 1 else _side_by_side(x, groups)).to(acc)

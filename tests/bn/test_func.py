@@ -135,6 +135,42 @@ def test_vmap_over_an_ensemble(layer):
             torch.testing.assert_close(buffers[name][k], b, msg=name)
 
 
+VMAP_2D = {
+    "bn-fast": lambda: bn.BatchNorm2d(4),
+    "bn-reference": lambda: bn.BatchNorm2d(4, impl="reference"),
+    "bn-microbatch": lambda: bn.BatchNorm2d(4, microbatch=2),
+    "brn": lambda: bn.BatchRenorm2d(4, r_max=2.0, d_max=1.0),
+    "brn-microbatch": lambda: bn.BatchRenorm2d(4, r_max=2.0, d_max=1.0, microbatch=2),
+}
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("layer", list(VMAP_2D))
+def test_vmap_runs_on_batching_rules_without_a_fallback_warning(layer, training):
+    """``functional_call`` + ``vmap`` over stacked copies: no operation falls back to a loop over
+    the batch (torch warns "There is a performance drop because we have not yet implemented the
+    batching rule for ..."), and each copy's output and moving statistics are its own."""
+    import warnings
+
+    torch.manual_seed(0)
+    layers = [VMAP_2D[layer]().double().train(training) for _ in range(3)]
+    for norm in layers:
+        with torch.no_grad():
+            norm.running_mean.uniform_(-1, 1)
+            norm.running_var.uniform_(0.5, 2)
+    alone = [copy.deepcopy(norm) for norm in layers]
+    params, buffers = stack_module_state(layers)
+    x = torch.randn(3, 8, 4, 5, 5, dtype=torch.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = vmap(lambda p, b, x: functional_call(layers[0], (p, b), (x,)))(params, buffers, x)
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
+    for k, norm in enumerate(alone):
+        torch.testing.assert_close(y[k], norm(x[k]))
+        for name, b in norm.named_buffers():
+            torch.testing.assert_close(buffers[name][k], b, msg=name)
+
+
 FORWARD_MODE = {
     **LAYERS_1D,
     "bn-microbatch-3": lambda: bn.BatchNorm1d(3, microbatch=2),
