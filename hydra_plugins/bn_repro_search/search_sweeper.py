@@ -39,6 +39,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.kit.errors import ConfigError
 from experiments.kit.files import write_whole
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,10 @@ class SearchSweeper(Sweeper):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = self._study()
+        try:
+            study = self._study()
+        except ConfigError as e:
+            sys.exit(f"error: {e}")
         results = sweep_dir / "optimization_results.yaml"
         done = sum(map(_finished, study.trials))
         if done >= self.n_trials:  # a search resumed once complete: its results, no trial
@@ -141,8 +145,8 @@ class SearchSweeper(Sweeper):
 
     def _study(self) -> Any:
         """A new Optuna study, or with ``storage`` the one recorded under ``study_name`` (created
-        when there is none); exits in one line if the storage cannot be opened or the recorded
-        search went the other direction."""
+        when there is none); ConfigError if the storage cannot be opened or the recorded search
+        went the other direction."""
         import optuna
 
         try:
@@ -154,10 +158,12 @@ class SearchSweeper(Sweeper):
             )
         except Exception as e:  # the storage's own errors (SQLAlchemy's, Redis's, ...)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            sys.exit(f"error: hydra.sweeper.storage={self.storage} cannot be opened: {first}")
+            raise ConfigError(
+                f"hydra.sweeper.storage={self.storage} cannot be opened: {first}"
+            ) from None
         if study.direction.name.lower() != self.direction:
-            sys.exit(
-                f"error: the search {self.study_name} in {self.storage} was to "
+            raise ConfigError(
+                f"the search {self.study_name} in {self.storage} was to "
                 f"{study.direction.name.lower()}; hydra.sweeper.direction={self.direction} "
                 "cannot continue it"
             )
