@@ -8,6 +8,8 @@ ends, with the time left), the collection into ``results/``, the figures and the
     python -m scripts.reproduce reproduce-all --dry-run          # print the commands, run nothing
     python -m scripts.reproduce --list                           # every reproduction, one line each
     python -m scripts.reproduce reproduce-mnist --resume multirun/reproduce/<time>  # continue it
+    python -m scripts.reproduce reproduce-renorm hydra/launcher=submitit_slurm \
+        hydra.launcher.timeout_min=60 hydra.launcher.partition=cpu  # each job a Slurm job
 
 Jobs write under ``multirun/reproduce/<time>/<name>/``; each job's output goes to
 ``logs/<job>.log`` there. ``--jobs`` worker processes run the jobs one after another, so
@@ -116,13 +118,24 @@ def reused(r: Reproduction, extra: list[str], no_reuse: bool) -> tuple[str, ...]
     return r.collect.reuse.setups
 
 
+LAUNCHER = "hydra/launcher="  # an override choosing Hydra's launcher (submitit_slurm, ...)
+
+
+def launched(extra: list[str]) -> bool:
+    """Whether the overrides run every job through a Hydra launcher (``hydra/launcher=...``)."""
+    return any(e.lstrip("+").startswith(LAUNCHER) for e in extra)
+
+
 def command(r: Reproduction, job: Job, folder: Path, extra: list[str], nproc: int) -> list[str]:
-    """The training command of ``job``, writing into ``folder``."""
+    """The training command of ``job``, writing into ``folder``. With a launcher among the
+    overrides every job is a Hydra multirun (a job of one run too), so the launcher runs it
+    (``hydra/launcher=submitit_slurm``: on the cluster, the runner waiting for it)."""
     launch = [sys.executable, "-m"]
     if r.distributed:
         launch += ["torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m"]
-    where = [f"hydra.{'sweep' if job.sweep else 'run'}.dir={hydra_quoted(str(folder))}"]
-    where = ["-m", *where] if job.sweep else where
+    sweep = job.sweep or launched(extra)
+    where = [f"hydra.{'sweep' if sweep else 'run'}.dir={hydra_quoted(str(folder))}"]
+    where = ["-m", *where] if sweep else where
     threads = [] if r.distributed else ["threads=1"]
     return [*launch, module_of(r), *where, *with_overrides((*threads, *job.args), extra)]
 
@@ -799,7 +812,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dry_run:
             home.mkdir(parents=True, exist_ok=True)
         runner = Runner(rs, root, extra, args.jobs, nproc, no_reuse, args.dry_run, home, record)
-        _workers = None if args.fresh_processes or args.dry_run else WorkerPool(_env(), REPO)
+        # a launcher's jobs run from their own process, as Hydra's command line starts them
+        fresh = args.fresh_processes or args.dry_run or launched(extra)
+        _workers = None if fresh else WorkerPool(_env(), REPO)
         code = runner.run()
         _close_workers()
         for plot in group_plots(names, runner.failed):

@@ -21,7 +21,7 @@ CODE = Path(__file__).resolve().parents[2] / "experiments"
 # The functions that seed a network's initialization with its run's seed: (file, function).
 INIT = {
     ("nets/mlp.py", "reset_parameters"),
-    ("renorm.py", "build_copies"),
+    ("kit/classify.py", "build_copies"),  # each copy of a stack built by its own seed
     ("mechanism.py", "train"),
     ("depth.py", "train"),
     ("inception.py", "train"),

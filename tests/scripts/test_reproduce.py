@@ -392,3 +392,24 @@ def test_a_run_folder_with_accents_and_spaces_reaches_hydra_as_it_is(tmp_path, c
         for a in shlex.split(line)
         if a.startswith("hydra.run.dir=")
     )
+
+
+@pytest.mark.slow
+def test_a_reproduction_runs_through_a_hydra_launcher_and_is_collected_as_usual(tmp_path, capsys):
+    """``hydra/launcher=submitit_local`` (what ``submitit_slurm`` is on a cluster): every job a
+    multirun the launcher runs, in its own process; the collection and the figure as without."""
+    data = tmp_path / "data"
+    make_dataset(data, folder="MNIST")
+    quick = ["debug=quick", f"data.root={data}", "data.download=false", "data.verify=false"]
+    launcher = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"]
+    home, runs = tmp_path / "home", tmp_path / "runs"
+    code = reproduce.main(
+        ["reproduce-mnist", "--home", str(home), "--out", str(runs), *quick, *launcher]
+    )
+    assert code == 0, capsys.readouterr().out
+    assert (runs / "reproduce-mnist/bn/.submitit").is_dir()  # the launcher ran it
+    summary = json.loads((home / "results/mnist/mnist/summary.json").read_text())
+    assert sorted(summary["setups"]) == ["baseline", "bn"]
+    assert all(e["seeds"] == [0, 1, 2] for e in summary["setups"].values())
+    assert summary["command"].endswith(" ".join(launcher))
+    assert (home / "results/figures/mnist_fig1.png").exists()
