@@ -57,12 +57,16 @@ def _nets(norm: str, kwargs: dict, **options) -> list[SmallConvNet]:
     return nets
 
 
-def _batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def copy_batches(
+    steps: int, copies: int = K, n: int = N, channels: int = 1, size: int = SIZE
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``steps`` float64 batches of 10-class images, ``(copies, n, channels, size, size)``: each
+    copy of a stack its own examples."""
     g = torch.Generator().manual_seed(0)
     return [
         (
-            torch.randn(K, N, 1, SIZE, SIZE, generator=g, dtype=torch.float64),
-            torch.randint(0, 10, (K, N), generator=g),
+            torch.randn(copies, n, channels, size, size, generator=g, dtype=torch.float64),
+            torch.randint(0, 10, (copies, n), generator=g),
         )
         for _ in range(steps)
     ]
@@ -93,7 +97,7 @@ def test_stacked_copies_train_as_separate_networks(setup, options):
     views = copy_views(stack, _nets(norm, kwargs, **options))  # follow the stack as it trains
     opts = [_sgd([p for p in n.parameters() if p.requires_grad]) for n in nets]
     opt = _sgd([p for p in stack.parameters() if p.requires_grad])
-    for x, y in _batches(5):
+    for x, y in copy_batches(5):
         want = []
         for net, o, xk, yk in zip(nets, opts, x, y):
             loss = F.cross_entropy(net(xk), yk)
@@ -131,7 +135,7 @@ def test_a_nan_copy_leaves_the_others_alone():
     stack = stack_copies(nets)
     with torch.no_grad():
         stack[0].weight[:4].fill_(float("nan"))  # copy 0's first convolution
-    x, y = _batches(1)[0]
+    x, y = copy_batches(1)[0]
     losses = copy_losses(stack(stack_batch(x.flatten(0, 1), y.flatten(), K)[0]), y.t())
     losses.sum().backward()
     assert losses[0].isnan() and losses[1:].isfinite().all()
@@ -205,7 +209,7 @@ def test_a_stacked_batch_scores_each_copy_as_its_own_network(train_mode):
     nets = _nets(norm, kwargs)
     stack = stack_copies(_nets(norm, kwargs))
     views = copy_views(stack, _nets(norm, kwargs))
-    batches = [stack_batch(x.flatten(0, 1), y.flatten(), K) for x, y in _batches(3)]
+    batches = [stack_batch(x.flatten(0, 1), y.flatten(), K) for x, y in copy_batches(3)]
     before = {k: v.clone() for k, v in stack.state_dict().items()}
     cpu = torch.device("cpu")
     got = copy_accuracies(views, batches, cpu, train_mode=train_mode, stack=stack)

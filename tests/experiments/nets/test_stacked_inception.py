@@ -20,6 +20,7 @@ from experiments.nets.stacked import (
     split_copies,
     stack_copies,
 )
+from tests.experiments.nets.test_stacked import copy_batches
 
 K, N, SIZE = 3, 8, 16
 
@@ -39,17 +40,6 @@ def _nets(options: dict, seeds=range(K)) -> list[BNInception]:
         torch.manual_seed(seed)
         nets.append(BNInception(10, width=0.0625, stem_stride=2, **options).double())
     return nets
-
-
-def _batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    g = torch.Generator().manual_seed(0)
-    return [
-        (
-            torch.randn(K, N, 3, SIZE, SIZE, generator=g, dtype=torch.float64),
-            torch.randint(0, 10, (K, N), generator=g),
-        )
-        for _ in range(steps)
-    ]
 
 
 def _block(stack: nn.Module, name: str, tensor: torch.Tensor, k: int) -> torch.Tensor:
@@ -80,7 +70,7 @@ def test_stacked_copies_train_as_separate_networks(variant, memory_format):
     views = copy_views(stack, _nets(options))
     opts = [build_optimizer(n, 0.05, 0.9, 1e-2) for n in nets]
     opt = build_optimizer(stack, 0.05, 0.9, 1e-2)
-    for x, y in _batches(3):
+    for x, y in copy_batches(3, K, N, 3, SIZE):
         want = []
         for net, o, xk, yk in zip(nets, opts, x, y):
             loss = F.cross_entropy(net(xk.contiguous(memory_format=memory_format)), yk)
