@@ -17,7 +17,6 @@ at the target or on a plateau, so the seeds' curves end at different steps) draw
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +25,12 @@ from matplotlib.ticker import PercentFormatter
 from experiments.inception_fig3 import BASELINE, parameter_range
 from experiments.kit.errors import MissingResult
 from experiments.papers import BN_FIG3
-from experiments.studies import CONFIRMATORY, study
+from experiments.studies import study
 from scripts.analysis import committed
 from scripts.analysis import steps_to_target as fig3
 from scripts.analysis import time_to_accuracy as tta
 from scripts.analysis.committed import Diverged
-from scripts.analysis.windows import PLAN
+from scripts.analysis.windows import CONFIRMED, PLAN
 from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series
 
 SUBSET = "test/acc_subset"
@@ -204,7 +203,7 @@ MAXIMA = ("inception", "bn_baseline", "bn_x5", "bn_x30", "bn_baseline_x5", "bn_x
 NEAR_CHANCE = 0.2  # panel (b) writes out maxima below this instead of stretching its axis to them
 SEED_SETS = (
     ("pilot", PLAN, "o"),
-    ("confirmatory", replace(PLAN, root=str(PLAN.results / CONFIRMATORY)), "s"),
+    ("confirmatory", CONFIRMED, "s"),
 )
 
 

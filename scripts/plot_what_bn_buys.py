@@ -10,23 +10,22 @@ the claims read marked.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from matplotlib.ticker import PercentFormatter
 
 from experiments.kit.errors import MissingResult
-from experiments.studies import CONFIRMATORY, study
+from experiments.studies import study
 from scripts.analysis.stats import Estimate
-from scripts.analysis.windows import PLAN
+from scripts.analysis.windows import CONFIRMED, PLAN
 from scripts.claims import what_bn_buys as w
 from scripts.plotting import figure_set, plt, save
 
 STUDY = study("what_bn_buys")
 SEED_SETS = (
     ("pilot", PLAN),
-    ("confirmatory", replace(PLAN, root=str(PLAN.results / CONFIRMATORY))),
+    ("confirmatory", CONFIRMED),
 )
 
 

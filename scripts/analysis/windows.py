@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from experiments.studies import CONFIRMATORY
 from scripts.analysis.stats import AnalysisError, NonFinite
 
 
@@ -98,6 +99,9 @@ class EmptyWindow(AnalysisError):
 
 
 PLAN = Plan()
+# The plan reading the confirmatory seeds' results, laid out under results/confirmatory/ as the
+# pilots' are under results/.
+CONFIRMED = replace(PLAN, root=str(PLAN.results / CONFIRMATORY))
 
 # Each claim names the alternatives that apply to it (a window it does not use cannot move it).
 ALTERNATIVES: dict[str, Plan] = {

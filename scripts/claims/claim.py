@@ -21,10 +21,9 @@ from experiments.studies import REPRODUCTIONS, SECTIONS
 from scripts.analysis.committed import Diverged
 from scripts.analysis.power import Need, sd_upper, seeds_for
 from scripts.analysis.stats import Estimate
-from scripts.analysis.windows import ALTERNATIVES, PLAN, Plan
+from scripts.analysis.windows import ALTERNATIVES, CONFIRMED, PLAN, Plan
 from scripts.claims.rules import Compare, Decision, Rule, Values, Verdict, leaves
 
-CONFIRMATORY = "results/confirmatory"  # the confirmatory seeds' results, laid out as results/
 FEWEST = 5  # confirmatory seeds of any reproduction: an interval with 4 degrees of freedom
 MOST = 60  # confirmatory seeds this machine affords per setup; a test needing more is underpowered
 
@@ -193,7 +192,7 @@ def decide(claim: Claim) -> Outcome:
             needs = design(claim.rule, claim.design_values())
     kept = {"pilot": pilot, "needs": needs, "at_pilot": at_pilot}
     if claim.confirm:
-        root = CONFIRMATORY
+        root = CONFIRMED.root
         try:
             measured = claim.measure(replace(PLAN, root=root))
         except MissingResult:

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.kit.errors import BadResults, OneLineError
-from experiments.studies import STUDIES, Section, Study
+from experiments.studies import CONFIRMATORY, STUDIES, Section, Study
 from scripts.analysis import committed
 from scripts.results_readme.text import num, seeds_text
 
-CONFIRMATORY = "confirmatory"  # results/confirmatory/: the confirmatory seeds, laid out as results/
 # Every sweep's CSV (scripts.collect --sweep) holds these; its other columns are settings, or
 # what a run measured (how it ended, and any study's seed statistics).
 SWEEP_COLUMNS = ("setup", "seed", "diverged", "test_acc")
