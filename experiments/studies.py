@@ -325,13 +325,14 @@ CONVERGED = (
 # the cap; evaluated on 5,000 fixed test images every 100 steps. The decay interval (every 80
 # steps of 32 images, not 160) gives the paper's schedule shape: Inception's learning rate is
 # 0.96^100 = 0.017x its start at the cap, the paper's about 0.02x at its 31M steps.
+FIG3_PLATEAU = 0.003  # the plateau rule of every arm: the last third gains less than this
 FIG3 = (
     "train.steps=8000",
     "train.lr_decay_every=80",
     "eval.every=100",
     "eval.test_subset=5000",
     "eval.train_subset=0",
-    "train.stop.plateau=0.003",
+    f"train.stop.plateau={FIG3_PLATEAU}",
     "train.stop.min_steps=1000",
 )
 # Initial learning rates a half-decade apart, from where both conv nets train to where the one

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 from experiments.papers import BN_FIG1, BN_FIG3
-from experiments.studies import study
+from experiments.studies import FIG3_PLATEAU, study
 from scripts.analysis import committed
 from scripts.analysis import time_to_accuracy as tta
 from scripts.analysis.stats import paired
-from scripts.analysis.windows import EARLY_ALTERNATIVES, EQUAL_LOSS_ALTERNATIVES, Plan
+from scripts.analysis.windows import EARLY_ALTERNATIVES, EQUAL_LOSS_ALTERNATIVES, PLAN, Plan
 from scripts.claims.claim import Claim, Measured
 from scripts.claims.measure import (
     CHANCE,
@@ -115,14 +115,14 @@ FIG3_DESIGN = (
     "Smallest effects: a factor of 2 for a speed-up (past 1×, or past half the paper's factor); "
     f"{MAX_GAP * 100:g} pp between two arms' maxima (twice one evaluation's standard error on 5,000 test "
     "images near 85%; the paper's ImageNet gaps, 0.5–2.6 pp, do not carry over to a 10-class task) "
-    "and for sigmoid below ReLU (the paper's gap: 3.2 pp). The spread: the pilot's within-arm SD pooled over its trained arms (Inception, "
-    "BN-Baseline, BN-x5, BN-x30, BN-x5-Sigmoid: 4 degrees of freedom), at its upper 80% limit; "
+    "and for sigmoid below ReLU (the paper's gap: 3.2 pp). The spread: the pilot's within-arm SD pooled over its trained arms "
+    f"({', '.join(NAME[k] for k in tta.POOLED)}), at its upper 80% limit; "
     "each arm's seeds compared by Welch's test, its power taken at n − 1 degrees of freedom "
     "(conservative)."
 )
+_PLATEAU = f"every arm until its own plateau (the last third of the run gains less than {FIG3_PLATEAU * 100:g} pp) or the cap"
 FIG3_METHOD = (
-    f"every arm until its own plateau (the last third of the run gains less than 0.3 pp) or the "
-    f"cap; steps to each fixed accuracy of the grid "
+    f"{_PLATEAU}; steps to each fixed accuracy of the grid "
     f"({', '.join(f'{t:.0%}' for t in tta.TARGETS)}) are a run's first evaluation at or above it on the "
     "fixed test subset, a run that never reaches it entering at the cap; the speed-up is the ratio "
     "of Inception's geometric-mean steps to the variant's, unpaired (the arms share no data order): "
@@ -131,9 +131,8 @@ FIG3_METHOD = (
 )
 
 FIG3_MAXIMA = (
-    "every arm until its own plateau (the last third of the run gains less than 0.3 pp) or the "
-    "cap; a run's maximum is the largest value of its test-subset curve smoothed by a centred "
-    "moving average of 5 evaluations; arms compared unpaired (Welch's t for the confirmatory "
+    f"{_PLATEAU}; a run's maximum is the largest value of its test-subset curve smoothed by a centred "
+    f"moving average of {PLAN.smoothing} evaluations; arms compared unpaired (Welch's t for the confirmatory "
     "seeds, the pilot's pooled SD for the pilot). The pilot's BN variants stopped on reaching "
     "Inception's level (its protocol was Figure 3's steps to one target), so the pilot's maxima "
     "are not their plateaus and its column understates them"
@@ -250,9 +249,7 @@ def _blows_up(plan: Plan) -> Measured:
 
 def _lr_share(plan: Plan) -> Measured:
     t = tta.HEADLINE
-    tta.require_arms(plan, "bn_baseline", "bn_baseline_x5", "bn_x5")
-    bb5, x5 = (tta.arm_log_steps(plan, k, t) for k in ("bn_baseline_x5", "bn_x5"))
-    e = tta.compare(plan, bb5, x5, lambda k: tta.arm_log_steps(plan, k, t), log=True)
+    e = tta.speedup(plan, "bn_x5", t, base="bn_baseline_x5").estimate
     part = tta.share(plan, "bn_baseline_x5", "bn_x5", "bn_baseline", t)
     return Measured(
         {"BN-x5 faster than BN-Baseline-x5": e},
