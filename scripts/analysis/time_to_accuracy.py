@@ -97,6 +97,11 @@ def _log_steps(r: dict[int, Reach]) -> list[float]:
     return [math.log10(max(x.steps, 1)) for x in r.values()]
 
 
+def arm_log_steps(plan: Plan, setup: str, target: float, folder: str = FOLDER) -> list[float]:
+    """Per seed, log10 of its steps to ``target`` (:func:`reaches`)."""
+    return _log_steps(reaches(plan, setup, target, folder))
+
+
 # The pilot's arms that train (the sigmoid network without BN stays at chance and reaches no
 # target): the arms whose within-arm spread the pilot pools.
 POOLED = ("inception", "bn_baseline", "bn_x5", "bn_x30", "bn_x5_sigmoid")
@@ -113,8 +118,13 @@ def compare(
     within-arm SD of :data:`POOLED` (``family(arm)``: its per-seed values)."""
     if confirmatory(plan):
         return welch(a, b, log=log)
-    sd, df = pooled_sd([family(k) for k in POOLED])
-    return pooled(a, b, sd, df, log=log)
+    return pooled(a, b, *pooled_spread(family), log=log)
+
+
+def pooled_spread(family: Callable[[str], list[float]]) -> tuple[float, int]:
+    """The pooled within-arm SD of :data:`POOLED` (``family(arm)``: its per-seed values) and its
+    degrees of freedom."""
+    return pooled_sd([family(k) for k in POOLED])
 
 
 @dataclass(frozen=True)
@@ -144,7 +154,7 @@ def speedup(
     """``variant``'s speed-up over ``base`` at ``target``: ``log10`` of the ratio of their
     geometric-mean steps (see the module)."""
     b, v = reaches(plan, base, target, folder), reaches(plan, variant, target, folder)
-    family = lambda arm: _log_steps(reaches(plan, arm, target, folder))  # noqa: E731
+    family = lambda arm: arm_log_steps(plan, arm, target, folder)  # noqa: E731
     e = compare(plan, _log_steps(b), _log_steps(v), family, log=True)
     return Speedup(
         target,
@@ -173,10 +183,6 @@ def maximum_gap(plan: Plan, a: str, b: str, folder: str = FOLDER) -> Estimate:
     return compare(plan, family(a), family(b), family, log=False)
 
 
-def arm_log_steps(plan: Plan, setup: str, target: float, folder: str = FOLDER) -> list[float]:
-    return _log_steps(reaches(plan, setup, target, folder))
-
-
 def share(
     plan: Plan, part: str, whole: str, base: str, target: float, folder: str = FOLDER
 ) -> Ratio:
@@ -189,7 +195,7 @@ def share(
         var = {k: statistics.variance(v) / len(v) for k, v in arms.items()}
         df = min(len(v) for v in arms.values()) - 1
     else:
-        sd, df = pooled_sd([arm_log_steps(plan, k, target, folder) for k in POOLED])
+        sd, df = pooled_spread(lambda k: arm_log_steps(plan, k, target, folder))
         var = {k: sd**2 / len(v) for k, v in arms.items()}
     m = {k: statistics.fmean(v) for k, v in arms.items()}
     return fieller_of(
@@ -207,5 +213,5 @@ def pilot_spread(plan: Plan, target: float, folder: str = FOLDER) -> Estimate:
     """The pilot's spread of a log-steps comparison between two arms it did not run: no mean
     (0), the pooled within-arm SD of :data:`POOLED` at ``target``, one seed an arm. What a
     power calculation needs for a control the pilot lacks."""
-    sd, df = pooled_sd([arm_log_steps(plan, k, target, folder) for k in POOLED])
+    sd, df = pooled_spread(lambda k: arm_log_steps(plan, k, target, folder))
     return Estimate(0.0, sd * math.sqrt(2), 1, log=True, df=df, spread=sd * math.sqrt(2))
