@@ -41,16 +41,18 @@ def main(argv: list[str] | None = None) -> None:
 def print_design() -> None:
     """Each confirmatory claim's tests, the seeds each needs (from its pilot), and what every
     confirmatory reproduction must therefore run (experiments/studies.py holds these counts)."""
+    needs = {}
     for c in CLAIMS:
         if c.confirm:
             print(f"{c.claim}\n  reads {', '.join(c.confirm)}")
-            for key, need in design(c.rule, c.design_values()):
+            needs[c.claim] = design(c.rule, c.design_values())
+            for key, need in needs[c.claim]:
                 print(f"  {key}: {need.text() if need else 'a one-seed pilot: no spread'}")
     print()
     for name, (n, claims) in planned(CLAIMS).items():
         print(f"{name}: {n} seeds, the most that these rows need:")
         for c, k in claims:
-            wanted = seeds_to_run(design(c.rule, c.design_values()))
+            wanted = seeds_to_run(needs[c.claim])
             short = f"  (needs {wanted}: underpowered)" if wanted > k else ""
             print(f"  {k:3d}  {c.claim}{short}")
 
