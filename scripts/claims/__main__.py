@@ -8,6 +8,7 @@ import sys
 
 from experiments.kit.errors import OneLineError
 from scripts.analysis.committed import RESULTS, check_all
+from scripts.analysis.power import SEARCH_LIMIT
 from scripts.claims.claim import design, planned, seeds_to_run
 from scripts.claims.table import CLAIMS, render
 from scripts.documents import write_document
@@ -52,7 +53,7 @@ def print_design() -> None:
     for name, (n, claims) in planned(CLAIMS).items():
         print(f"{name}: {n} seeds, the most that these rows need:")
         for c, k in claims:
-            wanted = seeds_to_run(needs[c.claim])
+            wanted = seeds_to_run(needs[c.claim], SEARCH_LIMIT)  # uncapped
             short = f"  (needs {wanted}: underpowered)" if wanted > k else ""
             print(f"  {k:3d}  {c.claim}{short}")
 
