@@ -836,8 +836,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cli() -> None:
-    """The console command ``bn-reproduce``: ``python -m scripts.reproduce``."""
-    sys.exit(main())
+    """The console command ``bn-reproduce``: ``python -m scripts.reproduce``. A run stopped by a
+    signal ends with ``128 + signal``; from when :func:`main` has restored the handlers to the
+    process's exit, a further stop signal (a second Ctrl-C) is ignored rather than ending the
+    process by the signal instead."""
+    code = main()
+    if code > 128:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@ called in the workers by a ``sitecustomize.py`` of its own on ``PYTHONPATH``."""
 
 from __future__ import annotations
 
-import sys
-
 from experiments.studies import Collect, Job, Reproduction
 from scripts import reproduce
 
@@ -49,4 +47,4 @@ if __name__ == "__main__":
     for r in REPRODUCTIONS:
         reproduce.REPRODUCTIONS[r.name] = r
     reproduce.module_of = module_of
-    sys.exit(reproduce.main())
+    reproduce.cli()
