@@ -39,10 +39,12 @@ from experiments.kit.probes import (
     percentile_drift,
 )
 from experiments.kit.run_summary import new_run, run_name
-from experiments.kit.sampling import IIDBatches
+from experiments.kit.sampling import FixedBatches, IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep
+from experiments.nets.outside_gradient import MODES as OUTSIDE_GRADIENT
+from experiments.nets.outside_gradient import OutsideGradientNorm
 
 STUDY = "mnist"
 
@@ -52,6 +54,11 @@ class Model:
     hidden: list[int] = MISSING
     init_std: float = MISSING
     norm_position: config.NormPosition = config.NormPosition.before  # of the sigmoid
+    # keep each hidden layer's bias before its norm (BN makes it redundant: its gradient is 0)
+    norm_bias: bool = False
+    # BN with its statistics outside the gradient (experiments/nets/outside_gradient.py): detached,
+    # moving, center; null: BN as the paper trains it
+    outside_gradient: str | None = None
 
 
 @dataclass
@@ -61,6 +68,8 @@ class Probe:
     # every evaluation: each unit's excess kurtosis and negentropy (quartiles over units logged,
     # every unit's in unit_nongaussianity.pt), and the same on a standard-normal control
     nongaussian: bool = MISSING
+    # every evaluation: the norm of each hidden layer's weights and bias (params/layer<l>/...)
+    param_norms: bool = False
 
 
 @dataclass
@@ -73,6 +82,9 @@ class Train(config.TrainConf):
     # train on the first N training images only (open question 5's small-data study); every evaluation
     # then also logs train/acc_subset, the accuracy on those N images
     subset: int | None = None
+    # one random cut of the training set into batches, kept for the whole run (only the batches'
+    # order is reshuffled each epoch); false: batches reshuffled every epoch, as in the paper
+    fixed_composition: bool = False
 
 
 @dataclass
@@ -101,6 +113,9 @@ def check(cfg: DictConfig) -> None:
                 f"probe.percentiles={list(cfg.probe.percentiles)} must be increasing values in [0, 100] that include 50 and one on each side (the median and the spread's ends)",
             ),
             (cfg.train.subset is None or cfg.train.subset >= cfg.train.batch_size, f"train.subset={cfg.train.subset} must hold at least one batch (train.batch_size={cfg.train.batch_size})"),
+            (cfg.model.outside_gradient in (None, *OUTSIDE_GRADIENT), f"model.outside_gradient={cfg.model.outside_gradient} must be one of {', '.join(OUTSIDE_GRADIENT)} or null"),
+            (cfg.model.outside_gradient is None or cfg.norm.kind == "batchnorm", f"model.outside_gradient={cfg.model.outside_gradient} takes BN's place: use norm=batchnorm, not {cfg.norm.kind}"),
+            (cfg.model.outside_gradient is None or cfg.model.norm_position == "before", "model.outside_gradient normalizes before the sigmoid: set model.norm_position=before"),
         ]
     )  # fmt: skip
 
@@ -125,6 +140,7 @@ class Figure1Probe:
         self.history: list[list] = [[] for _ in runs]  # per run: (step, (layers, qs, units))
         # probe.nongaussian (the setting) and nongauss/... (its metrics) are recorded names: kept
         self.measure_nongaussianity = probe.nongaussian
+        self.param_norms = probe.param_norms
         self.nongaussianity: list[list] = [[] for _ in runs]  # per run: (step, (2, layers, units))
         self._control: dict[str, float] | None = None
 
@@ -149,7 +165,19 @@ class Figure1Probe:
                     both = torch.stack([measured[0][k], measured[1][k]]).float()
                     metrics.update(self._nongaussianity_metrics(both))
                     self.nongaussianity[k].append((step, both))
+            if self.param_norms:
+                metrics.update(self._norms(k))
             out.append(metrics)
+        return out
+
+    def _norms(self, k: int) -> dict[str, float]:
+        """Copy ``k``'s hidden layers: the norm of each one's weights and of its bias (0 for a
+        layer without one)."""
+        out = {}
+        for layer, linear in enumerate(self.model.hidden, 1):
+            bias = 0.0 if linear.bias is None else linear.bias[k].norm().item()
+            out[f"params/layer{layer}/weight_norm"] = linear.weight[k].norm().item()
+            out[f"params/layer{layer}/bias_norm"] = bias
         return out
 
     def _nongaussianity_metrics(self, both: torch.Tensor) -> dict[str, float]:
@@ -240,7 +268,7 @@ def population_accuracies(
     """Each copy's test accuracy with Algorithm 2's population statistics (from training
     batches), with and without Bessel's correction, and its training accuracy."""
     finals = [{"train/acc": a} for a in accuracies(model, data.x_train, data.y_train)]
-    if cfg.norm.kind == "none":
+    if cfg.norm.kind == "none" or cfg.model.outside_gradient is not None:
         return finals
     for key, bessel in (("test/acc_population", True), ("test/acc_population_no_bessel", False)):
         m = copy.deepcopy(model)
@@ -250,6 +278,15 @@ def population_accuracies(
         for final, acc in zip(finals, accuracies(m, data.x_test, data.y_test)):
             final[key] = acc
     return finals
+
+
+def hidden_norm(cfg: DictConfig):
+    """The hidden layers' norm: ``cfg.norm``'s, or BN with its statistics outside the gradient
+    (``model.outside_gradient``, at ``norm.momentum`` and ``norm.eps``)."""
+    mode = cfg.model.outside_gradient
+    if mode is None:
+        return norm_factory(cfg.norm, 1, cfg.train.steps)
+    return lambda n: OutsideGradientNorm(n, mode, momentum=cfg.norm.momentum, eps=cfg.norm.eps)
 
 
 def make_runs(cfg: DictConfig, out_dir: Path, seeds: list[int]) -> list[Run]:
@@ -286,13 +323,15 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         )
     seeds, batch_size = seed_list(cfg.seed), cfg.train.batch_size
     model = SigmoidMLP(
-        norm_factory(cfg.norm, 1, cfg.train.steps), cfg.model.hidden, cfg.model.init_std,
+        hidden_norm(cfg), cfg.model.hidden, cfg.model.init_std,
         in_features=data.train_pixels.shape[1], copies=len(seeds), seeds=seeds,
         binary_input=data.binarize, norm_position=str(cfg.model.norm_position),
+        norm_bias=cfg.model.norm_bias,
     )  # fmt: skip
     runs = make_runs(cfg, out_dir, seeds)
     probe = Figure1Probe(model, data, cfg.probe, runs, small_data=cfg.train.subset is not None)
-    samplers = [IIDBatches(len(data.y_train), batch_size, derive_seed(s, "train")) for s in seeds]
+    sampler = FixedBatches if cfg.train.fixed_composition else IIDBatches
+    samplers = [sampler(len(data.y_train), batch_size, derive_seed(s, "train")) for s in seeds]
     loop = TrainLoop(
         model=model,
         runs=runs,

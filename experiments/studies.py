@@ -338,6 +338,24 @@ FIG3 = (
 # Initial learning rates a half-decade apart, from where both conv nets train to where the one
 # without BN cannot (the Batch Renorm study's own rate is 0.05).
 LR_GRID = "0.01,0.03,0.1,0.3,1"
+# The batch's composition (BN paper Sec. 4.2.1, "shuffle training examples more thoroughly"): the
+# Figure 1 MLP with and without BN, its batches reshuffled every epoch or cut once and kept.
+COMPOSITION_LABELS = {
+    "baseline": "no BN, reshuffled batches",
+    "baseline_fixed": "no BN, fixed batches",
+    "bn": "BN, reshuffled batches",
+    "bn_fixed": "BN, fixed batches",
+}
+# Normalizing outside the gradient (BN paper Sec. 2): the Figure 1 MLP, each hidden layer's bias
+# kept before its norm, 10,000 steps (the parameters' growth shows within them), the norms of the
+# weights and biases at every one of 100 evaluations.
+OUTSIDE_GRADIENT_LABELS = {
+    "bn_bias": "BN",
+    "bn_detached": "BN, μ_B and σ_B outside the gradient",
+    "bn_moving": "normalized by the moving averages",
+    "center_detached": "x − E[x], E[x] outside the gradient",
+}
+OUTSIDE_GRADIENT = ("train.steps=10000", "eval.every=100", "probe.param_norms=true")
 SMALL_SCALES = (
     "0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,"
     "0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10"
@@ -367,6 +385,8 @@ CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
 CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across learning rates
+CONFIRM_COMPOSITION = confirmatory_seeds(5)  # the Figure 1 MLP, batches reshuffled or fixed
+CONFIRM_OUTSIDE = confirmatory_seeds(5)  # the Figure 1 MLP normalized outside the gradient
 # The initial rates the learning-rate control's confirmatory rows read, fixed by its pilot
 # (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
 # a test holds them to what the pilot gives).
@@ -383,6 +403,21 @@ CONFIRM_CONV_SETUPS = (
     "bn32", "brn32", "bn_micro4", "brn_micro4", "brn_micro4_jump", "noniid_bn", "noniid4_bn",
     "noniid8_bn", "noniid16_bn", "noniid8_brn", "groupnorm", "layernorm",
 )  # fmt: skip
+
+
+def _composition(data: str, seeds: tuple[int, ...], confirm: bool = False) -> Reproduction:
+    out = f"{CONFIRMATORY + '/' if confirm else ''}batch_composition/{data}"
+    name = f"{'confirm-' if confirm else ''}batch-composition-{data.replace('_', '-')}"
+    return Reproduction(
+        name,
+        f"{'confirmatory seeds of ' if confirm else ''}the Figure 1 MLP on {data}, with and without BN, batches reshuffled every epoch or fixed, {len(seeds)} seeds side by side, 50k steps; results/{out}/",
+        module="mnist",
+        data=(data,),
+        stages=(seeds_side_by_side(tuple(COMPOSITION_LABELS), seeds, 32, f"data={data}", parts=-(-len(seeds) // 10)),),
+        collect=Collect(out, metrics=("test/acc", "train/loss") if confirm else ()),
+        plots=(("plot_batch",),),
+        seeds=seeds if confirm else (),
+    )  # fmt: skip
 
 
 def _init_scale_small(data: str) -> Reproduction:
@@ -785,6 +820,72 @@ STUDIES: tuple[Study, ...] = (
                     curves=f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
                 ),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR,
+            ),
+        ),
+    ),
+    Study(
+        "batch_composition",
+        "The batch's composition: BN's regularization by its batch (BN paper Sec. 3.4, 4.2.1)",
+        (
+            Section(
+                "composition", "MNIST: batches reshuffled every epoch or fixed (pilot, 5 seeds)", "batch_composition/mnist", "batch-composition-mnist",
+                (Figure("batch_composition.png", "Final test accuracy with batches reshuffled every epoch and with each batch's composition fixed, without and with BN, on MNIST and Fashion-MNIST"),),
+            ),
+            Section("composition-fashion-mnist", "Fashion-MNIST: batches reshuffled every epoch or fixed (pilot, 5 seeds)", "batch_composition/fashion_mnist", "batch-composition-fashion-mnist"),
+            Section("composition-confirmatory", f"Confirmatory seeds: MNIST ({len(CONFIRM_COMPOSITION)} seeds)", f"{CONFIRMATORY}/batch_composition/mnist", "confirm-batch-composition-mnist"),
+            Section("composition-fashion-mnist-confirmatory", f"Confirmatory seeds: Fashion-MNIST ({len(CONFIRM_COMPOSITION)} seeds)", f"{CONFIRMATORY}/batch_composition/fashion_mnist", "confirm-batch-composition-fashion-mnist"),
+        ),
+        COMPOSITION_LABELS,
+        trains=False,  # the Figure 1 MLP of experiments.mnist
+        claims=("batch_composition",),
+        styles={
+            "baseline": Style("#4c72b0", "-", "No BN, reshuffled"), "baseline_fixed": Style("#4c72b0", "--", "No BN, fixed"),
+            "bn": Style("#dd8452", "-", "BN, reshuffled"), "bn_fixed": Style("#dd8452", "--", "BN, fixed"),
+        },
+        stat_keys=("test_acc", "train_acc", "final_train_loss"),
+        reproductions=(
+            _composition("mnist", SEEDS5),
+            _composition("fashion_mnist", SEEDS5),
+            Reproduction(
+                "batch-composition", "the batch's composition on MNIST and Fashion-MNIST (pilot); results/batch_composition/",
+                members=("batch-composition-mnist", "batch-composition-fashion-mnist"),
+            ),
+            _composition("mnist", CONFIRM_COMPOSITION, confirm=True),
+            _composition("fashion_mnist", CONFIRM_COMPOSITION, confirm=True),
+        ),
+    ),
+    Study(
+        "outside_gradient",
+        "Normalizing outside the gradient (BN paper Sec. 2)",
+        (
+            Section(
+                "outside-gradient", "The Figure 1 MLP normalized outside the gradient (pilot, 5 seeds)", "outside_gradient/mnist", "outside-gradient",
+                (Figure("outside_gradient.png", "The norm of the hidden layers' weights and biases, the training loss and the test accuracy over training, BN against BN with its statistics outside the gradient"),),
+            ),
+            Section("outside-gradient-confirmatory", f"Confirmatory seeds ({len(CONFIRM_OUTSIDE)} seeds)", f"{CONFIRMATORY}/outside_gradient/mnist", "confirm-outside-gradient"),
+        ),
+        OUTSIDE_GRADIENT_LABELS,
+        trains=False,  # the Figure 1 MLP of experiments.mnist
+        claims=("outside_gradient",),
+        styles={
+            "bn_bias": Style("#dd8452", "-"), "bn_detached": Style("#c44e52", "--", "μ_B, σ_B detached"),
+            "bn_moving": Style("#8172b3", "-.", "moving averages"), "center_detached": Style("#55a868", ":", "x − E[x] detached"),
+        },
+        stat_keys=("test_acc", "train_acc", "final_train_loss"),
+        reproductions=(
+            Reproduction(
+                "outside-gradient", "the Figure 1 MLP with BN's statistics outside the gradient (detached, moving averages, the paper's centring), 5 seeds side by side, 10k steps; results/outside_gradient/mnist/",
+                module="mnist", data=("mnist",),
+                stages=(seeds_side_by_side(tuple(OUTSIDE_GRADIENT_LABELS), SEEDS5, 25, "data=mnist", *OUTSIDE_GRADIENT),),
+                collect=Collect("outside_gradient/mnist", metrics=("test/acc", "train/loss", "params/")),
+                plots=(("plot_batch",),),
+            ),
+            Reproduction(
+                "confirm-outside-gradient", f"confirmatory seeds of normalizing outside the gradient: {len(CONFIRM_OUTSIDE)} seeds; results/confirmatory/outside_gradient/mnist/",
+                module="mnist", data=("mnist",),
+                stages=(seeds_side_by_side(tuple(OUTSIDE_GRADIENT_LABELS), CONFIRM_OUTSIDE, 25, "data=mnist", *OUTSIDE_GRADIENT),),
+                collect=Collect(f"{CONFIRMATORY}/outside_gradient/mnist", metrics=("test/acc", "train/loss", "params/")),
+                plots=(("plot_batch",),), seeds=CONFIRM_OUTSIDE,
             ),
         ),
     ),

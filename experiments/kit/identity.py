@@ -57,6 +57,17 @@ def _resumable(key: str, resume_safe: tuple[str, ...]) -> bool:
     return _under(key, RESUMABLE_CHANGES + resume_safe)
 
 
+# Settings added after runs were committed, each with the value that means what runs did before it
+# existed: a run at that value is recorded without the key, so an earlier run's record still
+# matches a new run of the same setting (and its collection regenerates as it was).
+ADDED_LATER: dict[str, Any] = {
+    "model.norm_bias": False,
+    "model.outside_gradient": None,
+    "train.fixed_composition": False,
+    "probe.param_norms": False,
+}
+
+
 def stop_defaults() -> dict[str, Any]:
     """``train.stop.*`` at their defaults (no rule), by flat key."""
     return {f"train.stop.{f.name}": f.default for f in fields(StopConf)}
@@ -67,8 +78,8 @@ def comparable_config(flat: dict[str, Any], resume_safe: tuple[str, ...] = ()) -
     resume may change (``resume_safe``: the study's own), those of the planned length
     (``PLANNED_LENGTH``: ``train.steps``, ``train.stop.*``) kept; a stopping setting at its
     default is left out, so the record of a run without a stopping rule is what it was before
-    stopping rules were recorded."""
-    defaults = stop_defaults()
+    stopping rules were recorded (so is a key of :data:`ADDED_LATER` at its value)."""
+    defaults = {**stop_defaults(), **ADDED_LATER}
     return {
         k: v
         for k, v in flat.items()

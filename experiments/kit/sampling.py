@@ -36,6 +36,38 @@ class IIDBatches:
         return self._perm[k * self.batch_size : (k + 1) * self.batch_size]
 
 
+class FixedBatches:
+    """Batch ``step`` of a stream whose batches never change composition: one random permutation,
+    cut into batches once, and every epoch visits those batches in a fresh random order (the
+    examples that share a batch share it in every epoch; the last partial batch is dropped).
+
+    The control for the BN paper's "shuffle training examples more thoroughly" (Sec. 4.2.1):
+    beside :class:`IIDBatches` it separates the noise of a batch's composition, which BN's
+    statistics carry, from the order in which SGD sees the examples. ``seed`` is the stream's
+    own; the cut is drawn from ``derive_seed(seed, "composition")``, epoch ``e``'s order of the
+    batches from ``derive_seed(seed, "epoch", e)``. Addressed by step, like :class:`IIDBatches`.
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int) -> None:
+        if not 1 <= batch_size <= n:
+            raise ConfigError(
+                f"train.batch_size={batch_size} must be between 1 and the dataset size {n}"
+            )
+        self.per_epoch = n // batch_size
+        g = torch.Generator().manual_seed(derive_seed(seed, "composition"))
+        cut = torch.randperm(n, generator=g)[: self.per_epoch * batch_size]
+        self.batches = cut.view(self.per_epoch, batch_size)
+        self.seed = seed
+        self._epoch, self._order = -1, torch.empty(0, dtype=torch.long)
+
+    def indices(self, step: int) -> Tensor:
+        epoch, k = divmod(step, self.per_epoch)
+        if epoch != self._epoch:
+            g = torch.Generator().manual_seed(derive_seed(self.seed, "epoch", epoch))
+            self._epoch, self._order = epoch, torch.randperm(self.per_epoch, generator=g)
+        return self.batches[self._order[k]]
+
+
 class PairBatches:
     """Non-i.i.d. minibatches (Batch Renorm paper Sec. 4.3): ``batch_size / per_label`` labels
     drawn with replacement, then ``per_label`` different examples of each drawn label (the paper:

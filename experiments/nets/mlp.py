@@ -69,6 +69,8 @@ class SigmoidMLP(nn.Module):
         norm_position: ``"before"`` the sigmoid (the paper) or ``"after"`` it.
         activation: ``"sigmoid"`` (the paper) or ``"relu"`` for the hidden units; the modules
             are kept in :attr:`activations` (the probes hook their inputs).
+        norm_bias: keep the hidden layers' bias before the norm, where BN makes it redundant
+            (its gradient is zero under BN; normalizing outside the gradient makes it grow).
 
     Shape:
         - Input: ``(batch, in_features)``, the same examples for every copy, or
@@ -89,6 +91,7 @@ class SigmoidMLP(nn.Module):
         binary_input: bool = False,
         norm_position: str = "before",
         activation: str = "sigmoid",
+        norm_bias: bool = False,
     ) -> None:
         super().__init__()
         if norm_position not in NORM_POSITIONS:
@@ -103,7 +106,7 @@ class SigmoidMLP(nn.Module):
         first = BinaryInputLinear if binary_input else StackedLinear
         self.hidden = nn.ModuleList(
             (first if i == 0 else StackedLinear)(
-                copies, w_in, w_out, bias=not has_norm or self.norm_after
+                copies, w_in, w_out, bias=not has_norm or self.norm_after or norm_bias
             )
             for i, (w_in, w_out) in enumerate(itertools.pairwise(widths))
         )
