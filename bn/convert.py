@@ -18,6 +18,7 @@ from torch.nn.modules.batchnorm import _BatchNorm, _NormBase
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from ._base import TORCH_TAKES_BIAS, BatchNormBase
+from ._foreign_sync import own_conversion
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, _BatchNormXd
 from .batchrenorm import (
     PAPER_MOMENTUM,
@@ -179,8 +180,9 @@ def _swap_all(
                 places.append((parent, name, new))  # children go with it, planned there
 
     visit(module)
-    for parent, name, new in places:
-        parent.add_module(name, new)
+    with own_conversion():
+        for parent, name, new in places:
+            parent.add_module(name, new)
     return module, _report(built)
 
 

@@ -73,11 +73,10 @@ def test_convert_sync_keeps_renorm():
     assert synced[0].r_max == 2.0 and synced[0].d_max == 1.0
     assert type(synced[1]) is bn.BatchNorm2d and synced[1].sync_stats
     assert type(synced[2]) is bn.BatchNorm1d and synced[2].sync_stats
-    # torch's own converter would have dropped the renorm:
-    assert (
-        type(nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(bn.BatchRenorm2d(4)))[0])
-        is nn.SyncBatchNorm
-    )
+    # torch's own converter would have dropped the renorm; bn puts its own layer in its place
+    with pytest.warns(UserWarning, match="would train Batch Renorm as plain BN"):
+        theirs = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(bn.BatchRenorm2d(4)))
+    assert type(theirs[0]) is bn.BatchRenorm2d and theirs[0].sync_stats
 
 
 def test_fuse_bn_eval_gives_identical_outputs():

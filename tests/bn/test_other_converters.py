@@ -2,7 +2,9 @@
 ``freeze_batch_norm_2d`` and ``convert_sync_batchnorm``, torch's
 ``nn.SyncBatchNorm.convert_sync_batchnorm`` and Lightning's ``TorchSyncBatchNorm`` (what
 ``Trainer(sync_batchnorm=True)`` applies). They swap BN layers found by ``isinstance``; a norm-act
-layer that was itself a BN layer became a plain BN, its activation silently dropped."""
+layer that was itself a BN layer became a plain BN, its activation silently dropped, and the sync
+converters turned Batch Renorm into plain ``nn.SyncBatchNorm``: ``bn`` now puts its own
+synchronized layer in the place they give (``bn/_foreign_sync.py``)."""
 
 import copy
 
@@ -47,20 +49,61 @@ def _outputs(model: nn.Module, training: bool) -> torch.Tensor:
     return model.train(training)(x)
 
 
+def _apply(tool: str, model: nn.Module) -> nn.Module:
+    if tool == "timm-freeze":
+        return TOOLS[tool](model)
+    with pytest.warns(UserWarning, match="bn put its own synchronized layers there"):
+        return TOOLS[tool](model)
+
+
 def _check_unchanged(tool: str, converted: nn.Module, kind: str) -> None:
-    """Eval outputs unchanged; for the sync tools on one process, BN's training outputs too (a
-    frozen model computes in training what it computed in eval)."""
-    after = TOOLS[tool](copy.deepcopy(converted))
-    assert not any(isinstance(m, bn.BatchNormBase) for m in after.modules())  # it did swap
+    """Eval outputs unchanged; training outputs too (a frozen model computes in training what it
+    computed in eval; the sync tools' layers, on one process, what ``bn``'s computed): the sync
+    tools now leave ``bn``'s synchronized layers, Batch Renorm included."""
+    after = _apply(tool, copy.deepcopy(converted))
+    layers = [m for m in after.modules() if isinstance(m, bn.BatchNormBase)]
+    if tool == "timm-freeze":
+        assert not layers  # it did swap
+    else:
+        assert layers and all(m.sync_stats for m in layers)
+        assert not any(type(m) is nn.SyncBatchNorm for m in after.modules())
     want = _outputs(copy.deepcopy(converted), False)
     torch.testing.assert_close(_outputs(after, False), want, rtol=1e-12, atol=1e-12)
     if tool == "timm-freeze":
         torch.testing.assert_close(_outputs(after, True), want, rtol=1e-12, atol=1e-12)
-    elif kind == "batchnorm":
-        want = _outputs(copy.deepcopy(converted), True)
-        torch.testing.assert_close(_outputs(after, True), want, rtol=0, atol=0)
+    else:
+        want = _outputs(_open(copy.deepcopy(converted)), True)
+        torch.testing.assert_close(_outputs(_open(after), True), want, rtol=0, atol=0)
     keys = [k for k in converted.state_dict() if tool != "timm-freeze" or "batches" not in k]
     assert list(after.state_dict()) == keys  # frozen BN has no step count
+
+
+def _open(model: nn.Module) -> nn.Module:
+    """Batch Renorm past its warm-up (r and d clipped to wide bounds), where it is not BN."""
+    for m in model.modules():
+        if bn.is_batch_renorm(m):
+            m.r_max, m.d_max = 3.0, 5.0
+    return model
+
+
+@pytest.mark.parametrize("tool", ["torch-sync", "timm-sync", "lightning-sync"])
+def test_sync_converters_leave_batch_renorm_and_microbatch_layers_to_bn(tool):
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), bn.BatchRenorm2d(4, r_max=3.0, d_max=5.0), nn.ReLU(),
+        bn.BatchNorm2d(4, microbatch=2), nn.BatchNorm2d(4),
+    ).double()  # fmt: skip
+    after = _apply(tool, copy.deepcopy(model))
+    assert type(after[1]) is bn.BatchRenorm2d and after[1].sync_stats and after[1].r_max == 3.0
+    assert after[3].microbatch == 2 and not after[3].sync_stats  # per microbatch: left as it is
+    assert type(after[4]) is nn.SyncBatchNorm  # torch's own layers: theirs to convert
+    torch.testing.assert_close(_outputs(after, True), _outputs(model, True), rtol=0, atol=0)
+
+
+def test_a_sync_layer_a_user_puts_in_place_is_theirs():
+    model = nn.Sequential(nn.Identity(), bn.BatchRenorm2d(4), bn.BatchNorm2d(4, sync_stats=True))
+    model[0] = nn.SyncBatchNorm(4)  # not in a bn layer's place
+    model[1] = nn.SyncBatchNorm(4)  # a layer of its own in a bn layer's place: the user's choice
+    assert [type(m) for m in bn.to_torch(model)] == [nn.SyncBatchNorm] * 3  # bn's own conversion
 
 
 @pytest.mark.parametrize("kind", ["batchnorm", "batchrenorm"])
