@@ -60,7 +60,7 @@ def composition_figure(sets: list[tuple[str, Plan]]) -> Path:
                     capsize=3, ls="none",
                 )  # fmt: skip
             ax.set_xticks(range(len(COMPOSITION.setups)), [COMPOSITION.legend(s) for s in COMPOSITION.setups], fontsize=8)  # fmt: skip
-            ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=2))
             ax.set(ylabel="final test accuracy", title=f"{title}: {name} seeds ({len(accs)})")
             ax.grid(axis="y", lw=0.3)
     fig.suptitle(
