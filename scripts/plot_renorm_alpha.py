@@ -17,7 +17,7 @@ from pathlib import Path
 from experiments.loss_spikes import RATIO, WINDOW
 from experiments.studies import study
 from scripts.claims.brn_paper import ALPHA_PATH, ALPHAS, JUMP, RAMP_WINDOW_END, RAMPED
-from scripts.plotting import SPREAD, figure_set, has, plt, read_curves, save, series, spread_band
+from scripts.plotting import figure_set, has, plt, read_curves, save, series, spread_band
 
 RENORM = study("renorm")
 PILOT = Path("results") / ALPHA_PATH
@@ -57,7 +57,7 @@ def alpha_figure(data: dict) -> Path:
     seeds = len({seed for setup, seed in data if setup == RAMPED})
     fig.suptitle(
         f"Batch Renorm at microbatch 4 (Fashion-MNIST, {seeds} seeds): the moving averages' rate α "
-        f"and raising r_max/d_max at once\n{SPREAD}"
+        "and raising r_max/d_max at once"
     )
     return save(fig, "renorm_alpha.png")
 

@@ -392,7 +392,7 @@ def _loss_spikes(plan: Plan) -> Measured:
     return Measured(
         {"largest jump, no ramp / ramp": ratio},
         f"the largest loss jump over steps {WINDOW + 1}–{RAMP_WINDOW_END}, no ramp / ramp: "
-        f"{ratio.text(scale=1, unit='')} (log10); per seed {shown}",
+        f"{ratio.text()}; per seed {shown}",
     )
 
 
