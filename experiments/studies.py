@@ -377,7 +377,7 @@ CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
 CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across learning rates
-CONFIRM_ALPHA = confirmatory_seeds(5)  # Batch Renorm's α and ramp rows (brn_micro4, no ramp)
+CONFIRM_ALPHA = confirmatory_seeds(37)  # Batch Renorm's α and ramp rows (brn_micro4, no ramp)
 # The initial rates the learning-rate control's confirmatory rows read, fixed by its pilot
 # (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
 # a test holds them to what the pilot gives).
