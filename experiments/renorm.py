@@ -8,11 +8,14 @@
 The setups (``configs/renorm/setup/``) differ only in the norm and the sampler;
 ``scale=cpu`` (a small conv net on Fashion-MNIST or MNIST) and ``scale=paper`` (Inception-v3 on an
 image folder, RMSProp) run through the same code. Writes to the Hydra run directory: the resolved
-config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoint.pt``.
+config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoint.pt`` (and, with
+``eval.step_losses=true``, every step's loss in ``step_losses.pt``).
 """
 
 from __future__ import annotations
 
+import copy
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,14 +29,16 @@ from torch import nn
 
 import bn
 from experiments.kit import classify, config
-from experiments.kit.config import require, seed_list
-from experiments.kit.data import load_splits
+from experiments.kit.config import require, seed_dirs, seed_list
+from experiments.kit.data import fixed_batches, load_splits
 from experiments.kit.errors import ConfigError
-from experiments.kit.evaluation import copy_accuracies
+from experiments.kit.evaluation import copy_accuracies, to_device
 from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
+from experiments.loss_spikes import LossJumps
 from experiments.nets.convnet import SmallConvNet
+from experiments.nets.stacked import copy_views
 
 STUDY = "renorm"
 
@@ -52,6 +57,8 @@ class Eval(config.ClassifierEvalConf):
     train_mode: bool = MISSING
     pair_batch_size: int = MISSING
     clip_every: int = MISSING
+    population_batches: int = MISSING
+    step_losses: bool = MISSING
 
 
 @dataclass
@@ -83,6 +90,10 @@ config.register(STUDY, RenormConf)
 # scale: 50 workers x 32 examples).
 
 
+# the norms whose inference reads moving averages, which population statistics can replace
+RUNNING_STATISTICS = ("batchnorm", "batchrenorm", "torch_batchnorm")
+
+
 def check(cfg: DictConfig) -> None:
     config.check_common(cfg)
     classify.check_seeds(cfg)
@@ -99,6 +110,11 @@ def check(cfg: DictConfig) -> None:
                 isinstance(cfg.seed, int) or cfg.model.name == "small_convnet",
                 f"seed={seed_list(cfg.seed)}: seeds side by side are built for small_convnet; sweep "
                 "the seeds of inception_v3 (-m seed=0,1,2)",
+            ),
+            (
+                not cfg.eval.population_batches or n.kind in RUNNING_STATISTICS,
+                f"eval.population_batches={cfg.eval.population_batches} needs a norm with moving "
+                f"averages to replace; norm={n.kind} has none (set it to 0)",
             ),
             (
                 cfg.model.name != "inception_v3" or n.kind in ("batchnorm", "batchrenorm"),
@@ -230,21 +246,115 @@ def train_mode_accuracy(
     return extra
 
 
+def population_accuracy(
+    cfg: DictConfig, proc, models: list[nn.Module], splits: tuple, stack: nn.Module | None = None
+):
+    """``test/acc_population_no_bessel``: each seed's test accuracy with Algorithm 2's population
+    statistics (BN paper; :func:`bn.set_population_statistics`) in place of its moving averages,
+    from ``eval.population_batches`` training batches of its own stream (the same batches at
+    every evaluation), set on a copy of the network; None when not asked for.
+
+    Without Bessel's correction: Batch Renorm's moving averages follow each microbatch's biased
+    ``σ_B``, and at microbatch 4 the hidden layer's statistics come from 4 values per channel,
+    where ``m/(m − 1)`` would make the variance a third larger for a reason that is not the
+    moving averages' lag. For seeds side by side the ``stack`` computes every copy's statistics
+    in one pass per batch; the accuracy is read through plain copies, as ``test/acc`` is."""
+    n = cfg.eval.population_batches
+    if not n:
+        return None
+    seeds, (train_split, test_split) = seed_list(cfg.seed), splits
+    samplers = [
+        IIDBatches(len(train_split), cfg.train.batch_size, derive_seed(s, "population"))
+        for s in seeds
+    ]
+    batches = [torch.cat([sampler.indices(k) for sampler in samplers]) for k in range(n)]
+    test = fixed_batches(test_split, cfg.eval.batch_size)
+
+    def inputs():
+        for x, y in train_split.batches(batches):
+            if stack is not None:
+                x, y = classify.stack_batch(x, y, len(seeds))
+            yield to_device((x, y), proc.device, proc.memory_format)[0]
+
+    def extra() -> dict[str, list[float]]:
+        if stack is None:
+            nets = [copy.deepcopy(models[0])]
+            bn.set_population_statistics(nets[0], inputs(), n, bessel=False)
+        else:
+            net = copy.deepcopy(stack)
+            bn.set_population_statistics(net, inputs(), n, bessel=False)
+            nets = copy_views(net, [copy.deepcopy(m) for m in models])
+        loaded = test_split.batches(test)
+        acc = copy_accuracies(nets, loaded, proc.device, proc.memory_format)
+        return {"test/acc_population_no_bessel": acc}
+
+    return extra
+
+
+class StepLosses:
+    """Every step's training loss of each seed (:class:`~experiments.loss_spikes.LossJumps`):
+    per evaluation interval its largest loss, largest jump and spikes, and the losses so far in
+    each run's ``step_losses.pt`` (a float32 tensor, one per step), rewritten at every evaluation
+    so a resumed run continues the file from its checkpoint's step."""
+
+    FILE = "step_losses.pt"
+
+    def __init__(self, run_dirs: list[Path], writes: bool) -> None:
+        self.run_dirs, self.writes = run_dirs, writes
+        self.jumps = LossJumps(len(run_dirs))
+
+    def add(self, step: int, losses: list[float]) -> None:
+        if step != self.jumps.steps:  # resumed: the losses before the checkpoint from the files
+            self.jumps.restore([self._saved(d) for d in self.run_dirs], step)
+        self.jumps.add(losses)
+
+    def _saved(self, run_dir: Path) -> list[float]:
+        path = run_dir / self.FILE
+        if not path.exists():
+            return []
+        return torch.load(path, map_location="cpu", weights_only=True).tolist()
+
+    def interval(self) -> dict[str, list[float]]:
+        out = self.jumps.interval()
+        if self.writes and out:
+            for run_dir, losses in zip(self.run_dirs, self.jumps.losses):
+                tmp = run_dir / (self.FILE + ".tmp")
+                torch.save(torch.tensor(losses, dtype=torch.float32), tmp)
+                os.replace(tmp, run_dir / self.FILE)
+        return out
+
+
 class RenormStep(classify.ClassifierStep):
     """The study's own scalars: every Batch Renorm layer's clipping at its steps
-    (:class:`RenormProbe`) and, with ``eval.train_mode``, the test accuracy in training mode at
-    every evaluation (:func:`train_mode_accuracy`)."""
+    (:class:`RenormProbe`) and, at every evaluation, those asked for: the test accuracy in
+    training mode (:func:`train_mode_accuracy`), with population statistics
+    (:func:`population_accuracy`), and the per-step losses' maxima and jumps
+    (:class:`StepLosses`)."""
 
     def __init__(
-        self, clipping: RenormProbe, train_mode: Callable[[], dict[str, Any]] | None
+        self,
+        clipping: RenormProbe,
+        train_mode: Callable[[], dict[str, Any]] | None,
+        population: Callable[[], dict[str, Any]] | None = None,
+        losses: StepLosses | None = None,
     ) -> None:
         self.clipping, self.train_mode = clipping, train_mode
+        self.population, self.losses = population, losses
 
     def step_metrics(self, step: int) -> dict[str, Any]:
         return self.clipping(step)
 
+    def record_loss(self, step: int, losses: list[float]) -> None:
+        if self.losses is not None:
+            self.losses.add(step, losses)
+
     def eval_metrics(self) -> dict[str, Any]:
-        return {} if self.train_mode is None else self.train_mode()
+        out = {} if self.train_mode is None else self.train_mode()
+        if self.population is not None:
+            out.update(self.population())
+        if self.losses is not None:
+            out.update(self.losses.interval())
+        return out
 
 
 def train(cfg: DictConfig, out_dir: Path) -> dict:
@@ -269,6 +379,12 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     ]
     clipping = RenormProbe(model, cfg.eval.clip_every, len(seeds) if stacked else 1)
     train_mode = train_mode_accuracy(cfg, proc, models, test_split, model if stacked else None)
+    population = population_accuracy(
+        cfg, proc, models, (train_split, test_split), model if stacked else None
+    )
+    losses = None
+    if cfg.eval.step_losses:
+        losses = StepLosses([d for _, d in seed_dirs(cfg.seed, out_dir)], proc.rank == 0)
     loop = classify.classifier_loop(
         cfg,
         proc,
@@ -281,7 +397,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "microbatch": cfg.norm.microbatch,
             "sampler": cfg.sampler.kind,
         },
-        step=RenormStep(clipping, train_mode),
+        step=RenormStep(clipping, train_mode, population, losses),
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())

@@ -288,6 +288,16 @@ RENORM_LABELS = {
     "brn_micro4_jump": "Batch Renorm, microbatch 4, no ramp",
 }
 RENORM_SETUPS = tuple(RENORM_LABELS)
+# Batch Renorm's moving-average rate α at microbatch 4 (brn_micro4 is the paper's 0.01), and the
+# arm without the r_max/d_max ramp, each evaluated with its moving averages and with population
+# statistics, and its every step's loss kept (scripts/claims/brn_paper.py, the α block).
+ALPHA_LABELS = {
+    "brn_micro4_alpha_slow": "Batch Renorm, microbatch 4, α = 0.001",
+    "brn_micro4_alpha_fast": "Batch Renorm, microbatch 4, α = 0.1",
+}
+ALPHA_SETUPS = ("brn_micro4_alpha_slow", "brn_micro4", "brn_micro4_alpha_fast", "brn_micro4_jump")
+# Algorithm 2 over 100 training batches of 32 (800 microbatches of 4) at every evaluation
+ALPHA_MEASURES = ("eval.population_batches=100", "eval.step_losses=true")
 # The non-i.i.d. sampler's doses: examples per drawn label → the setups of BN and of Batch Renorm
 # (minibatches of 32: 16 labels x 2 as in the paper, 8 x 4, 4 x 8, 2 x 16).
 NONIID_DOSES = {
@@ -388,6 +398,7 @@ CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across l
 # the Figure 1 MLP, batches reshuffled or fixed, on MNIST and on Fashion-MNIST
 CONFIRM_COMPOSITION = {"mnist": confirmatory_seeds(27), "fashion_mnist": confirmatory_seeds(60)}
 CONFIRM_OUTSIDE = confirmatory_seeds(26)  # the Figure 1 MLP normalized outside the gradient
+CONFIRM_ALPHA = confirmatory_seeds(37)  # Batch Renorm's α and ramp rows (brn_micro4, no ramp)
 # The initial rates the learning-rate control's confirmatory rows read, fixed by its pilot
 # (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
 # a test holds them to what the pilot gives).
@@ -534,6 +545,12 @@ STUDIES: tuple[Study, ...] = (
             ),
             Section("renorm-confirmatory", f"Confirmatory seeds: Fashion-MNIST ({len(CONFIRM_CONV)} seeds)", f"{CONFIRMATORY}/renorm/fashion_mnist", "confirm-renorm"),
             Section(
+                "renorm-alpha", "Batch Renorm's α and the ramp's loss spikes (microbatch 4, Fashion-MNIST, 5 seeds)",
+                "renorm_alpha/fashion_mnist", "renorm-alpha",
+                (Figure("renorm_alpha.png", "Batch Renorm at microbatch 4: (a) test accuracy with the moving averages against population statistics for α = 0.001, 0.01, 0.1; (b) per-interval mean and largest per-step loss, and (c) largest jump over the recent median, with and without the r_max/d_max ramp"),),
+            ),
+            Section("renorm-alpha-confirmatory", f"Confirmatory seeds: Batch Renorm's α and ramp ({len(CONFIRM_ALPHA)} seeds)", f"{CONFIRMATORY}/renorm_alpha/fashion_mnist", "confirm-renorm-alpha"),
+            Section(
                 "renorm-mnist", "MNIST", "renorm/mnist", "reproduce-renorm",
                 (
                     Figure("renorm_fig1_mnist.png", "Figure 1's setups on MNIST"),
@@ -542,7 +559,7 @@ STUDIES: tuple[Study, ...] = (
                 ),
             ),
         ),
-        RENORM_LABELS,
+        {**RENORM_LABELS, **ALPHA_LABELS},
         claims=("brn_paper",),
         styles={
             "bn32": Style("#4c72b0", "-"),
@@ -550,6 +567,8 @@ STUDIES: tuple[Study, ...] = (
             "bn_micro4": Style("#4c72b0", "--"),
             "brn_micro4": Style("#dd8452", "--"),
             "brn_micro4_jump": Style("#c44e52", ":"),
+            "brn_micro4_alpha_slow": Style("#8c564b", "--", "α = 0.001"),
+            "brn_micro4_alpha_fast": Style("#e377c2", "--", "α = 0.1"),
             "groupnorm": Style("#55a868", "-.", "GroupNorm (per example)"),
             "layernorm": Style("#8172b3", "-.", "LayerNorm (per example)"),
             "noniid_bn": Style("#4c72b0", "-", "BN"),
@@ -566,7 +585,7 @@ STUDIES: tuple[Study, ...] = (
         order=(*RENORM_SETUPS[:4], "bn_micro4_rgrad", "brn_micro4_bngrad", *RENORM_SETUPS[4:], "bn32_after", "nonorm"),
         split_by="data",
         setup_keys=("norm", "microbatch", "sampler"),
-        stat_keys=("test_acc", "max_test_acc", "train_acc", "test_acc_train_mode", "steps_per_s"),
+        stat_keys=("test_acc", "max_test_acc", "train_acc", "test_acc_train_mode", "steps_per_s", "test_acc_population_no_bessel"),
         summary_keys=("data", "model", "steps", "git_commit"),
         paper=BRN_RESULTS,
         smoke=("data=fashion_mnist", "setup=bn32,brn_micro4", "seed=[0,1]"),
@@ -588,6 +607,18 @@ STUDIES: tuple[Study, ...] = (
                 data=("fashion_mnist",),
                 stages=(seeds_side_by_side(CONFIRM_CONV_SETUPS, CONFIRM_CONV, 20, "data=fashion_mnist", prefix="fashion_mnist/"),),
                 collect=Collect(f"{CONFIRMATORY}/renorm"), seeds=CONFIRM_CONV,
+            ),
+            Reproduction(
+                "renorm-alpha", "Batch Renorm's α (0.001, 0.01, 0.1) and the ramp's loss spikes at microbatch 4: 4 setups x 5 seeds side by side, population statistics and every step's loss; results/renorm_alpha/",
+                data=("fashion_mnist",),
+                stages=(seeds_side_by_side(ALPHA_SETUPS, SEEDS5, 40, "data=fashion_mnist", *ALPHA_MEASURES),),
+                collect=Collect("renorm_alpha"), plots=(("plot_renorm_alpha",),),
+            ),
+            Reproduction(
+                "confirm-renorm-alpha", f"confirmatory seeds of Batch Renorm's α and ramp rows: brn_micro4 and its no-ramp arm x {len(CONFIRM_ALPHA)} seeds; results/confirmatory/renorm_alpha/",
+                data=("fashion_mnist",),
+                stages=(seeds_side_by_side(("brn_micro4", "brn_micro4_jump"), CONFIRM_ALPHA, 40, "data=fashion_mnist", *ALPHA_MEASURES),),
+                collect=Collect(f"{CONFIRMATORY}/renorm_alpha"), plots=(("plot_renorm_alpha",),), seeds=CONFIRM_ALPHA,
             ),
         ),
     ),

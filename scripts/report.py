@@ -57,7 +57,7 @@ COLUMNS = {
     "max_test_acc": "best test accuracy",
     "train_acc": "training accuracy",
     "test_acc_population": "test accuracy, population statistics",
-    "test_acc_population_no_bessel": "the same, without Bessel's correction",
+    "test_acc_population_no_bessel": "test accuracy, population statistics without Bessel's correction",
     "test_acc_train_mode": "test accuracy in training mode",
     "final_train_loss": "final training loss",
     "steps_per_s": "steps / s",

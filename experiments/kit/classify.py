@@ -115,6 +115,10 @@ class ClassifierStep:
         per copy)."""
         return {}
 
+    def record_loss(self, step: int, losses: list[float]) -> None:
+        """Step ``step``'s training loss, one per copy (one seed: a list of one), for a study
+        that reads every step's loss rather than the interval's mean the loop logs."""
+
 
 def classifier_loop(
     cfg: DictConfig,
@@ -228,6 +232,7 @@ class ClassifierTraining:
             out = {"loss": losses.tolist(), "acc_minibatch": hits.tolist()}
         else:
             out = {"loss": losses.item(), "acc_minibatch": (logits.argmax(1) == y).float().mean().item()}  # fmt: skip
+        self.study_step.record_loss(step, out["loss"] if self.stacked else [out["loss"]])
         return {**out, **self.study_step.step_metrics(step)}
 
     def evaluate(self, step: int) -> list[dict[str, float]] | dict[str, float]:

@@ -87,6 +87,7 @@ RANGES: dict[str, Range] = {
     "eval.test_subset": at_least(0, why="0: the full test set"),
     "eval.train_subset": at_least(0, why="0 skips it"),
     "eval.clip_every": at_least(1),
+    "eval.population_batches": at_least(0, why="0 skips it"),
     "eval.pair_batch_size": at_least(2, why="a batch with a statistic"),
     "train.stop.target": Range(low=0, high=1, low_open=True, null="no target", why="an accuracy"),
     "train.stop.plateau": positive(null="no plateau rule"),

@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 import statistics
 
+from experiments.loss_spikes import RATIO, WINDOW
 from experiments.papers import BRN_RESULTS
 from experiments.studies import NONIID_DOSES
-from scripts.analysis.stats import Estimate, fieller, paired, same_seeds
-from scripts.analysis.windows import Plan
+from scripts.analysis.stats import Estimate, fieller, log_ratios, paired, same_seeds
+from scripts.analysis.windows import EARLY_ALTERNATIVES, Plan
 from scripts.claims.claim import Claim, Measured
-from scripts.claims.measure import accuracy_gain, final_accuracy, metrics, series
-from scripts.claims.rules import All, Compare, Equivalent, EverySeed, Margin, NotLower
+from scripts.claims.measure import accuracy_gain, early, final_accuracy, metrics, series
+from scripts.claims.rules import All, Compare, Equivalent, EverySeed, Margin, NotLower, log_margin
 
 RENORM = "renorm/fashion_mnist"
 PAPER = BRN_RESULTS["setups"]
@@ -286,5 +287,152 @@ CLAIMS = [
         _normalizers, FINAL,
         section="renorm", figure="renorm_fig1_fashion_mnist.png", confirm=CONFIRM,
         design=DESIGN + " Wu & He's own BN − GroupNorm gap (0.5 pp) would need about four times the seeds.",
+    ),
+]  # fmt: skip
+
+
+# --- Batch Renorm's α and the ramp's loss spikes (results/renorm_alpha/) -----------------------
+# brn_micro4 at α = 0.001, 0.01 (the paper's), 0.1, and without the ramp, every evaluation with its
+# moving averages (test/acc) and with Algorithm 2's population statistics from 100 training
+# batches (test/acc_population_no_bessel: no Bessel correction, as the moving σ averages each
+# microbatch's biased σ_B), every step's loss kept (experiments/loss_spikes.py: jumps, spikes).
+ALPHA_PATH = "renorm_alpha/fashion_mnist"
+ALPHA_CONFIRM = ("confirm-renorm-alpha",)
+ALPHAS = {"brn_micro4_alpha_slow": 0.001, "brn_micro4": 0.01, "brn_micro4_alpha_fast": 0.1}
+SLOW, RAMPED, JUMP = "brn_micro4_alpha_slow", "brn_micro4", "brn_micro4_jump"
+POPULATION = "test_acc_population_no_bessel"
+# "Equivalent": within 0.5 pp, half the 1 pp the renorm rows resolve (EFFECT): a lag smaller than
+# that would change none of the study's verdicts; 0.25 and 1 pp as robustness alternatives.
+LAG_MARGIN = Margin(0.005, (0.0025, 0.01))
+# The early window: the evaluations after step 0 up to step 900 (300, 600, 900), the intervals
+# that cover the ramp. r_max reaches 3 at step 750 and d_max 5 at step 469 of 3,000 (the paper's
+# 40k and 25k of 160k, scaled); the no-ramp arm has them from step 0. The last 150 steps of the
+# third interval come after the ramp, alike in both arms. With α = 0.001 the moving averages,
+# started at 0 and 1, have covered 1 − 0.999^300 = 26% of the way to the data at step 300 and
+# 59% at 900: the lag the paper's α = 0.01 (95% by step 300) avoids.
+RAMP_WINDOW_END = 900
+# the largest jump's smallest effect: a factor of 1.5 over the ramped arm's, below which a spike
+# would not stand out of a loss curve
+SPIKE_EFFECT = log_margin(1.5)
+ALPHA_DESIGN = (
+    "Smallest effects: moving − population accuracy within ±0.5 pp at the end (half the 1 pp the "
+    "renorm rows resolve), assuming no true difference; the no-ramp arm's largest loss jump over "
+    "the ramp's intervals 1.5 times the ramped arm's."
+)
+ALPHA_METHOD = (
+    f"Batch Renorm at microbatch 4 (the renorm study's conv net, Fashion-MNIST, 3,000 steps, an "
+    f"evaluation every 300); population statistics: Algorithm 2 over 100 training batches of 32 of "
+    f"each seed's own stream, without Bessel's correction (the moving σ averages each microbatch's "
+    f"biased σ_B), set on a copy at every evaluation; paired by seed (one network, two sets of "
+    f"statistics; the arms share each seed's data order). A step's jump is its loss over the median "
+    f"of the {WINDOW} steps before it, a spike a jump above {RATIO:g} (experiments/loss_spikes.py)"
+)
+
+
+def _moving_minus_population(plan: Plan, setup: str) -> Estimate:
+    return paired(
+        final_accuracy(plan, ALPHA_PATH, setup), final_accuracy(plan, ALPHA_PATH, setup, POPULATION)
+    )
+
+
+def _early_gap(plan: Plan, setup: str) -> Estimate:
+    moving, population = (
+        early(plan, ALPHA_PATH, setup, m, RAMP_WINDOW_END, change=False, geometric=False)
+        for m in ("test/acc", "test/acc_population_no_bessel")
+    )
+    return paired(moving, population)
+
+
+def _alpha_end(plan: Plan) -> Measured:
+    d = {k: _moving_minus_population(plan, k) for k in ALPHAS}
+    others = "; ".join(f"α = {a:g} {d[k].text()}" for k, a in ALPHAS.items() if k != RAMPED)
+    return Measured(
+        {"moving − population, α = 0.01": d[RAMPED]},
+        f"test accuracy with the moving averages − with population statistics at the end, α = 0.01: "
+        f"{d[RAMPED].text()} (not decided on: {others})",
+    )
+
+
+def _alpha_lag(plan: Plan) -> Measured:
+    d = {k: _early_gap(plan, k) for k in ALPHAS}
+    others = "; ".join(f"α = {a:g} {d[k].text()}" for k, a in ALPHAS.items() if k != SLOW)
+    return Measured(
+        {"moving − population early, α = 0.001": d[SLOW]},
+        f"moving − population test accuracy, mean over the evaluations at steps 300–{RAMP_WINDOW_END}, "
+        f"α = 0.001: {d[SLOW].text()} (α = 0.01 and 0.1 beside it: {others})",
+    )
+
+
+def _largest_jump(plan: Plan, setup: str) -> dict[int, float]:
+    """Per seed, the largest jump over the early window's intervals (the ramp's)."""
+    curves = series(plan, ALPHA_PATH, setup, "train/loss_jump")
+    return {
+        seed: max(curve[s] for s in plan.early(list(curve), RAMP_WINDOW_END))
+        for seed, curve in sorted(curves.items())
+    }
+
+
+def _spike_count(plan: Plan, setup: str) -> dict[int, int]:
+    curves = series(plan, ALPHA_PATH, setup, "train/loss_spikes")
+    return {
+        seed: round(sum(curve[s] for s in plan.early(list(curve), RAMP_WINDOW_END)))
+        for seed, curve in sorted(curves.items())
+    }
+
+
+def _loss_spikes(plan: Plan) -> Measured:
+    jump = {k: _largest_jump(plan, k) for k in (JUMP, RAMPED)}
+    ratio = log_ratios(jump[JUMP], jump[RAMPED])
+    spikes = {k: _spike_count(plan, k) for k in (JUMP, RAMPED)}
+    shown = "; ".join(
+        f"{name}: largest jumps {', '.join(f'{v:.2f}' for v in jump[k].values())}, spikes "
+        f"{', '.join(map(str, spikes[k].values()))}"
+        for k, name in ((JUMP, "no ramp"), (RAMPED, "ramp"))
+    )
+    return Measured(
+        {"largest jump, no ramp / ramp": ratio},
+        f"the largest loss jump over steps {WINDOW + 1}–{RAMP_WINDOW_END}, no ramp / ramp: "
+        f"{ratio.text()}; per seed {shown}",
+    )
+
+
+def _alpha_final(plan: Plan) -> Measured:
+    slow = accuracy_gain(plan, ALPHA_PATH, SLOW, RAMPED)
+    fast = accuracy_gain(plan, ALPHA_PATH, "brn_micro4_alpha_fast", RAMPED)
+    return Measured(
+        {"α = 0.001 − α = 0.01": slow, "α = 0.1 − α = 0.01": fast},
+        f"final test accuracy (moving averages): α = 0.001 − α = 0.01 {slow.text()}; "
+        f"α = 0.1 − α = 0.01 {fast.text()}",
+    )
+
+
+ALPHA_SECTION = {"section": "renorm-alpha", "figure": "renorm_alpha.png"}
+CLAIMS += [
+    Claim(
+        "BRN paper, Sec. 4 (α)", "With α = 0.01 the moving averages need no bias correction: at the end they give the accuracy population statistics give",
+        "α = 0.01 for the moving averages of μ and σ: 'relatively fast updates', so unlike Adam's averages started at 0 and 1 they need no bias correction",
+        Equivalent("moving − population, α = 0.01", "moving − population accuracy, α = 0.01", LAG_MARGIN),
+        _alpha_end, FINAL, method=ALPHA_METHOD, confirm=ALPHA_CONFIRM, design=ALPHA_DESIGN, **ALPHA_SECTION,
+    ),
+    Claim(
+        "BRN paper, Sec. 4 (α), for contrast", "With α = 0.001 the moving averages lag early in training: below population statistics",
+        "not in the paper: the slower rate its 'relatively fast updates' rule out",
+        Compare("moving − population early, α = 0.001", "moving − population accuracy over steps 300–900, α = 0.001", above=False, effect=EFFECT),
+        _alpha_lag, EARLY_ALTERNATIVES, method=ALPHA_METHOD + "; exploratory (pilot seeds only)", **ALPHA_SECTION,
+    ),
+    Claim(
+        "BRN paper, Sec. 4", "Raising r_max and d_max at once, without the ramp, makes the loss jump more than with the ramp",
+        "'it proved important to increase r_max slowly: otherwise, occasional large gradients were observed to suddenly and severely increase the loss': the no-ramp arm should show jumps the ramped one does not",
+        Compare("largest jump, no ramp / ramp", "the largest jump's ratio, no ramp / ramp", unit="×", effect=SPIKE_EFFECT),
+        _loss_spikes, EARLY_ALTERNATIVES, method=ALPHA_METHOD, confirm=ALPHA_CONFIRM, design=ALPHA_DESIGN, **ALPHA_SECTION,
+    ),
+    Claim(
+        "BRN paper, Sec. 4 (α), beyond it", "The moving averages' rate does not change the final accuracy (α = 0.001, 0.01, 0.1)",
+        "not in the paper; Batch Renorm's r and d read the moving averages, so α changes training as well as inference",
+        All((
+            Equivalent("α = 0.001 − α = 0.01", "α = 0.001 − α = 0.01", Margin(0.01, (0.005, 0.015))),
+            Equivalent("α = 0.1 − α = 0.01", "α = 0.1 − α = 0.01", Margin(0.01, (0.005, 0.015))),
+        )),
+        _alpha_final, FINAL, method=ALPHA_METHOD + "; exploratory (pilot seeds only)", **ALPHA_SECTION,
     ),
 ]  # fmt: skip

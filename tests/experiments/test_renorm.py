@@ -206,6 +206,64 @@ def test_seeds_side_by_side_resume_after_a_kill_as_uninterrupted(root, tmp_path,
         assert rows == metric_rows(tmp_path / "full" / f"seed{seed}")
 
 
+# --- the α study's measurements: population statistics, every step's loss ----------------------
+
+MEASURES = ("eval.population_batches=3", "eval.step_losses=true")
+
+
+def _measured(root: Path, *extra):
+    return _small(root, *MEASURES, *extra)
+
+
+@pytest.mark.slow
+def test_the_measurements_add_metrics_and_change_none_of_the_others(root, tmp_path):
+    """With population statistics and every step's loss measured, every other metric is the run's
+    without them, value for value (they are read from copies); the new ones are there, and
+    step_losses.pt holds every step's loss, whose largest per interval is train/loss_max."""
+    renorm.train(_small(root, "setup=brn_micro4"), tmp_path / "a")
+    plain = metric_rows(tmp_path / "a")
+    renorm.train(_measured(root, "setup=brn_micro4"), tmp_path / "b")
+    measured = metric_rows(tmp_path / "b")
+    new = {"test/acc_population_no_bessel", "train/loss_max"}
+    assert [r for r in measured if r["metric"] not in new] == plain
+    by = {(int(r["step"]), r["metric"]): float(r["value"]) for r in measured}
+    assert {s for s, m in by if m == "test/acc_population_no_bessel"} == {0, 3, 6}
+    losses = torch.load(tmp_path / "b" / "step_losses.pt", weights_only=True)
+    assert losses.dtype == torch.float32 and losses.shape == (6,)
+    assert by[(6, "train/loss_max")] == pytest.approx(losses[3:].max().item(), rel=1e-5)
+    assert by[(3, "train/loss")] == pytest.approx(losses[:3].mean().item(), rel=1e-5)
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert 0 <= summary["test_acc_population_no_bessel"] <= 1
+
+
+@pytest.mark.slow
+def test_population_statistics_of_seeds_side_by_side_are_each_seeds_own(root, tmp_path):
+    """At step 0 (the same networks, before float rounding can differ) the stack's population
+    accuracy of each seed is that seed's own run's; and it replaces the moving averages: a
+    network whose moving averages are still at 0 and 1 scores differently."""
+    renorm.train(_measured(root, "setup=brn_micro4", "seed=[3,5]"), tmp_path / "stack")
+    for seed in (3, 5):
+        renorm.train(_measured(root, "setup=brn_micro4", f"seed={seed}"), tmp_path / f"s{seed}")
+        key = "test/acc_population_no_bessel"
+        at0 = [r["value"] for r in metric_rows(tmp_path / "stack" / f"seed{seed}") if r["metric"] == key]  # fmt: skip
+        alone = [r["value"] for r in metric_rows(tmp_path / f"s{seed}") if r["metric"] == key]
+        assert at0[0] == alone[0]
+
+
+@pytest.mark.slow
+def test_step_losses_resume_after_a_kill_as_uninterrupted(root, tmp_path, monkeypatch):
+    overrides = ("setup=brn_micro4_jump", "seed=[0,2]", "train.steps=9")
+    renorm.train(_measured(root, *overrides), tmp_path / "full")
+    with killed_after_checkpoint(monkeypatch), pytest.raises(KeyboardInterrupt):
+        renorm.train(_measured(root, *overrides), tmp_path / "killed")
+    renorm.train(_measured(root, *overrides, "resume=true"), tmp_path / "killed")
+    for seed in (0, 2):
+        a, b = (tmp_path / k / f"seed{seed}" for k in ("full", "killed"))
+        assert metric_rows(a) == metric_rows(b)
+        full, resumed = (torch.load(d / "step_losses.pt", weights_only=True) for d in (a, b))
+        assert torch.equal(full, resumed) and full.shape == (9,)
+
+
 @pytest.mark.slow
 def test_diverged_run_stops_cleanly(root, tmp_path):
     summary = renorm.train(_small(root, "setup=bn32", "norm.kind=none", "train.lr=1e9"), tmp_path)
@@ -232,6 +290,8 @@ def test_diverged_run_stops_cleanly(root, tmp_path):
         ),
         (["train.lr=-1"], "train.lr=-1"),
         (["eval.clip_every=0"], "eval.clip_every=0"),
+        (["eval.population_batches=-1"], "eval.population_batches=-1"),
+        (["setup=groupnorm", "eval.population_batches=2"], "norm=groupnorm has none"),
         (["eval.pair_batch_size=0"], "eval.pair_batch_size=0"),
         (["eval.batch_size=0"], "eval.batch_size=0"),
         (["data.num_workers=-1"], "data.num_workers=-1"),
