@@ -17,6 +17,7 @@ from matplotlib.ticker import PercentFormatter
 
 from experiments.kit.errors import MissingResult
 from experiments.studies import TRIPLES_DOSES, study
+from scripts.analysis import committed
 from scripts.analysis.stats import Estimate
 from scripts.analysis.windows import CONFIRMED, PLAN, Plan
 from scripts.claims import triples as t
@@ -32,9 +33,12 @@ def _stat(plan: Plan, setup: str, key: str) -> tuple[float, float, float] | None
     """(mean, below, above) of a setup's final accuracy ``key`` over seeds; None: not run or
     not measured."""
     try:
-        values = list(final_accuracy(plan, t.PATH, setup, key).values())
-    except (MissingResult, KeyError):
+        setups = committed.read_summary(plan.results / t.PATH)["setups"]
+    except MissingResult:
         return None
+    if key not in setups.get(setup, {}):  # not run, or not evaluated so (training mode)
+        return None
+    values = list(final_accuracy(plan, t.PATH, setup, key).values())
     e = Estimate.of(values)
     low, high = e.interval() or (e.mean, e.mean)
     return e.mean, e.mean - low, high - e.mean
