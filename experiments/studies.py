@@ -392,7 +392,7 @@ TRIPLES_RUN = (
     f"data={TRIPLES_DATA}", "model.pool_columns=3", "train.steps=1500", "train.lr_decay_every=250",
     "eval.every=750",
 )  # fmt: skip
-CONFIRM_TRIPLES = confirmatory_seeds(5)  # provisional, until the pilot's power calculation
+CONFIRM_TRIPLES = confirmatory_seeds(60)  # the rows on 1,000 classes (capped: one needs 91)
 # the setups the confirmatory rows read
 CONFIRM_TRIPLES_SETUPS = ("bn32", "noniid_bn", "noniid_brn", "noniid4_bn", "noniid8_bn")
 # the conv-net setups the confirmatory claims read (the questions' arms have their own reproductions)
