@@ -74,6 +74,9 @@ class Model:
     first_stride: int = 2
     hidden: int = 128
     norm_position: config.NormPosition = config.NormPosition.before  # of the ReLU (small_convnet)
+    pool_columns: int = (
+        1  # small_convnet: the last average pooling's columns (3: one per item of a triple)
+    )
 
 
 @dataclass
@@ -145,6 +148,7 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Modul
         model = SmallConvNet(
             norm_factory(cfg.norm, 2, steps), norm_factory(cfg.norm, 1, steps), in_channels,
             num_classes, m.widths, m.first_stride, m.hidden, norm_position=str(m.norm_position),
+            pool_columns=m.pool_columns,
         )  # fmt: skip
     elif cfg.model.name == "inception_v3":
         if cfg.model.norm_position != "before":

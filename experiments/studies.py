@@ -410,6 +410,23 @@ MECHANISM_CLAIMED = (
     "shift/train_mode/layer3/", "grad_ics/layer4/", "landscape/", "jacobian_normalized/",
 )  # fmt: skip
 MLP_CLAIMED = ("test/acc", "train/loss", "nongauss/")
+# The Batch Renorm paper's non-i.i.d. protocol on 1,000 classes (experiments/kit/triples.py):
+# the renorm study's setups and conv net on MNIST triples (grayscale, as the study's scale reads
+# MNIST), its last average pooling one column per item (global pooling cannot tell which item is
+# where: a triple's class is ordered). Half the study's run at CPU scale (1,500 steps, its decay to
+# the same final rate), evaluated at steps 750 and 1,500. The doses stop at 8 examples per label:
+# the test triples hold 10 per class, and the training-mode evaluation draws its minibatches from
+# them like the training ones.
+TRIPLES_DATA = "mnist_triples"
+TRIPLES_DOSES = {k: v for k, v in NONIID_DOSES.items() if k <= 8}
+TRIPLES_SETUPS = ("bn32", "brn32", "noniid_bn", "noniid_bn_halves", "noniid_brn", "noniid4_bn", "noniid8_bn")  # fmt: skip
+TRIPLES_RUN = (
+    f"data={TRIPLES_DATA}", "model.pool_columns=3", "train.steps=1500", "train.lr_decay_every=250",
+    "eval.every=750",
+)  # fmt: skip
+CONFIRM_TRIPLES = confirmatory_seeds(60)  # the rows on 1,000 classes (capped: one needs 91)
+# the setups the confirmatory rows read
+CONFIRM_TRIPLES_SETUPS = ("bn32", "noniid_bn", "noniid_brn", "noniid4_bn", "noniid8_bn")
 # the conv-net setups the confirmatory claims read (the questions' arms have their own reproductions)
 CONFIRM_CONV_SETUPS = (
     "bn32", "brn32", "bn_micro4", "brn_micro4", "brn_micro4_jump", "noniid_bn", "noniid4_bn",
@@ -918,6 +935,43 @@ STUDIES: tuple[Study, ...] = (
                 stages=(seeds_side_by_side(tuple(OUTSIDE_GRADIENT_LABELS), CONFIRM_OUTSIDE, 25, "data=mnist", *OUTSIDE_GRADIENT),),
                 collect=Collect(f"{CONFIRMATORY}/outside_gradient/mnist", metrics=("test/acc", "train/loss", "params/")),
                 plots=(("plot_batch",),), seeds=CONFIRM_OUTSIDE,
+            ),
+        ),
+    ),
+    Study(
+        "triples",
+        "Batch Renorm paper Sec. 4.3 on 1,000 classes: non-i.i.d. minibatches of MNIST triples",
+        (
+            Section(
+                "triples", "16 labels × 2 over 1,000 classes (pilot, 5 seeds)", f"triples/{TRIPLES_DATA}", "reproduce-triples",
+                (Figure("triples_noniid.png", "Non-i.i.d. minibatches over 1,000 classes: each arm's inference and training-mode accuracy, and the dose-response"),),
+            ),
+            Section(
+                "triples-confirmatory", f"Confirmatory seeds: non-i.i.d. minibatches over 1,000 classes ({len(CONFIRM_TRIPLES)} seeds)",
+                f"{CONFIRMATORY}/triples/{TRIPLES_DATA}", "confirm-triples",
+            ),
+        ),
+        {s: RENORM_LABELS[s] for s in TRIPLES_SETUPS},
+        trains=False,  # the renorm study's conv net and setups, on experiments.kit.triples' data
+        claims=("triples",),
+        styles={
+            "bn32": Style("#4c72b0", ":", "BN, i.i.d."), "brn32": Style("#dd8452", ":", "Batch Renorm, i.i.d."),
+            "noniid_bn": Style("#4c72b0", "-", "BN"), "noniid_bn_halves": Style("#55a868", "-", "BN on two halves"),
+            "noniid_brn": Style("#dd8452", "-", "Batch Renorm"),
+            "noniid4_bn": Style("#4c72b0", "-", "BN"), "noniid8_bn": Style("#4c72b0", "-", "BN"),
+        },
+        reproductions=(
+            Reproduction(
+                "reproduce-triples", f"Batch Renorm Sec. 4.3 on 1,000 classes: {len(TRIPLES_SETUPS)} setups x 5 seeds side by side on MNIST triples, 1,500 steps (pilot); results/triples/",
+                module="renorm", data=("mnist",),
+                stages=(seeds_side_by_side(TRIPLES_SETUPS, SEEDS5, 18, *TRIPLES_RUN),),
+                collect=Collect("triples"), plots=(("plot_triples",),),
+            ),
+            Reproduction(
+                "confirm-triples", f"confirmatory seeds of the non-i.i.d. claims on 1,000 classes: {len(CONFIRM_TRIPLES_SETUPS)} setups x {len(CONFIRM_TRIPLES)} seeds; results/confirmatory/triples/",
+                module="renorm", data=("mnist",),
+                stages=(seeds_side_by_side(CONFIRM_TRIPLES_SETUPS, CONFIRM_TRIPLES, 18, *TRIPLES_RUN, parts=-(-len(CONFIRM_TRIPLES) // 10)),),
+                collect=Collect(f"{CONFIRMATORY}/triples"), plots=(("plot_triples",),), seeds=CONFIRM_TRIPLES,
             ),
         ),
     ),

@@ -53,7 +53,19 @@ RenormAblation = Choice(
     "RenormAblation", {k: k for k in ("bn_forward_r_grad", "renorm_forward_bn_grad")}
 )
 ScheduleKind = Choice("ScheduleKind", {k: k for k in ("paper", "fixed")})
-DataName = Choice("DataName", {k: k for k in ("mnist", "fashion_mnist", "image_folder")})
+DataName = Choice(
+    "DataName",
+    {
+        k: k
+        for k in (
+            "mnist",
+            "fashion_mnist",
+            "image_folder",
+            "mnist_triples",
+            "fashion_mnist_triples",
+        )
+    },
+)
 LoggerMode = Choice("LoggerMode", {k: k for k in ("online", "offline", "disabled")})
 
 BATCH_NORMS = ("batchnorm", "batchrenorm", "torch_batchnorm")

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from experiments.kit import triples
 from experiments.kit.errors import BadDataFile, ConfigError, DataUnavailable
 from experiments.kit.fetch import SPLITS, ensure_dataset, find, launch_path
 from experiments.kit.files import special_file
@@ -330,7 +331,9 @@ def load_splits(
     memory, thresholded at 127 first if ``data.binarize`` (:func:`compact_inputs`), standardized
     with the training set's mean and std; ``size``
     pads their 28x28 images evenly with background to ``size`` x ``size``, and ``channels=3``
-    repeats the gray channel (for networks built for RGB input).
+    repeats the gray channel (for networks built for RGB input). ``mnist_triples`` and
+    ``fashion_mnist_triples`` are their base data prepared so, then set side by side in threes
+    (:mod:`experiments.kit.triples`: ``size`` x ``3·size`` images, 1,000 classes).
     """
     if data.name == "image_folder":
         if data.binarize:
@@ -343,7 +346,8 @@ def load_splits(
             launch_path(data.root), data.image_size, data.num_workers, pin_memory
         )
         return train, test, 3, classes
-    raw = ensure_dataset(str(data.name), data.root, data.download, data.verify)
+    base = triples.BASES.get(str(data.name), str(data.name))
+    raw = ensure_dataset(base, data.root, data.download, data.verify)
     train_images, test_images = load_split(raw, "train"), load_split(raw, "test")
     x_train, x_test = (
         preprocess(s.images, data.binarize).view(len(s.images), 1, *s.images.shape[1:])
@@ -365,6 +369,13 @@ def load_splits(
     if channels != 1:  # a view: batches are copied out of it, the dataset is not
         x_train = x_train.expand(-1, channels, -1, -1)
         x_test = x_test.expand(-1, channels, -1, -1)
+    if base != data.name:  # three items side by side, 1,000 classes (experiments.kit.triples)
+        return (
+            triples.triple_split(x_train, train_images.labels, "train"),
+            triples.triple_split(x_test, test_images.labels, "test"),
+            channels,
+            triples.CLASSES,
+        )
     train = TensorSplit(x_train, train_images.labels)
     return train, TensorSplit(x_test, test_images.labels), channels, CLASSES
 

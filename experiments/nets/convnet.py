@@ -35,6 +35,9 @@ class SmallConvNet(nn.Sequential):
         norm_position: ``"before"`` the ReLU (the BN paper's ``g(BN(Wu))``) or ``"after"`` it
             (``BN(g(Wu + b))``, the BN authors' released Inception); with ``"after"`` the
             convolutions and the hidden linear layer keep their bias.
+        pool_columns: the columns the last feature map is averaged into (1: global average
+            pooling; 3: one per item of a row of three, so the hidden layer knows which item
+            is where).
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class SmallConvNet(nn.Sequential):
         hidden: int = 128,
         fix_gamma: bool = False,
         norm_position: str = "before",
+        pool_columns: int = 1,
     ) -> None:
         if norm_position not in NORM_POSITIONS:
             raise ValueError(f"norm_position={norm_position!r} must be one of {NORM_POSITIONS}")
@@ -70,9 +74,12 @@ class SmallConvNet(nn.Sequential):
             stride = first_stride if i == 0 else 2
             layers += block(nn.Conv2d(c_in, c, 3, stride, padding=1, bias=bias(norm)), norm)
             c_in = c
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        if pool_columns < 1:
+            raise ValueError(f"pool_columns={pool_columns} must be at least 1")
+        pool = 1 if pool_columns == 1 else (1, pool_columns)
+        layers += [nn.AdaptiveAvgPool2d(pool), nn.Flatten()]
         norm = norm_of(linear_norm_layer, hidden)
-        layers += block(nn.Linear(c_in, hidden, bias=bias(norm)), norm)
+        layers += block(nn.Linear(c_in * pool_columns, hidden, bias=bias(norm)), norm)
         layers.append(nn.Linear(hidden, num_classes))
         super().__init__(*layers)
         if fix_gamma:

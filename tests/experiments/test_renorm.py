@@ -400,3 +400,45 @@ def test_an_image_size_too_small_for_inception_v3_is_one_line(tmp_path):
     ):
         renorm.train(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / "metrics.csv").exists()
+
+
+# --- 1,000 classes of triples (experiments/kit/triples.py) -------------------------------------
+
+
+@pytest.mark.parametrize("columns", [1, 3])
+def test_the_conv_net_takes_triples_and_1000_classes(columns):
+    """28x84 inputs and 1,000 classes; with one pooled column per item, moving an item to
+    another place changes the hidden layer's input (global pooling is blind to it, away from the
+    edges)."""
+    cfg = _cfg(["data=fashion_mnist_triples", f"model.pool_columns={columns}"])
+    renorm.check_input_side(cfg, 84)
+    torch.manual_seed(0)
+    model = renorm.build_model(cfg, 1, 1000).eval()
+    assert model(torch.randn(2, 1, 28, 84)).shape == (2, 1000)
+    assert model[-4].in_features == 64 * columns  # the hidden linear layer
+    pooled = torch.nn.Sequential(*list(model)[:-4])  # up to the flattened pooling
+    x = torch.zeros(2, 1, 28, 84)
+    x[0, :, 4:24, 16:36] = 1.0  # an item, then the same item 24 px (3 cells of stride 8) right
+    x[1] = torch.roll(x[0], 24, dims=-1)
+    features = pooled(x)
+    assert features.shape == (2, 64 * columns)
+    assert torch.allclose(features[0], features[1], atol=1e-6) == (columns == 1)
+
+
+def test_a_pooling_of_no_columns_is_refused():
+    with pytest.raises(ValueError, match=r"^pool_columns=0 must be at least 1"):
+        renorm.build_model(_cfg(["model.pool_columns=0"]), 1, 10)
+
+
+@pytest.mark.slow
+def test_non_iid_seeds_side_by_side_train_on_triples(root, tmp_path):
+    """The paper's protocol on 1,000 classes: 16 labels x 2 of the triples, two seeds stacked,
+    evaluated at inference and in training mode on test minibatches built the same way."""
+    summaries = renorm.train(
+        _small(root, "data=fashion_mnist_triples", "setup=noniid_brn", "model.pool_columns=3", "seed=[0,1]", "eval.every=6"),
+        tmp_path,
+    )  # fmt: skip
+    assert [s["data"] for s in summaries] == ["fashion_mnist_triples"] * 2
+    assert all(0 <= s["test_acc_train_mode"] <= 1 and not s["diverged"] for s in summaries)
+    rows = metric_rows(tmp_path / "seed1")
+    assert {"test/acc", "test/acc_train_mode", "renorm/layer4/r_clipped"} <= {r["metric"] for r in rows}  # fmt: skip
