@@ -13,6 +13,7 @@ config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoi
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,8 +27,9 @@ from torch import nn
 
 import bn
 from experiments.kit import classify, config
+from experiments.kit import inference_modes as modes
 from experiments.kit.config import require, seed_list
-from experiments.kit.data import load_splits
+from experiments.kit.data import fixed_batches, load_splits
 from experiments.kit.errors import ConfigError
 from experiments.kit.evaluation import copy_accuracies
 from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
@@ -52,6 +54,9 @@ class Eval(config.ClassifierEvalConf):
     train_mode: bool = MISSING
     pair_batch_size: int = MISSING
     clip_every: int = MISSING
+    inference_modes: bool = MISSING
+    precise_batches: int = MISSING
+    precise_counts: list[int] = MISSING
 
 
 @dataclass
@@ -212,22 +217,99 @@ def train_mode_accuracy(
     side, the ``stack`` reads them all at once); None when not asked for."""
     if not cfg.eval.train_mode:
         return None
-    e, seeds = cfg.eval, seed_list(cfg.seed)
+    return partial(
+        train_mode_accuracies, cfg, proc, models, test_split, stack, cfg.eval.pair_batch_size
+    )
+
+
+def train_mode_accuracies(
+    cfg: DictConfig, proc, models, test_split, stack: nn.Module | None, batch_size: int
+) -> dict[str, list[float]]:
+    """``{"test/acc_train_mode": each seed's accuracy}`` in training mode on test minibatches of
+    ``batch_size`` drawn by ``cfg.sampler`` (see :func:`train_mode_accuracy`)."""
+    seeds = seed_list(cfg.seed)
     samplers = [
-        make_sampler(cfg.sampler, test_split, e.pair_batch_size, derive_seed(s, "test-pairs"))
+        make_sampler(cfg.sampler, test_split, batch_size, derive_seed(s, "test-pairs"))
         for s in seeds
     ]
-    steps = range(len(test_split) // e.pair_batch_size)
+    steps = range(len(test_split) // batch_size)
     batches = [torch.cat([sampler.indices(s) for sampler in samplers]) for s in steps]
+    batches_ = test_split.batches(batches)
+    if len(seeds) > 1:
+        batches_ = (classify.stack_batch(x, y, len(seeds)) for x, y in batches_)
+    acc = copy_accuracies(models, batches_, proc.device, proc.memory_format, True, stack)
+    return {"test/acc_train_mode": acc}
 
-    def extra() -> dict[str, list[float]]:
-        batches_ = test_split.batches(batches)
-        if len(seeds) > 1:
-            batches_ = (classify.stack_batch(x, y, len(seeds)) for x, y in batches_)
-        acc = copy_accuracies(models, batches_, proc.device, proc.memory_format, True, stack)
-        return {"test/acc_train_mode": acc}
 
-    return extra
+def norm_group(cfg: DictConfig) -> int:
+    """``g``, the examples each BN layer normalizes over in training: the microbatch, or the
+    whole minibatch."""
+    return int(cfg.norm.microbatch or cfg.train.batch_size)
+
+
+class InferenceModes:
+    """With ``eval.inference_modes``, a BN network's test accuracy evaluated beside its moving
+    averages (:mod:`experiments.kit.inference_modes`), ``g`` = :func:`norm_group`:
+
+    - at every evaluation, ``test/acc_precise``: Precise BN from ``eval.precise_batches``
+      training batches of ``g`` (Bessel's correction);
+    - at the last, also ``test/acc_precise_nobessel`` (the same batches, no correction),
+      ``test/acc_precise_n<n>`` for each ``n`` of ``eval.precise_counts`` (the first ``⌊n/g⌋``
+      batches of the same stream, Bessel's correction), ``test/acc_weighted`` (test-example
+      weighting, ``α = 1/g``) and ``test/acc_train_mode`` (training mode on i.i.d. test batches
+      of ``g``).
+
+    Each seed draws its own training batches (``derive_seed(seed, "precise-bn")``), the same at
+    every evaluation; seeds side by side run as their stack."""
+
+    def __init__(self, cfg: DictConfig, proc, models, splits, stack: nn.Module | None) -> None:
+        self.cfg, self.proc, self.models, self.stack = cfg, proc, models, stack
+        self.net = stack if stack is not None else models[0]
+        self.train_split, self.test_split = splits
+        self.g = norm_group(cfg)
+        self.test_batches = fixed_batches(self.test_split, cfg.eval.batch_size)
+        seeds = seed_list(cfg.seed)
+        self.samplers = [
+            IIDBatches(len(self.train_split), self.g, derive_seed(s, "precise-bn")) for s in seeds
+        ]
+        self.counts = {n: max(1, n // self.g) for n in cfg.eval.precise_counts}
+
+    def _training_batches(self):
+        copies = len(self.samplers)
+        for step in itertools.count():
+            idx = torch.cat([s.indices(step) for s in self.samplers])
+            x, y = next(iter(self.train_split.batches([idx])))
+            if copies > 1:
+                x, y = classify.stack_batch(x, y, copies)
+            yield x.to(self.proc.device, non_blocking=True, memory_format=self.proc.memory_format)
+
+    def _accuracy(self, net: nn.Module) -> list[float]:
+        p = self.proc
+        batches = self.test_split.batches(self.test_batches)
+        return modes.stack_accuracies(net, len(self.samplers), batches, p.device, p.memory_format)
+
+    def every(self) -> dict[str, list[float]]:
+        n = self.cfg.eval.precise_batches
+        stats = modes.population_statistics(self.net, self._training_batches(), [n])
+        return {"test/acc_precise": self._accuracy(modes.with_statistics(self.net, stats[n], True))}
+
+    def last(self) -> dict[str, list[float]]:
+        n = self.cfg.eval.precise_batches
+        stats = modes.population_statistics(
+            self.net, self._training_batches(), [n, *self.counts.values()]
+        )
+        out = {
+            "test/acc_precise_nobessel": self._accuracy(
+                modes.with_statistics(self.net, stats[n], False)
+            )
+        }
+        for count, batches in self.counts.items():
+            net = modes.with_statistics(self.net, stats[batches], True)
+            out[f"test/acc_precise_n{count}"] = self._accuracy(net)
+        out["test/acc_weighted"] = self._accuracy(modes.example_weighted(self.net, self.g))
+        return out | train_mode_accuracies(
+            self.cfg, self.proc, self.models, self.test_split, self.stack, self.g
+        )
 
 
 class RenormStep(classify.ClassifierStep):
@@ -236,15 +318,26 @@ class RenormStep(classify.ClassifierStep):
     every evaluation (:func:`train_mode_accuracy`)."""
 
     def __init__(
-        self, clipping: RenormProbe, train_mode: Callable[[], dict[str, Any]] | None
+        self,
+        clipping: RenormProbe,
+        train_mode: Callable[[], dict[str, Any]] | None,
+        inference: InferenceModes | None = None,
+        steps: int = 0,
     ) -> None:
         self.clipping, self.train_mode = clipping, train_mode
+        self.inference, self.steps, self.done = inference, steps, 0
 
     def step_metrics(self, step: int) -> dict[str, Any]:
+        self.done = step + 1
         return self.clipping(step)
 
     def eval_metrics(self) -> dict[str, Any]:
-        return {} if self.train_mode is None else self.train_mode()
+        out = {} if self.train_mode is None else self.train_mode()
+        if self.inference is not None:
+            out |= self.inference.every()
+            if self.done >= self.steps:
+                out |= self.inference.last()
+        return out
 
 
 def train(cfg: DictConfig, out_dir: Path) -> dict:
@@ -268,7 +361,11 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         for seed in seeds
     ]
     clipping = RenormProbe(model, cfg.eval.clip_every, len(seeds) if stacked else 1)
-    train_mode = train_mode_accuracy(cfg, proc, models, test_split, model if stacked else None)
+    stack = model if stacked else None
+    train_mode = train_mode_accuracy(cfg, proc, models, test_split, stack)
+    inference = None
+    if cfg.eval.inference_modes and modes.batch_norms(model):
+        inference = InferenceModes(cfg, proc, models, (train_split, test_split), stack)
     loop = classify.classifier_loop(
         cfg,
         proc,
@@ -281,7 +378,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "microbatch": cfg.norm.microbatch,
             "sampler": cfg.sampler.kind,
         },
-        step=RenormStep(clipping, train_mode),
+        step=RenormStep(clipping, train_mode, inference, t.steps),
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())
