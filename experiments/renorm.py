@@ -13,6 +13,7 @@ config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoi
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from experiments.kit.evaluation import copy_accuracies
 from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
+from experiments.nets import stacked
 from experiments.nets.convnet import SmallConvNet
 
 STUDY = "renorm"
@@ -283,10 +285,18 @@ class InferenceModes:
                 x, y = classify.stack_batch(x, y, copies)
             yield x.to(self.proc.device, non_blocking=True, memory_format=self.proc.memory_format)
 
-    def _accuracy(self, net: nn.Module) -> list[float]:
+    def _accuracy(self, net: nn.Module, weighted: bool = False) -> list[float]:
+        """Each copy's test accuracy with ``net`` (the stack, or the one network, with other
+        statistics), each copy run as a plain network (cheaper than the stack on large batches);
+        ``weighted``: with test-example weighting."""
         p = self.proc
+        nets = [net]
+        if self.stack is not None:
+            nets = stacked.copy_views(net, [copy.deepcopy(m) for m in self.models])
+        if weighted:
+            nets = [modes.example_weighted(n, self.g) for n in nets]
         batches = self.test_split.batches(self.test_batches)
-        return modes.stack_accuracies(net, len(self.samplers), batches, p.device, p.memory_format)
+        return copy_accuracies(nets, batches, p.device, p.memory_format)
 
     def every(self) -> dict[str, list[float]]:
         n = self.cfg.eval.precise_batches
@@ -306,7 +316,7 @@ class InferenceModes:
         for count, batches in self.counts.items():
             net = modes.with_statistics(self.net, stats[batches], True)
             out[f"test/acc_precise_n{count}"] = self._accuracy(net)
-        out["test/acc_weighted"] = self._accuracy(modes.example_weighted(self.net, self.g))
+        out["test/acc_weighted"] = self._accuracy(self.net, weighted=True)
         return out | train_mode_accuracies(
             self.cfg, self.proc, self.models, self.test_split, self.stack, self.g
         )

@@ -54,8 +54,8 @@ def groups_figure(plan: Plan) -> Path:
     for ax, (arms, name) in zip(axes, ((SIZE_BN, "BN"), (SIZE_BRN, "Batch Renorm"))):
         color = STUDY.styles[arms[32]].color
         for metric, label, line in MODES:
-            ests = [Estimate.of(list(b.final(plan, arms[g], metric).values())) for g in SIZE_GROUPS]
-            _band(ax, SIZE_GROUPS, ests, color, line, label)
+            ests = [Estimate.of(list(b.final(plan, arms[g], metric).values())) for g in arms]
+            _band(ax, list(arms), ests, color, line, label)
         for setup in SIZE_PER_EXAMPLE:
             e = Estimate.of(list(b.final(plan, setup).values()))
             style = STUDY.styles[setup]

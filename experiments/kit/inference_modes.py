@@ -39,7 +39,6 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from bn.functional import batch_stats, values_per_channel
-from experiments.kit.evaluation import copy_accuracies
 
 # One layer's population statistics from the first k batches: (mean, mean biased variance, m),
 # m the values per channel of one batch (Bessel's correction is m/(m − 1))
@@ -155,22 +154,3 @@ def example_weighted(net: nn.Module, g: int) -> nn.Module:
     for layer in layers:
         layer.register_forward_hook(_example_weighted(g))
     return out
-
-
-def stack_accuracies(
-    net: nn.Module,
-    copies: int,
-    batches: Iterable[tuple[Tensor, Tensor]],
-    device: torch.device,
-    memory_format: torch.memory_format = torch.contiguous_format,
-) -> list[float]:
-    """Each copy's accuracy over ``batches`` shared by every copy, in inference mode: ``net`` a
-    stack of ``copies`` networks (:mod:`experiments.nets.stacked`), or one network
-    (``copies=1``)."""
-
-    def shared(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        reps = (1, copies) + (1,) * (x.dim() - 2)
-        return x.repeat(reps), y[:, None].expand(-1, copies)
-
-    stacked = (shared(x, y) for x, y in batches)
-    return copy_accuracies([net] * copies, stacked, device, memory_format, stack=net)

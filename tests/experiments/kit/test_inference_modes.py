@@ -10,7 +10,6 @@ from torch import nn
 
 import bn
 from experiments.kit import inference_modes as modes
-from experiments.kit.evaluation import copy_accuracies
 from experiments.nets.convnet import SmallConvNet
 
 
@@ -75,13 +74,3 @@ def test_example_weighting_tends_to_the_moving_averages_and_to_the_example_alone
         torch.testing.assert_close(out, (u - mu) / torch.sqrt(var + layer.eps) * layer.weight.view(1, -1, 1, 1) + layer.bias.view(1, -1, 1, 1))  # fmt: skip
     with pytest.raises(ValueError, match="g=0"):
         modes.example_weighted(net, 0)
-
-
-def test_stack_accuracies_of_one_network_are_its_accuracy() -> None:
-    net = _net()
-    torch.manual_seed(2)
-    batches = [(torch.randn(7, 1, 12, 12), torch.randint(0, 10, (7,))) for _ in range(3)]
-    device = torch.device("cpu")
-    assert modes.stack_accuracies(net, 1, batches, device) == copy_accuracies(
-        [net], batches, device
-    )
