@@ -379,7 +379,7 @@ CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 # side, is what this 2-core CPU affords (about a working day); rows needing more are underpowered.
 INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
-CONFIRM_SIZE = confirmatory_seeds(5)  # the batch-size study: every arm over g
+CONFIRM_SIZE = confirmatory_seeds(60)  # the batch-size study: every arm over g
 CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across learning rates
 # The initial rates the learning-rate control's confirmatory rows read, fixed by its pilot
 # (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
