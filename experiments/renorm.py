@@ -15,6 +15,7 @@ config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoi
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from torch import nn
 
 import bn
 from experiments.kit import classify, config
+from experiments.kit import inference_modes as modes
 from experiments.kit.config import require, seed_dirs, seed_list
 from experiments.kit.data import fixed_batches, load_splits
 from experiments.kit.errors import ConfigError
@@ -37,6 +39,7 @@ from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
 from experiments.loss_spikes import LossJumps
+from experiments.nets import stacked
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.stacked import copy_views
 
@@ -59,6 +62,9 @@ class Eval(config.ClassifierEvalConf):
     clip_every: int = MISSING
     population_batches: int = MISSING
     step_losses: bool = MISSING
+    inference_modes: bool = MISSING
+    precise_batches: int = MISSING
+    precise_counts: list[int] = MISSING
 
 
 @dataclass
@@ -232,22 +238,107 @@ def train_mode_accuracy(
     side, the ``stack`` reads them all at once); None when not asked for."""
     if not cfg.eval.train_mode:
         return None
-    e, seeds = cfg.eval, seed_list(cfg.seed)
+    return partial(
+        train_mode_accuracies, cfg, proc, models, test_split, stack, cfg.eval.pair_batch_size
+    )
+
+
+def train_mode_accuracies(
+    cfg: DictConfig, proc, models, test_split, stack: nn.Module | None, batch_size: int
+) -> dict[str, list[float]]:
+    """``{"test/acc_train_mode": each seed's accuracy}`` in training mode on test minibatches of
+    ``batch_size`` drawn by ``cfg.sampler`` (see :func:`train_mode_accuracy`)."""
+    seeds = seed_list(cfg.seed)
     samplers = [
-        make_sampler(cfg.sampler, test_split, e.pair_batch_size, derive_seed(s, "test-pairs"))
+        make_sampler(cfg.sampler, test_split, batch_size, derive_seed(s, "test-pairs"))
         for s in seeds
     ]
-    steps = range(len(test_split) // e.pair_batch_size)
+    steps = range(len(test_split) // batch_size)
     batches = [torch.cat([sampler.indices(s) for sampler in samplers]) for s in steps]
+    batches_ = test_split.batches(batches)
+    if len(seeds) > 1:
+        batches_ = (classify.stack_batch(x, y, len(seeds)) for x, y in batches_)
+    acc = copy_accuracies(models, batches_, proc.device, proc.memory_format, True, stack)
+    return {"test/acc_train_mode": acc}
 
-    def extra() -> dict[str, list[float]]:
-        batches_ = test_split.batches(batches)
-        if len(seeds) > 1:
-            batches_ = (classify.stack_batch(x, y, len(seeds)) for x, y in batches_)
-        acc = copy_accuracies(models, batches_, proc.device, proc.memory_format, True, stack)
-        return {"test/acc_train_mode": acc}
 
-    return extra
+def norm_group(cfg: DictConfig) -> int:
+    """``g``, the examples each BN layer normalizes over in training: the microbatch, or the
+    whole minibatch."""
+    return int(cfg.norm.microbatch or cfg.train.batch_size)
+
+
+class InferenceModes:
+    """With ``eval.inference_modes``, a BN network's test accuracy evaluated beside its moving
+    averages (:mod:`experiments.kit.inference_modes`), ``g`` = :func:`norm_group`:
+
+    - at every evaluation, ``test/acc_precise``: Precise BN from ``eval.precise_batches``
+      training batches of ``g`` (Bessel's correction);
+    - at the last, also ``test/acc_precise_nobessel`` (the same batches, no correction),
+      ``test/acc_precise_n<n>`` for each ``n`` of ``eval.precise_counts`` (the first ``⌊n/g⌋``
+      batches of the same stream, Bessel's correction), ``test/acc_weighted`` (test-example
+      weighting, ``α = 1/g``) and ``test/acc_train_mode`` (training mode on i.i.d. test batches
+      of ``g``).
+
+    Each seed draws its own training batches (``derive_seed(seed, "precise-bn")``), the same at
+    every evaluation; seeds side by side run as their stack."""
+
+    def __init__(self, cfg: DictConfig, proc, models, splits, stack: nn.Module | None) -> None:
+        self.cfg, self.proc, self.models, self.stack = cfg, proc, models, stack
+        self.net = stack if stack is not None else models[0]
+        self.train_split, self.test_split = splits
+        self.g = norm_group(cfg)
+        self.test_batches = fixed_batches(self.test_split, cfg.eval.batch_size)
+        seeds = seed_list(cfg.seed)
+        self.samplers = [
+            IIDBatches(len(self.train_split), self.g, derive_seed(s, "precise-bn")) for s in seeds
+        ]
+        self.counts = {n: max(1, n // self.g) for n in cfg.eval.precise_counts}
+
+    def _training_batches(self):
+        copies = len(self.samplers)
+        for step in itertools.count():
+            idx = torch.cat([s.indices(step) for s in self.samplers])
+            x, y = next(iter(self.train_split.batches([idx])))
+            if copies > 1:
+                x, y = classify.stack_batch(x, y, copies)
+            yield x.to(self.proc.device, non_blocking=True, memory_format=self.proc.memory_format)
+
+    def _accuracy(self, net: nn.Module, weighted: bool = False) -> list[float]:
+        """Each copy's test accuracy with ``net`` (the stack, or the one network, with other
+        statistics), each copy run as a plain network (cheaper than the stack on large batches);
+        ``weighted``: with test-example weighting."""
+        p = self.proc
+        nets = [net]
+        if self.stack is not None:
+            nets = stacked.copy_views(net, [copy.deepcopy(m) for m in self.models])
+        if weighted:
+            nets = [modes.example_weighted(n, self.g) for n in nets]
+        batches = self.test_split.batches(self.test_batches)
+        return copy_accuracies(nets, batches, p.device, p.memory_format)
+
+    def every(self) -> dict[str, list[float]]:
+        n = self.cfg.eval.precise_batches
+        stats = modes.population_statistics(self.net, self._training_batches(), [n])
+        return {"test/acc_precise": self._accuracy(modes.with_statistics(self.net, stats[n], True))}
+
+    def last(self) -> dict[str, list[float]]:
+        n = self.cfg.eval.precise_batches
+        stats = modes.population_statistics(
+            self.net, self._training_batches(), [n, *self.counts.values()]
+        )
+        out = {
+            "test/acc_precise_nobessel": self._accuracy(
+                modes.with_statistics(self.net, stats[n], False)
+            )
+        }
+        for count, batches in self.counts.items():
+            net = modes.with_statistics(self.net, stats[batches], True)
+            out[f"test/acc_precise_n{count}"] = self._accuracy(net)
+        out["test/acc_weighted"] = self._accuracy(self.net, weighted=True)
+        return out | train_mode_accuracies(
+            self.cfg, self.proc, self.models, self.test_split, self.stack, self.g
+        )
 
 
 def population_accuracy(
@@ -332,8 +423,9 @@ class RenormStep(classify.ClassifierStep):
     """The study's own scalars: every Batch Renorm layer's clipping at its steps
     (:class:`RenormProbe`) and, at every evaluation, those asked for: the test accuracy in
     training mode (:func:`train_mode_accuracy`), with population statistics
-    (:func:`population_accuracy`), and the per-step losses' maxima and jumps
-    (:class:`StepLosses`)."""
+    (:func:`population_accuracy`), the per-step losses' maxima and jumps (:class:`StepLosses`),
+    and the batch-size study's inference modes (:class:`InferenceModes`; some at the last
+    evaluation only)."""
 
     def __init__(
         self,
@@ -341,11 +433,15 @@ class RenormStep(classify.ClassifierStep):
         train_mode: Callable[[], dict[str, Any]] | None,
         population: Callable[[], dict[str, Any]] | None = None,
         losses: StepLosses | None = None,
+        inference: InferenceModes | None = None,
+        steps: int = 0,
     ) -> None:
         self.clipping, self.train_mode = clipping, train_mode
         self.population, self.losses = population, losses
+        self.inference, self.steps, self.done = inference, steps, 0
 
     def step_metrics(self, step: int) -> dict[str, Any]:
+        self.done = step + 1
         return self.clipping(step)
 
     def record_loss(self, step: int, losses: list[float]) -> None:
@@ -358,6 +454,10 @@ class RenormStep(classify.ClassifierStep):
             out.update(self.population())
         if self.losses is not None:
             out.update(self.losses.interval())
+        if self.inference is not None:
+            out |= self.inference.every()
+            if self.done >= self.steps:
+                out |= self.inference.last()
         return out
 
 
@@ -382,13 +482,15 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         for seed in seeds
     ]
     clipping = RenormProbe(model, cfg.eval.clip_every, len(seeds) if stacked else 1)
-    train_mode = train_mode_accuracy(cfg, proc, models, test_split, model if stacked else None)
-    population = population_accuracy(
-        cfg, proc, models, (train_split, test_split), model if stacked else None
-    )
+    stack = model if stacked else None
+    train_mode = train_mode_accuracy(cfg, proc, models, test_split, stack)
+    population = population_accuracy(cfg, proc, models, (train_split, test_split), stack)
     losses = None
     if cfg.eval.step_losses:
         losses = StepLosses([d for _, d in seed_dirs(cfg.seed, out_dir)], proc.rank == 0)
+    inference = None
+    if cfg.eval.inference_modes and modes.batch_norms(model):
+        inference = InferenceModes(cfg, proc, models, (train_split, test_split), stack)
     loop = classify.classifier_loop(
         cfg,
         proc,
@@ -401,7 +503,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "microbatch": cfg.norm.microbatch,
             "sampler": cfg.sampler.kind,
         },
-        step=RenormStep(clipping, train_mode, population, losses),
+        step=RenormStep(clipping, train_mode, population, losses, inference, t.steps),
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())

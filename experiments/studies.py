@@ -345,6 +345,19 @@ FIG3 = (
     f"train.stop.plateau={FIG3_PLATEAU}",
     "train.stop.min_steps=1000",
 )
+# The batch-size study: the examples g each BN (or Batch Renorm) layer normalizes over inside the
+# gradient's minibatch of 32 -> the setup (microbatch g; g = 32 is the whole minibatch), and the
+# per-example norms, the same at every g. Every BN run also evaluated with Precise BN, example
+# weighting and in training mode on test batches of g (eval.inference_modes).
+SIZE_GROUPS = (2, 4, 8, 16, 32)
+SIZE_BN = {g: "bn32" if g == 32 else f"bn_micro{g}" for g in SIZE_GROUPS}
+# Batch Renorm at g = 2, 4, 32 only (its setups brn_micro8 and brn_micro16 exist): the grid of all
+# twelve arms costs about 40 core-minutes, over the pilot's 30, and Batch Renorm's row reads g = 2
+# and 32 alone.
+SIZE_BRN = {g: "brn32" if g == 32 else f"brn_micro{g}" for g in (2, 4, 32)}
+SIZE_PER_EXAMPLE = ("groupnorm", "layernorm")
+SIZE_SETUPS = (*SIZE_BN.values(), *SIZE_BRN.values(), *SIZE_PER_EXAMPLE)
+SIZE_ARGS = ("data=fashion_mnist", "eval.inference_modes=true")
 # Initial learning rates a half-decade apart, from where both conv nets train to where the one
 # without BN cannot (the Batch Renorm study's own rate is 0.05).
 LR_GRID = "0.01,0.03,0.1,0.3,1"
@@ -394,6 +407,7 @@ CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 # side, is what this 2-core CPU affords (about a working day); rows needing more are underpowered.
 INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
+CONFIRM_SIZE = confirmatory_seeds(60)  # the batch-size study: every arm over g
 CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across learning rates
 # the Figure 1 MLP, batches reshuffled or fixed, on MNIST and on Fashion-MNIST
 CONFIRM_COMPOSITION = {"mnist": confirmatory_seeds(27), "fashion_mnist": confirmatory_seeds(60)}
@@ -972,6 +986,53 @@ STUDIES: tuple[Study, ...] = (
                 module="renorm", data=("mnist",),
                 stages=(seeds_side_by_side(CONFIRM_TRIPLES_SETUPS, CONFIRM_TRIPLES, 18, *TRIPLES_RUN, parts=-(-len(CONFIRM_TRIPLES) // 10)),),
                 collect=Collect(f"{CONFIRMATORY}/triples"), plots=(("plot_triples",),), seeds=CONFIRM_TRIPLES,
+            ),
+        ),
+    ),
+    Study(
+        "batch_size",
+        "The batch-size study: BN and Batch Renorm over normalization groups of 2 to 32, and how they are evaluated",
+        (
+            Section(
+                "batch-size", "Normalization groups of 2 to 32 inside a gradient of 32 (pilot, 5 seeds)",
+                "batch_size/fashion_mnist", "batch-size",
+                (
+                    Figure("batch_size_groups.png", "Final test accuracy against the normalization group g: BN and Batch Renorm under every evaluation (moving averages, Precise BN with and without Bessel's correction, example weighting, training mode on test batches of g), GroupNorm and LayerNorm; 95% t-intervals over seeds"),
+                    Figure("batch_size_precise.png", "Precise BN against the moving averages over training, and Precise BN's accuracy against its sample count"),
+                ),
+            ),
+            Section(
+                "batch-size-confirmatory", f"Confirmatory seeds: normalization groups ({len(CONFIRM_SIZE)} seeds)",
+                f"{CONFIRMATORY}/batch_size/fashion_mnist", "confirm-batch-size",
+            ),
+        ),
+        {
+            **{v: f"BN, g = {g}" for g, v in SIZE_BN.items()},
+            **{v: f"Batch Renorm, g = {g}" for g, v in SIZE_BRN.items()},
+            "groupnorm": "GroupNorm", "layernorm": "LayerNorm",
+        },
+        trains=False,  # the renorm study's conv net
+        claims=("batch_size",),
+        styles={
+            **{v: Style("#4c72b0", "-", "BN") for v in SIZE_BN.values()},
+            **{v: Style("#dd8452", "-", "Batch Renorm") for v in SIZE_BRN.values()},
+            "groupnorm": Style("#55a868", "-.", "GroupNorm"), "layernorm": Style("#8172b3", "-.", "LayerNorm"),
+        },
+        reproductions=(
+            # Wu & He 2018, Ioffe 2017, Summers & Dinneen 2020, Wu & Johnson 2021: what the batch
+            # does to BN. The renorm study's conv net (gradient over 32, 3,000 steps), BN and
+            # Batch Renorm normalizing over groups of g inside it, each seed's data order shared.
+            Reproduction(
+                "batch-size", f"BN and Batch Renorm over normalization groups {', '.join(map(str, SIZE_GROUPS))}, GroupNorm, LayerNorm, every BN evaluated four ways, 5 seeds side by side (pilot); results/batch_size/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(SIZE_SETUPS, SEEDS5, 45, *SIZE_ARGS, prefix="fashion_mnist/"),),
+                collect=Collect("batch_size"), plots=(("plot_batch_size",),),
+            ),
+            Reproduction(
+                "confirm-batch-size", f"confirmatory seeds of the batch-size claims: {len(SIZE_SETUPS)} setups x {len(CONFIRM_SIZE)} seeds; results/confirmatory/batch_size/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(SIZE_SETUPS, CONFIRM_SIZE, 45, *SIZE_ARGS, prefix="fashion_mnist/", parts=-(-len(CONFIRM_SIZE) // 10)),),
+                collect=Collect(f"{CONFIRMATORY}/batch_size"), plots=(("plot_batch_size",),), seeds=CONFIRM_SIZE,
             ),
         ),
     ),
