@@ -7,7 +7,7 @@ batch's composition fixed, without and with BN, MNIST and Fashion-MNIST: every s
 with its 95% t-interval, the pilot beside the confirmatory seeds once they have run.
 ``outside_gradient.png``: BN against BN with its statistics outside the gradient over training:
 the norm of the hidden layers' weights and biases, the training loss and the test accuracy, the
-mean over seeds (a run that went non-finite ends where it did).
+median over seeds and every seed (a run that went non-finite ends where it did).
 """
 
 from __future__ import annotations
@@ -71,11 +71,12 @@ def composition_figure(sets: list[tuple[str, Plan]]) -> Path:
     return save(fig, "batch_composition.png")
 
 
-def _mean_curve(by_seed: dict[int, dict[int, float]]) -> tuple[list[int], list[float]]:
-    """The mean over the seeds that reached each step."""
+def _median_curve(by_seed: dict[int, dict[int, float]]) -> tuple[list[int], list[float]]:
+    """The median over the seeds that reached each step (a few seeds that blow up would pull a
+    mean of norms and losses wherever they go)."""
     steps = sorted({s for curve in by_seed.values() for s in curve})
-    means = [float(np.mean([c[s] for c in by_seed.values() if s in c])) for s in steps]
-    return steps, means
+    medians = [float(np.median([c[s] for c in by_seed.values() if s in c])) for s in steps]
+    return steps, medians
 
 
 def outside_figure(name: str, plan: Plan) -> Path:
@@ -92,7 +93,7 @@ def outside_figure(name: str, plan: Plan) -> Path:
             for curve in by_seed.values():
                 steps = sorted(curve)
                 ax.plot(steps, [curve[s] for s in steps], color=style.color, lw=0.4, alpha=0.35)
-            ax.plot(*_mean_curve(by_seed), color=style.color, ls=style.line, lw=1.6, label=label)
+            ax.plot(*_median_curve(by_seed), color=style.color, ls=style.line, lw=1.6, label=label)
     axes[0].set(
         yscale="log", ylabel="‖θ‖: hidden layers' weights and biases", title="Parameter norm"
     )
@@ -108,7 +109,7 @@ def outside_figure(name: str, plan: Plan) -> Path:
     seeds = len(o.parameter_norms(plan, o.BN))
     fig.suptitle(
         f"Normalizing outside the gradient (BN paper Sec. 2): the Figure 1 MLP on MNIST, {name} seeds "
-        f"({seeds}); thick: mean over seeds, thin: each seed",
+        f"({seeds}); thick: median over seeds, thin: each seed",
         fontsize=10,
     )
     return save(fig, "outside_gradient.png")

@@ -23,12 +23,12 @@ from scripts.claims import batch_size as b
 from scripts.plotting import plt, save
 
 STUDY = study("batch_size")
-MODES = (
-    ("test/acc", "moving averages", "-"),
-    ("test/acc_precise", "Precise BN", "--"),
-    ("test/acc_precise_nobessel", "Precise BN, no Bessel", ":"),
-    ("test/acc_weighted", "example weighting", "-."),
-    ("test/acc_train_mode", "training mode, test batches of g", (0, (1, 3))),
+MODES = (  # metric, legend, line style, marker
+    ("test/acc", "moving averages", "-", "o"),
+    ("test/acc_precise", "Precise BN", "--", "s"),
+    ("test/acc_precise_nobessel", "Precise BN, no Bessel", ":", "D"),
+    ("test/acc_weighted", "example weighting", "-.", "^"),
+    ("test/acc_train_mode", "training mode, test batches of g", (0, (1, 3)), "v"),
 )
 
 
@@ -41,9 +41,9 @@ def _plan() -> Plan:
         return PLAN
 
 
-def _band(ax, xs, estimates: list[Estimate], color, line, label) -> None:
+def _band(ax, xs, estimates: list[Estimate], color, line, label, marker: str = "o") -> None:
     means = [e.mean for e in estimates]
-    ax.plot(xs, means, color=color, linestyle=line, marker="o", ms=3, label=label)
+    ax.plot(xs, means, color=color, linestyle=line, marker=marker, ms=4, label=label)
     low = [e.interval()[0] if e.interval() else e.mean for e in estimates]
     high = [e.interval()[1] if e.interval() else e.mean for e in estimates]
     ax.fill_between(xs, low, high, color=color, alpha=0.12)
@@ -53,9 +53,9 @@ def groups_figure(plan: Plan) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained", sharey=True)
     for ax, (arms, name) in zip(axes, ((SIZE_BN, "BN"), (SIZE_BRN, "Batch Renorm"))):
         color = STUDY.styles[arms[32]].color
-        for metric, label, line in MODES:
+        for metric, label, line, marker in MODES:
             ests = [Estimate.of(list(b.final(plan, arms[g], metric).values())) for g in arms]
-            _band(ax, list(arms), ests, color, line, label)
+            _band(ax, list(arms), ests, color, line, label, marker)
         for setup in SIZE_PER_EXAMPLE:
             e = Estimate.of(list(b.final(plan, setup).values()))
             style = STUDY.styles[setup]
@@ -66,6 +66,13 @@ def groups_figure(plan: Plan) -> Path:
         ax.set_title(name)
     axes[0].set_ylabel("final test accuracy")
     axes[1].legend(fontsize=7)
+    seeds = len(b.final(plan, SIZE_BN[32]))
+    fig.suptitle(
+        f"The conv net on Fashion-MNIST, gradient over 32, statistics over groups of g: every evaluation "
+        f"of the same runs ({'confirmatory' if plan is CONFIRMED else 'pilot'} seeds, {seeds}); "
+        "mean over seeds, shaded: its 95% t-interval",
+        fontsize=9,
+    )
     return save(fig, "batch_size_groups.png")
 
 
