@@ -41,6 +41,14 @@ def _available(read) -> list[tuple[str, Plan]]:
     return out
 
 
+def _has(plan: Plan, data: str) -> bool:
+    try:
+        final_accuracy(plan, c._path(data), "bn")
+    except MissingResult:
+        return False
+    return True
+
+
 def composition_figure(sets: list[tuple[str, Plan]]) -> Path:
     fig, axes = plt.subplots(
         len(sets), len(c.DATASETS), figsize=(5.2 * len(c.DATASETS), 3.6 * len(sets)),
@@ -48,6 +56,16 @@ def composition_figure(sets: list[tuple[str, Plan]]) -> Path:
     )  # fmt: skip
     for row, (name, plan) in zip(axes, sets):
         for ax, (data, title) in zip(row, c.DATASETS.items()):
+            if not _has(plan, data):
+                ax.set_axis_off()
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"{title}: {name} seeds not run yet",
+                    ha="center",
+                    transform=ax.transAxes,
+                )
+                continue
             for x, setup in enumerate(COMPOSITION.setups):
                 style = COMPOSITION.styles[setup]
                 accs = list(final_accuracy(plan, c._path(data), setup).values())
@@ -117,7 +135,7 @@ def outside_figure(name: str, plan: Plan) -> Path:
 
 @figure_set()
 def main() -> None:
-    sets = _available(lambda plan: [final_accuracy(plan, c._path(d), "bn") for d in c.DATASETS])
+    sets = [(n, plan) for n, plan in SEED_SETS if any(_has(plan, d) for d in c.DATASETS)]
     if sets:
         print(f"figure: {composition_figure(sets)}")
     else:
