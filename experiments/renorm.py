@@ -238,26 +238,30 @@ def train_mode_accuracy(
     side, the ``stack`` reads them all at once); None when not asked for."""
     if not cfg.eval.train_mode:
         return None
-    return partial(
-        train_mode_accuracies, cfg, proc, models, test_split, stack, cfg.eval.pair_batch_size
-    )
+    batches = train_mode_batches(cfg, test_split, cfg.eval.pair_batch_size)
+    return partial(train_mode_accuracies, cfg, proc, models, test_split, stack, batches)
 
 
-def train_mode_accuracies(
-    cfg: DictConfig, proc, models, test_split, stack: nn.Module | None, batch_size: int
-) -> dict[str, list[float]]:
-    """``{"test/acc_train_mode": each seed's accuracy}`` in training mode on test minibatches of
-    ``batch_size`` drawn by ``cfg.sampler`` (see :func:`train_mode_accuracy`)."""
+def train_mode_batches(cfg: DictConfig, test_split, batch_size: int) -> list[torch.Tensor]:
+    """The test minibatches of ``batch_size`` that training-mode evaluation reads, drawn once by
+    ``cfg.sampler`` from each seed's own stream (every seed's side by side in one batch)."""
     seeds = seed_list(cfg.seed)
     samplers = [
         make_sampler(cfg.sampler, test_split, batch_size, derive_seed(s, "test-pairs"))
         for s in seeds
     ]
     steps = range(len(test_split) // batch_size)
-    batches = [torch.cat([sampler.indices(s) for sampler in samplers]) for s in steps]
+    return [torch.cat([sampler.indices(s) for sampler in samplers]) for s in steps]
+
+
+def train_mode_accuracies(
+    cfg: DictConfig, proc, models, test_split, stack: nn.Module | None, batches: list
+) -> dict[str, list[float]]:
+    """``{"test/acc_train_mode": each seed's accuracy}`` in training mode on ``batches``
+    (:func:`train_mode_batches`; see :func:`train_mode_accuracy`)."""
     batches_ = test_split.batches(batches)
-    if len(seeds) > 1:
-        batches_ = (classify.stack_batch(x, y, len(seeds)) for x, y in batches_)
+    if len(seed_list(cfg.seed)) > 1:
+        batches_ = (classify.stack_batch(x, y, len(seed_list(cfg.seed))) for x, y in batches_)
     acc = copy_accuracies(models, batches_, proc.device, proc.memory_format, True, stack)
     return {"test/acc_train_mode": acc}
 
@@ -294,6 +298,7 @@ class InferenceModes:
             IIDBatches(len(self.train_split), self.g, derive_seed(s, "precise-bn")) for s in seeds
         ]
         self.counts = {n: max(1, n // self.g) for n in cfg.eval.precise_counts}
+        self.train_mode_batches = train_mode_batches(cfg, self.test_split, self.g)
 
     def _training_batches(self):
         copies = len(self.samplers)
@@ -337,7 +342,7 @@ class InferenceModes:
             out[f"test/acc_precise_n{count}"] = self._accuracy(net)
         out["test/acc_weighted"] = self._accuracy(self.net, weighted=True)
         return out | train_mode_accuracies(
-            self.cfg, self.proc, self.models, self.test_split, self.stack, self.g
+            self.cfg, self.proc, self.models, self.test_split, self.stack, self.train_mode_batches
         )
 
 
