@@ -65,6 +65,7 @@ ADDED_LATER: dict[str, Any] = {
     "model.outside_gradient": None,
     "train.fixed_composition": False,
     "probe.param_norms": False,
+    "model.pool_columns": 1,
 }
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from experiments import mnist
 from experiments.kit.errors import ConfigError
-from experiments.kit.identity import comparable_config, flat_config
+from experiments.kit.identity import ADDED_LATER, comparable_config, flat_config
 from experiments.kit.sampling import FixedBatches, IIDBatches
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.outside_gradient import OutsideGradientNorm
@@ -123,6 +123,16 @@ def test_a_run_at_the_new_settings_defaults_is_recorded_as_before(setup):
     )
     changed = comparable_config(flat_config(compose_config("mnist", [f"setup={setup}_fixed"])))
     assert changed["train.fixed_composition"] is True
+
+
+@pytest.mark.parametrize(("study", "setup"), [("mnist", "bn"), ("renorm", "bn32")])
+def test_every_setting_added_later_is_left_out_at_its_default(study, setup):
+    """ADDED_LATER holds each key at the value the study's config gives it by default, so a run
+    at that value records what runs recorded before the key existed."""
+    flat = flat_config(compose_config(study, [f"setup={setup}"]))
+    mine = {k: v for k, v in ADDED_LATER.items() if k in flat}
+    assert mine and all(flat[k] == v for k, v in mine.items()), mine
+    assert not set(mine) & set(comparable_config(flat))
 
 
 @pytest.mark.slow
