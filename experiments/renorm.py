@@ -15,7 +15,6 @@ config, ``metrics.csv`` (``step,metric,value``), ``summary.json`` and ``checkpoi
 from __future__ import annotations
 
 import copy
-import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +38,6 @@ from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
 from experiments.loss_spikes import LossJumps
-from experiments.nets import stacked
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.stacked import copy_views
 
@@ -259,9 +257,10 @@ def train_mode_accuracies(
 ) -> dict[str, list[float]]:
     """``{"test/acc_train_mode": each seed's accuracy}`` in training mode on ``batches``
     (:func:`train_mode_batches`; see :func:`train_mode_accuracy`)."""
+    copies = len(seed_list(cfg.seed))
     batches_ = test_split.batches(batches)
-    if len(seed_list(cfg.seed)) > 1:
-        batches_ = (classify.stack_batch(x, y, len(seed_list(cfg.seed))) for x, y in batches_)
+    if copies > 1:
+        batches_ = (classify.stack_batch(x, y, copies) for x, y in batches_)
     acc = copy_accuracies(models, batches_, proc.device, proc.memory_format, True, stack)
     return {"test/acc_train_mode": acc}
 
@@ -270,6 +269,24 @@ def norm_group(cfg: DictConfig) -> int:
     """``g``, the examples each BN layer normalizes over in training: the microbatch, or the
     whole minibatch."""
     return int(cfg.norm.microbatch or cfg.train.batch_size)
+
+
+def training_inputs(train_split, index_batches: list[torch.Tensor], copies: int, proc):
+    """The network's inputs of ``index_batches`` (every copy's examples side by side in one
+    batch), on the run's device, for population statistics."""
+    for x, y in train_split.batches(index_batches):
+        if copies > 1:
+            x, y = classify.stack_batch(x, y, copies)
+        yield to_device((x, y), proc.device, proc.memory_format)[0]
+
+
+def plain_copies(net: nn.Module, models: list[nn.Module], stack: nn.Module | None) -> list:
+    """``net`` (the stack, or the one network, with other statistics) as networks to read each
+    copy's accuracy through: itself, or for a stack plain copies holding its views (cheaper than
+    the stack on large test batches)."""
+    if stack is None:
+        return [net]
+    return copy_views(net, [copy.deepcopy(m) for m in models])
 
 
 class InferenceModes:
@@ -300,23 +317,17 @@ class InferenceModes:
         self.counts = {n: max(1, n // self.g) for n in cfg.eval.precise_counts}
         self.train_mode_batches = train_mode_batches(cfg, self.test_split, self.g)
 
-    def _training_batches(self):
-        copies = len(self.samplers)
-        for step in itertools.count():
-            idx = torch.cat([s.indices(step) for s in self.samplers])
-            x, y = next(iter(self.train_split.batches([idx])))
-            if copies > 1:
-                x, y = classify.stack_batch(x, y, copies)
-            yield x.to(self.proc.device, non_blocking=True, memory_format=self.proc.memory_format)
+    def _training_batches(self, count: int):
+        """The inputs of the first ``count`` batches of every seed's Precise BN stream."""
+        idx = [torch.cat([s.indices(step) for s in self.samplers]) for step in range(count)]
+        return training_inputs(self.train_split, idx, len(self.samplers), self.proc)
 
     def _accuracy(self, net: nn.Module, weighted: bool = False) -> list[float]:
         """Each copy's test accuracy with ``net`` (the stack, or the one network, with other
         statistics), each copy run as a plain network (cheaper than the stack on large batches);
         ``weighted``: with test-example weighting."""
         p = self.proc
-        nets = [net]
-        if self.stack is not None:
-            nets = stacked.copy_views(net, [copy.deepcopy(m) for m in self.models])
+        nets = plain_copies(net, self.models, self.stack)
         if weighted:
             nets = [modes.example_weighted(n, self.g) for n in nets]
         batches = self.test_split.batches(self.test_batches)
@@ -324,14 +335,13 @@ class InferenceModes:
 
     def every(self) -> dict[str, list[float]]:
         n = self.cfg.eval.precise_batches
-        stats = modes.population_statistics(self.net, self._training_batches(), [n])
+        stats = modes.population_statistics(self.net, self._training_batches(n), [n])
         return {"test/acc_precise": self._accuracy(modes.with_statistics(self.net, stats[n], True))}
 
     def last(self) -> dict[str, list[float]]:
         n = self.cfg.eval.precise_batches
-        stats = modes.population_statistics(
-            self.net, self._training_batches(), [n, *self.counts.values()]
-        )
+        counts = [n, *self.counts.values()]
+        stats = modes.population_statistics(self.net, self._training_batches(max(counts)), counts)
         out = {
             "test/acc_precise_nobessel": self._accuracy(
                 modes.with_statistics(self.net, stats[n], False)
@@ -370,20 +380,11 @@ def population_accuracy(
     batches = [torch.cat([sampler.indices(k) for sampler in samplers]) for k in range(n)]
     test = fixed_batches(test_split, cfg.eval.batch_size)
 
-    def inputs():
-        for x, y in train_split.batches(batches):
-            if stack is not None:
-                x, y = classify.stack_batch(x, y, len(seeds))
-            yield to_device((x, y), proc.device, proc.memory_format)[0]
-
     def extra() -> dict[str, list[float]]:
-        if stack is None:
-            nets = [copy.deepcopy(models[0])]
-            bn.set_population_statistics(nets[0], inputs(), n, bessel=False)
-        else:
-            net = copy.deepcopy(stack)
-            bn.set_population_statistics(net, inputs(), n, bessel=False)
-            nets = copy_views(net, [copy.deepcopy(m) for m in models])
+        net = copy.deepcopy(stack if stack is not None else models[0])
+        inputs = training_inputs(train_split, batches, len(seeds), proc)
+        bn.set_population_statistics(net, inputs, n, bessel=False)
+        nets = plain_copies(net, models, stack)
         loaded = test_split.batches(test)
         acc = copy_accuracies(nets, loaded, proc.device, proc.memory_format)
         return {"test/acc_population_no_bessel": acc}
