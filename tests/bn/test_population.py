@@ -224,3 +224,53 @@ def test_fvcore_precise_bn_on_batch_renorm():
 def test_num_batches_may_exceed_what_islice_takes():
     batches = [torch.randn(4, 3) for _ in range(3)]
     assert bn.set_population_statistics(bn.BatchNorm1d(3), batches, num_batches=10**30) == 3
+
+
+def _batch_renorm_net():
+    """Two Batch Renorm layers past their ramp (r and d unclipped in practice), trained on one
+    distribution so that the batches below, from another, move their moving averages."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Linear(8, 16),
+        bn.BatchRenorm1d(16, momentum=0.1, r_max=3.0, d_max=5.0, microbatch=4),
+        nn.ReLU(),
+        nn.Linear(16, 16),
+        bn.BatchRenorm1d(16, momentum=0.1, r_max=3.0, d_max=5.0),
+        nn.ReLU(),
+        nn.Linear(16, 3),
+    ).double()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(30):
+        loss = net(torch.randn(32, 8, dtype=torch.float64) * 3 + 1).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net
+
+
+@pytest.mark.parametrize("estimator", bn.population.ESTIMATORS)
+def test_every_batch_meets_the_network_as_trained(estimator):
+    """Batch Renorm's training output reads its moving averages, so the second layer's
+    statistics depend on the first layer's averages: each batch must meet the trained ones, and
+    the batches' order cannot matter. The oracle runs each batch through its own fresh copy."""
+    net = _batch_renorm_net()
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randn(32, 8, generator=g, dtype=torch.float64) * 5 - 2 for _ in range(6)]
+    second = []
+    for x in batches:
+        fresh = copy.deepcopy(net)
+        second.append(fresh[:4](x))  # the first layer in training mode, from trained averages
+    h = torch.stack(second)
+    if estimator == "batch_mean":
+        mean, var = h.mean(1).mean(0), h.var(1, unbiased=False).mean(0)
+    else:
+        mean, var = h.flatten(0, 1).mean(0), h.flatten(0, 1).var(0, unbiased=False)
+
+    out = []
+    for order in (batches, batches[::-1]):
+        copied = copy.deepcopy(net)
+        bn.set_population_statistics(copied, order, len(order), bessel=False, estimator=estimator)
+        torch.testing.assert_close(copied[4].running_mean, mean)
+        torch.testing.assert_close(copied[4].running_var, var)
+        out.append(copied[4].running_mean)
+    torch.testing.assert_close(out[0], out[1])
