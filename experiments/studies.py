@@ -997,11 +997,11 @@ STUDIES: tuple[Study, ...] = (
         "Training BatchNorm and only BatchNorm (Frankle, Schwab & Morcos 2021)",
         (
             Section(
-                "bn-only-conv", "The conv net: all parameters, only γ and β, random weights, the output layer (pilot, 5 seeds)", "bn_only/conv", "bn-only-conv",
+                "bn-only-conv", "The conv net: all parameters, only γ and β, random weights, the output layer (pilot, 5 seeds)", "bn_only/conv/fashion_mnist", "bn-only-conv",
                 (Figure("bn_only.png", "Final test accuracy of each arm of both networks, and |γ| / max |γ| of the trained γ and β alone"),),
             ),
             Section("bn-only-mlp", "The Figure 1 MLP: all parameters, only γ and β, random weights, the output layer (pilot, 5 seeds)", "bn_only/mlp", "bn-only-mlp"),
-            Section("bn-only-conv-confirmatory", f"Confirmatory seeds: the conv net ({len(CONFIRM_BN_ONLY)} seeds)", f"{CONFIRMATORY}/bn_only/conv", "confirm-bn-only-conv"),
+            Section("bn-only-conv-confirmatory", f"Confirmatory seeds: the conv net ({len(CONFIRM_BN_ONLY)} seeds)", f"{CONFIRMATORY}/bn_only/conv/fashion_mnist", "confirm-bn-only-conv"),
             Section("bn-only-mlp-confirmatory", f"Confirmatory seeds: the MLP ({len(CONFIRM_BN_ONLY)} seeds)", f"{CONFIRMATORY}/bn_only/mlp", "confirm-bn-only-mlp"),
         ),
         {**BN_ONLY_CONV, **BN_ONLY_MLP},

@@ -10,6 +10,7 @@ threshold below which a γ counts as switched off. The pilot's seeds.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +57,11 @@ def figure() -> Path:
             ax.annotate(f"{e.mean:.1%}", (i, e.mean), xytext=(-34, 0), textcoords="offset points", fontsize=7, va="center")  # fmt: skip
         ax.axhline(CHANCE, color="k", lw=0.6, ls=":", label="chance")
         ax.axhline(b.FAR_ABOVE.value, color="k", lw=0.6, ls="--", label="five times chance")
-        ax.set_xticks(range(len(b.ARMS[net])), [STUDY.legend(a) for a in b.ARMS[net]], fontsize=8)
+        ax.set_xticks(
+            range(len(b.ARMS[net])),
+            [textwrap.fill(STUDY.legend(a), 16) for a in b.ARMS[net]],
+            fontsize=8,
+        )
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set(ylim=(0, 1), ylabel="final test accuracy", title=b.NETS[net])
         ax.legend(fontsize=7, loc="lower left")

@@ -25,7 +25,8 @@ from scripts.claims.measure import CHANCE, accuracy_gain, final_accuracy
 from scripts.claims.rules import Compare, Equivalent, Margin
 
 NETS = {"conv": "the conv net (Fashion-MNIST)", "mlp": "the Figure 1 MLP (MNIST)"}
-PATHS = {net: f"bn_only/{net}" for net in NETS}
+# the renorm study collects its runs by data set
+PATHS = {"conv": "bn_only/conv/fashion_mnist", "mlp": "bn_only/mlp"}
 ARMS = {"conv": tuple(BN_ONLY_CONV), "mlp": tuple(BN_ONLY_MLP)}  # all, norm, random, output
 NORM = {net: arms[0] for net, arms in BN_ONLY_READ.items()}
 RANDOM = {net: arms[1] for net, arms in BN_ONLY_READ.items()}
