@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -25,6 +26,7 @@ from typing import ClassVar
 import hydra
 import torch
 from omegaconf import MISSING, DictConfig
+from torch import nn
 
 import bn
 from experiments.kit import config
@@ -41,8 +43,11 @@ from experiments.kit.probes import (
 from experiments.kit.run_summary import new_run, run_name
 from experiments.kit.sampling import FixedBatches, IIDBatches
 from experiments.kit.seeds import derive_seed, fixed_seed
+from experiments.kit.trainable import Freezer, Parts, freeze, gamma_metrics
+from experiments.nets.binary_linear import BinaryInputLinear
 from experiments.nets.mlp import SigmoidMLP
 from experiments.nets.mlp_step import SGDStep
+from experiments.nets.norms import norm_layers
 from experiments.nets.outside_gradient import MODES as OUTSIDE_GRADIENT
 from experiments.nets.outside_gradient import OutsideGradientNorm
 
@@ -85,6 +90,7 @@ class Train(config.TrainConf):
     # one random cut of the training set into batches, kept for the whole run (only the batches'
     # order is reshuffled each epoch); false: batches reshuffled every epoch, as in the paper
     fixed_composition: bool = False
+    trainable: config.Trainable = config.Trainable.all  # which parameters train (the rest frozen)
 
 
 @dataclass
@@ -132,8 +138,10 @@ class Figure1Probe:
         probe: DictConfig,
         runs: list[Run],
         small_data: bool = False,
+        gammas: bool = False,
     ) -> None:
         self.model, self.data, self.runs = model, data, runs
+        self.gammas = gammas  # train.trainable other than all: how many γ are near zero
         self.small_data = small_data  # train.subset: the training images' accuracy every evaluation
         self.unit, self.qs = probe.unit, list(probe.percentiles)
         self.recorder = SigmoidInputs(model.activations)
@@ -152,6 +160,7 @@ class Figure1Probe:
         )
         measured = self.measure_nongaussianity and self.recorder.nongaussianity()
         pct = self.recorder.percentiles(self.qs)
+        gammas = gamma_metrics(norm_layers(self.model), len(self.runs)) if self.gammas else {}
         out = []
         for k, run in enumerate(self.runs):
             metrics = {"test/acc": accs[k], **self._typical(pct[k])}
@@ -167,6 +176,7 @@ class Figure1Probe:
                     self.nongaussianity[k].append((step, both))
             if self.param_norms:
                 metrics.update(self._norms(k))
+            metrics.update({key: v[k] for key, v in gammas.items()})
             out.append(metrics)
         return out
 
@@ -245,15 +255,33 @@ class Figure1Probe:
             )
 
 
-def sgd_step(model: SigmoidMLP, lr: float):
+def sgd_step(model: SigmoidMLP, lr: float, freezer: Freezer | None = None):
     """Plain SGD (the paper's optimizer here) on every copy's own mean loss
-    (:class:`~experiments.nets.mlp_step.SGDStep`: one compiled call where it applies)."""
+    (:class:`~experiments.nets.mlp_step.SGDStep`: one compiled call where it applies); with a
+    ``freezer`` (``train.trainable``), the frozen entries restored after every step."""
     sgd = SGDStep(model, lr)
 
     def step_fn(step: int, batch) -> dict[str, list[float]]:
-        return {"loss": sgd(*batch).tolist()}
+        losses = sgd(*batch).tolist()
+        if freezer is not None:
+            freezer.restore()
+        return {"loss": losses}
 
     return step_fn
+
+
+def mlp_parts(model: SigmoidMLP) -> Parts:
+    """The MLP as ``train.trainable`` reads it: its norms, the hidden layer before each (copy
+    ``k``'s weight as ``(units, inputs)``), and its output layer."""
+
+    def view(layer: nn.Module) -> Callable:
+        if isinstance(layer, BinaryInputLinear):  # stored (copies, in, out)
+            return lambda t, k: t[k].t()
+        return lambda t, k: t[k]
+
+    norms = norm_layers(model)
+    feeding = [(layer.weight, view(layer)) for layer in model.hidden] if norms else []
+    return Parts(norms, feeding, list(model.output.parameters()), model.copies)
 
 
 def population_sampler(n: int, batch_size: int, seed: int) -> IIDBatches:
@@ -329,13 +357,18 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
         norm_bias=cfg.model.norm_bias,
     )  # fmt: skip
     runs = make_runs(cfg, out_dir, seeds)
-    probe = Figure1Probe(model, data, cfg.probe, runs, small_data=cfg.train.subset is not None)
+    trainable = str(cfg.train.trainable)
+    freezer = freeze(trainable, model, mlp_parts(model), seeds)
+    small_data = cfg.train.subset is not None
+    probe = Figure1Probe(model, data, cfg.probe, runs, small_data, gammas=trainable != "all")
     sampler = FixedBatches if cfg.train.fixed_composition else IIDBatches
     samplers = [sampler(len(data.y_train), batch_size, derive_seed(s, "train")) for s in seeds]
     loop = TrainLoop(
         model=model,
         runs=runs,
-        training=MLPTraining(data, samplers, batch_size, sgd_step(model, cfg.train.lr), probe),
+        training=MLPTraining(
+            data, samplers, batch_size, sgd_step(model, cfg.train.lr, freezer), probe
+        ),
         steps=cfg.train.steps,
         eval_every=cfg.eval.every,
         ckpt_dir=out_dir,

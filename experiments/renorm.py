@@ -37,9 +37,11 @@ from experiments.kit.evaluation import copy_accuracies, to_device
 from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
+from experiments.kit.trainable import Parts, freeze, gamma_metrics
 from experiments.loss_spikes import LossJumps
 from experiments.nets.convnet import SmallConvNet
-from experiments.nets.stacked import copy_views
+from experiments.nets.norms import norm_layers
+from experiments.nets.stacked import GroupedLinear, copy_views
 
 STUDY = "renorm"
 
@@ -50,6 +52,7 @@ class Train(config.ClassifierTrainConf):
     weight_decay: float = MISSING
     lr_decay_every: int = MISSING
     lr_decay_factor: float = MISSING
+    trainable: config.Trainable = config.Trainable.all  # which parameters train (the rest frozen)
 
 
 @dataclass
@@ -181,6 +184,27 @@ def build_copies(
     plain network whose tensors are views of its block of the stack (what the evaluations run)."""
     build = partial(build_model, cfg, in_channels, num_classes)
     return classify.build_copies(cfg.seed, build, device, memory_format)
+
+
+def convnet_parts(model: nn.Module, copies: int) -> Parts:
+    """:class:`SmallConvNet` (one network, or a stack of ``copies``) as ``train.trainable``
+    reads it: its norms, the convolution or linear layer before each, and its classifier."""
+    if not isinstance(model, SmallConvNet):
+        raise ConfigError("train.trainable other than all is built for model.name=small_convnet")
+
+    def view(layer: nn.Module) -> Callable:
+        if isinstance(layer, GroupedLinear):
+            return lambda t, k: t[k]
+        return lambda t, k: t.chunk(copies)[k]
+
+    feeding, last = [], None
+    for layer in model:
+        if isinstance(layer, (nn.Conv2d, nn.Linear, GroupedLinear)):
+            last = layer
+        elif layer in norm_layers(model):
+            feeding.append((last.weight, view(last)))
+    output = list(model[-1].parameters())
+    return Parts(norm_layers(model), feeding, output, copies)
 
 
 def build_optimizer(t: DictConfig, params) -> torch.optim.Optimizer:
@@ -430,8 +454,9 @@ class RenormStep(classify.ClassifierStep):
     (:class:`RenormProbe`) and, at every evaluation, those asked for: the test accuracy in
     training mode (:func:`train_mode_accuracy`), with population statistics
     (:func:`population_accuracy`), the per-step losses' maxima and jumps (:class:`StepLosses`),
-    and the batch-size study's inference modes (:class:`InferenceModes`; some at the last
-    evaluation only)."""
+    the batch-size study's inference modes (:class:`InferenceModes`; some at the last
+    evaluation only), and with ``train.trainable`` other than ``all`` how many γ are near zero
+    (:func:`~experiments.kit.trainable.gamma_metrics`)."""
 
     def __init__(
         self,
@@ -441,10 +466,12 @@ class RenormStep(classify.ClassifierStep):
         losses: StepLosses | None = None,
         inference: InferenceModes | None = None,
         steps: int = 0,
+        gammas: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.clipping, self.train_mode = clipping, train_mode
         self.population, self.losses = population, losses
         self.inference, self.steps, self.done = inference, steps, 0
+        self.gammas = gammas
 
     def step_metrics(self, step: int) -> dict[str, Any]:
         self.done = step + 1
@@ -464,6 +491,8 @@ class RenormStep(classify.ClassifierStep):
             out |= self.inference.every()
             if self.done >= self.steps:
                 out |= self.inference.last()
+        if self.gammas is not None:
+            out |= self.gammas()
         return out
 
 
@@ -482,6 +511,12 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
         raise ConfigError(f"seed={list(seeds)}: a list of seeds trains in one process; launch one seed a process under torchrun")  # fmt: skip
     model, models = build_copies(cfg, in_channels, num_classes, proc.device, proc.memory_format)
     optimizer = build_optimizer(t, [p for p in model.parameters() if p.requires_grad])
+    gammas = None
+    if t.trainable != "all":
+        parts = convnet_parts(model, len(seeds))
+        freezer = freeze(str(t.trainable), model, parts, seeds)
+        optimizer.register_step_post_hook(lambda *_: freezer.restore())
+        gammas = partial(gamma_metrics, parts.norms, len(seeds))
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, t.lr_decay_every, t.lr_decay_factor)
     samplers = [
         make_sampler(cfg.sampler, train_split, t.batch_size, derive_seed(seed, "train", proc.rank))
@@ -509,7 +544,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
             "microbatch": cfg.norm.microbatch,
             "sampler": cfg.sampler.kind,
         },
-        step=RenormStep(clipping, train_mode, population, losses, inference, t.steps),
+        step=RenormStep(clipping, train_mode, population, losses, inference, t.steps, gammas),
     )
     loop.start(cfg, writes_log=proc.rank == 0)
     return classify.finish(loop, loop.run())

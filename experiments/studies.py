@@ -379,6 +379,27 @@ OUTSIDE_GRADIENT_LABELS = {
     "center_detached": "x − E[x], E[x] outside the gradient",
 }
 OUTSIDE_GRADIENT = ("train.steps=10000", "eval.every=100", "probe.param_norms=true")
+# Training BatchNorm and only BatchNorm (Frankle, Schwab & Morcos 2021, arXiv:2003.00152): each
+# network with every parameter trained, only BN's γ and β, as many random weights per unit of the
+# layers before the norms (2 a unit), or only the output layer (experiments/kit/trainable.py).
+# The conv net of the renorm study with γ learnable (batch 32, 3,000 steps, its rate and decay);
+# the Figure 1 MLP with BN on MNIST (its rate, 10,000 steps).
+BN_ONLY_CONV = {
+    "bn32_gamma": "conv net: all parameters",
+    "bn32_trained_norm": "conv net: only γ and β",
+    "bn32_trained_random": "conv net: 2 random weights a channel",
+    "bn32_trained_output": "conv net: only the output layer",
+}
+BN_ONLY_MLP = {
+    "bn": "MLP: all parameters",
+    "bn_trained_norm": "MLP: only γ and β",
+    "bn_trained_random": "MLP: 2 random weights a unit",
+    "bn_trained_output": "MLP: only the output layer",
+}
+BN_ONLY_MLP_RUN = ("data=mnist", "train.steps=10000")
+BN_ONLY_METRICS = ("test/acc", "train/loss", "gamma/")
+# the arms the confirmatory rows read: γ and β alone, and the random control
+BN_ONLY_READ = {"conv": ("bn32_trained_norm", "bn32_trained_random"), "mlp": ("bn_trained_norm", "bn_trained_random")}  # fmt: skip
 SMALL_SCALES = (
     "0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,"
     "0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10"
@@ -413,6 +434,10 @@ CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across l
 CONFIRM_COMPOSITION = {"mnist": confirmatory_seeds(27), "fashion_mnist": confirmatory_seeds(60)}
 CONFIRM_OUTSIDE = confirmatory_seeds(26)  # the Figure 1 MLP normalized outside the gradient
 CONFIRM_ALPHA = confirmatory_seeds(37)  # Batch Renorm's α and ramp rows (brn_micro4, no ramp)
+CONFIRM_BN_ONLY = {
+    "conv": confirmatory_seeds(7),
+    "mlp": confirmatory_seeds(60),
+}  # the BN-only rows (the MLP capped: one needs 90)
 # The initial rates the learning-rate control's confirmatory rows read, fixed by its pilot
 # (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
 # a test holds them to what the pilot gives).
@@ -459,6 +484,24 @@ def _composition(data: str, seeds: tuple[int, ...], confirm: bool = False) -> Re
         stages=(seeds_side_by_side(tuple(COMPOSITION_LABELS), seeds, 32, f"data={data}", parts=-(-len(seeds) // 10)),),
         collect=Collect(out, metrics=("test/acc", "train/loss") if confirm else ()),
         plots=(("plot_batch",),),
+        seeds=seeds if confirm else (),
+    )  # fmt: skip
+
+
+def _bn_only(net: str, seeds: tuple[int, ...], confirm: bool = False) -> Reproduction:
+    out = f"{CONFIRMATORY + '/' if confirm else ''}bn_only/{net}"
+    conv = net == "conv"
+    setups = BN_ONLY_READ[net] if confirm else tuple(BN_ONLY_CONV if conv else BN_ONLY_MLP)
+    args = ("data=fashion_mnist",) if conv else BN_ONLY_MLP_RUN
+    what = "the renorm study's conv net (γ learnable), Fashion-MNIST, 3,000 steps" if conv else "the Figure 1 MLP with BN, MNIST, 10k steps"  # fmt: skip
+    return Reproduction(
+        f"{'confirm-' if confirm else ''}bn-only-{net}",
+        f"{'confirmatory seeds of ' if confirm else ''}{what}: {', '.join(setups)}, {len(seeds)} seeds side by side; results/{out}/",
+        module="renorm" if conv else "mnist",
+        data=("fashion_mnist" if conv else "mnist",),
+        stages=(seeds_side_by_side(setups, seeds, 40 if conv else 25, *args, parts=-(-len(seeds) // 10)),),
+        collect=Collect(out, metrics=BN_ONLY_METRICS),
+        plots=(("plot_bn_only",),),
         seeds=seeds if confirm else (),
     )  # fmt: skip
 
@@ -950,6 +993,37 @@ STUDIES: tuple[Study, ...] = (
                 collect=Collect(f"{CONFIRMATORY}/outside_gradient/mnist", metrics=("test/acc", "train/loss", "params/")),
                 plots=(("plot_batch",),), seeds=CONFIRM_OUTSIDE,
             ),
+        ),
+    ),
+    Study(
+        "bn_only",
+        "Training BatchNorm and only BatchNorm (Frankle, Schwab & Morcos 2021)",
+        (
+            Section(
+                "bn-only-conv", "The conv net: all parameters, only γ and β, random weights, the output layer (pilot, 5 seeds)", "bn_only/conv/fashion_mnist", "bn-only-conv",
+                (Figure("bn_only.png", "Final test accuracy of each arm of both networks, and |γ| / max |γ| of the trained γ and β alone"),),
+            ),
+            Section("bn-only-mlp", "The Figure 1 MLP: all parameters, only γ and β, random weights, the output layer (pilot, 5 seeds)", "bn_only/mlp", "bn-only-mlp"),
+            Section("bn-only-conv-confirmatory", f"Confirmatory seeds: the conv net ({len(CONFIRM_BN_ONLY['conv'])} seeds)", f"{CONFIRMATORY}/bn_only/conv/fashion_mnist", "confirm-bn-only-conv"),
+            Section("bn-only-mlp-confirmatory", f"Confirmatory seeds: the MLP ({len(CONFIRM_BN_ONLY['mlp'])} seeds)", f"{CONFIRMATORY}/bn_only/mlp", "confirm-bn-only-mlp"),
+        ),
+        {**BN_ONLY_CONV, **BN_ONLY_MLP},
+        trains=False,  # the renorm study's conv net and the Figure 1 MLP of experiments.mnist
+        claims=("bn_only",),
+        styles={
+            s: Style(c, "-", label.split(": ")[1])
+            for arms in (BN_ONLY_CONV, BN_ONLY_MLP)
+            for (s, label), c in zip(arms.items(), ("#4c72b0", "#dd8452", "#8c8c8c", "#55a868"))
+        },
+        reproductions=(
+            _bn_only("conv", SEEDS5),
+            _bn_only("mlp", SEEDS5),
+            Reproduction(
+                "bn-only", "training only BN's γ and β, both networks (pilot); results/bn_only/",
+                members=("bn-only-conv", "bn-only-mlp"),
+            ),
+            _bn_only("conv", CONFIRM_BN_ONLY["conv"], confirm=True),
+            _bn_only("mlp", CONFIRM_BN_ONLY["mlp"], confirm=True),
         ),
     ),
     Study(

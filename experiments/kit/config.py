@@ -30,6 +30,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from bn import factory, schedules
 from experiments.kit.errors import ConfigError, OneLineError
 from experiments.kit.stopping import StopConf
+from experiments.kit.trainable import TRAINABLE
 
 
 class Choice(str, enum.Enum):
@@ -66,6 +67,8 @@ DataName = Choice(
         )
     },
 )
+# train.trainable of the studies that offer it (experiments.kit.trainable): which parameters train
+Trainable = Choice("Trainable", {k: k for k in TRAINABLE})
 LoggerMode = Choice("LoggerMode", {k: k for k in ("online", "offline", "disabled")})
 
 BATCH_NORMS = ("batchnorm", "batchrenorm", "torch_batchnorm")

@@ -66,6 +66,7 @@ ADDED_LATER: dict[str, Any] = {
     "train.fixed_composition": False,
     "probe.param_norms": False,
     "model.pool_columns": 1,
+    "train.trainable": "all",
 }
 
 
