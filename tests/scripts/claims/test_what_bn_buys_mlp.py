@@ -3,6 +3,7 @@ off a pilot, on synthetic rows, and the registry's MLP reproductions against the
 
 import csv
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from scripts.analysis.windows import PLAN
 from scripts.claims import what_bn_buys as w
 from scripts.claims import what_bn_buys_mlp as m
 
+REPO = Path(__file__).resolve().parents[3]
 NET = w.Net("synthetic", "sweep.csv", (0.01, 0.1, 1.0), "withbn", "plain", "lr")
 # seed -> rate -> final accuracy (None: diverged)
 WITH_BN = {0: {0.01: 0.95, 0.1: 0.97, 1.0: 0.96}, 1: {0.01: 0.94, 0.1: 0.97, 1.0: 0.95}}
@@ -107,3 +109,27 @@ def test_the_confirmatory_reproductions_run_the_read_cells_on_their_seeds(name, 
         }
     wanted = {(k, float(rate), s) for k, v in read.items() for rate in v.split(",") for s in seeds}
     assert cells == wanted
+
+
+@pytest.mark.parametrize(
+    ("net", "read"),
+    [(m.MLP, studies.LR_READ_MLP), (m.RELU, studies.LR_READ_RELU)],
+    ids=["mlp", "relu"],
+)
+def test_the_confirmatory_rates_are_the_pilots(monkeypatch, net, read):
+    """The registry's rates (what the confirmatory reproductions run) are the shared rate and
+    each network's best rate of the committed pilot: a pilot run again with other numbers fails."""
+    monkeypatch.chdir(REPO)
+    shared = w.shared_rate(net)
+    wanted = {k: {shared, w.best_rate(k, net)} for k in (net.bn, net.plain)}
+    assert {k: {float(r) for r in v.split(",")} for k, v in read.items()} == wanted
+
+
+@pytest.mark.parametrize("net", [m.MLP, m.RELU], ids=["mlp", "relu"])
+def test_the_pilot_ran_every_rate_of_the_grid_on_every_seed(monkeypatch, net):
+    monkeypatch.chdir(REPO)
+    data = w.runs(PLAN, net)
+    assert set(data) == {net.bn, net.plain}
+    for seeds in data.values():
+        assert sorted(seeds) == list(studies.SEEDS5)
+        assert all(set(by_rate) == set(net.rates) for by_rate in seeds.values())
