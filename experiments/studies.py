@@ -431,8 +431,8 @@ CONFIRM_ALPHA = confirmatory_seeds(37)  # Batch Renorm's α and ramp rows (brn_m
 # (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
 # a test holds them to what the pilot gives).
 LR_READ = {"bn32": "0.01,0.1", "nonorm": "0.1"}
-CONFIRM_LR_MLP = confirmatory_seeds(5)  # the Figure 1 MLP with and without BN across learning rates
-CONFIRM_LR_RELU = confirmatory_seeds(5)  # the mechanism study's ReLU MLP, the same
+CONFIRM_LR_MLP = confirmatory_seeds(7)  # the Figure 1 MLP with and without BN across learning rates
+CONFIRM_LR_RELU = confirmatory_seeds(17)  # the mechanism study's ReLU MLP, the same
 # The rates the MLPs' confirmatory rows read, fixed by their pilots (scripts/claims/
 # what_bn_buys_mlp.py; a test holds them to what the pilots give). The Figure 1 MLP: the shared
 # rate, 3, BN's best, 3, and no BN's best, 1. The ReLU MLP: the shared rate, 1, BN's best, 1, and
