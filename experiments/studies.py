@@ -361,6 +361,20 @@ SIZE_ARGS = ("data=fashion_mnist", "eval.inference_modes=true")
 # Initial learning rates a half-decade apart, from where both conv nets train to where the one
 # without BN cannot (the Batch Renorm study's own rate is 0.05).
 LR_GRID = "0.01,0.03,0.1,0.3,1"
+# The same question for the two MLPs on MNIST, rates a half-decade apart. The Figure 1 MLP
+# (sigmoid): from 0.01, where the one-seed sweep of `make sweep-lr` has the network without BN at
+# 53% after 10k steps and BN at 91%, past 3, where that sweep's network without BN still trains,
+# to 10; its 10k steps are that sweep's. The mechanism study's ReLU MLP: from 0.01 past its own
+# rate, 0.1, and 1.0, where its network without BN diverges in 50k steps, to 3; 5,000 steps, its
+# probes cut to one batch and one example (measurements only, read by no row here). Both pilots are
+# cut to what about 25 core-minutes afford, beside the other jobs of this 2-core machine.
+LR_GRID_MLP = "0.01,0.03,0.1,0.3,1,3,10"
+LR_MLP_RUN = ("train.steps=10000", "eval.every=1000")
+LR_GRID_RELU = "0.01,0.03,0.1,0.3,1,3"
+LR_RELU_RUN = (
+    "train.steps=5000", "eval.every=5000", "probe.batches=1", "probe.jacobian_examples=1",
+    "probe.etas=[1.0]",
+)  # fmt: skip
 # The batch's composition (BN paper Sec. 4.2.1, "shuffle training examples more thoroughly"): the
 # Figure 1 MLP with and without BN, its batches reshuffled every epoch or cut once and kept.
 COMPOSITION_LABELS = {
@@ -442,6 +456,14 @@ CONFIRM_BN_ONLY = {
 # (scripts/claims/what_bn_buys.py: the shared rate, 0.1, and each network's best, 0.01 and 0.1;
 # a test holds them to what the pilot gives).
 LR_READ = {"bn32": "0.01,0.1", "nonorm": "0.1"}
+CONFIRM_LR_MLP = confirmatory_seeds(7)  # the Figure 1 MLP with and without BN across learning rates
+CONFIRM_LR_RELU = confirmatory_seeds(17)  # the mechanism study's ReLU MLP, the same
+# The rates the MLPs' confirmatory rows read, fixed by their pilots (scripts/claims/
+# what_bn_buys_mlp.py; a test holds them to what the pilots give). The Figure 1 MLP: the shared
+# rate, 3, BN's best, 3, and no BN's best, 1. The ReLU MLP: the shared rate, 1, BN's best, 1, and
+# no BN's best, 0.3.
+LR_READ_MLP = {"bn": "3", "baseline": "1,3"}
+LR_READ_RELU = {"mech_relu_bn": "1", "mech_relu_baseline": "0.3,1"}
 # The metrics the confirmatory claims read from the MLPs' curves (their runs.csv would otherwise
 # hold every probe of every evaluation of every seed: tens of MB); the summaries keep everything.
 MECHANISM_CLAIMED = (
@@ -890,11 +912,32 @@ STUDIES: tuple[Study, ...] = (
                 "lr-control-confirmatory", f"Confirmatory seeds: the learning-rate control ({len(CONFIRM_LR)} seeds)",
                 f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist.csv", "confirm-lr-control",
             ),
+            Section(
+                "lr-control-mlp", "The Figure 1 MLP (sigmoid, MNIST) with and without BN across learning rates (pilot, 5 seeds)",
+                "what_bn_buys/mlp/mnist.csv", "lr-control-mlp",
+                (Figure("what_bn_buys_mlps.png", "Final test accuracy of the two MLPs against the initial learning rate, with and without BN: the Figure 1 sigmoid MLP and the mechanism study's ReLU MLP; crosses: diverged runs"),),
+            ),
+            Section("lr-control-relu", "The mechanism study's ReLU MLP (MNIST) with and without BN across learning rates (pilot, 5 seeds)", "what_bn_buys/relu/mnist.csv", "lr-control-relu"),
+            Section(
+                "lr-control-mlp-confirmatory", f"Confirmatory seeds: the Figure 1 MLP across learning rates ({len(CONFIRM_LR_MLP)} seeds)",
+                f"{CONFIRMATORY}/what_bn_buys/mlp/mnist.csv", "confirm-lr-control-mlp",
+            ),
+            Section(
+                "lr-control-relu-confirmatory", f"Confirmatory seeds: the ReLU MLP across learning rates ({len(CONFIRM_LR_RELU)} seeds)",
+                f"{CONFIRMATORY}/what_bn_buys/relu/mnist.csv", "confirm-lr-control-relu",
+            ),
         ),
-        {"bn32": "BN", "nonorm": "no BN"},
-        trains=False,  # the renorm study's conv net
-        claims=("what_bn_buys",),
-        styles={"bn32": Style("#dd8452", "-", "With BN"), "nonorm": Style("#4c72b0", "-", "Without BN")},
+        {
+            "bn32": "BN", "nonorm": "no BN", "bn": "BN (sigmoid MLP)", "baseline": "no BN (sigmoid MLP)",
+            "mech_relu_bn": "BN (ReLU MLP)", "mech_relu_baseline": "no BN (ReLU MLP)",
+        },
+        trains=False,  # the renorm study's conv net, the mnist and mechanism studies' MLPs
+        claims=("what_bn_buys", "what_bn_buys_mlp"),
+        styles={
+            "bn32": Style("#dd8452", "-", "With BN"), "nonorm": Style("#4c72b0", "-", "Without BN"),
+            "bn": Style("#dd8452", "-", "With BN"), "baseline": Style("#4c72b0", "-", "Without BN"),
+            "mech_relu_bn": Style("#dd8452", "-", "With BN"), "mech_relu_baseline": Style("#4c72b0", "-", "Without BN"),
+        },
         reproductions=(
             # Bjorck et al. (2018): is BN better at a learning rate both networks can use, or does
             # it "primarily enable training with larger learning rates"? The conv net of the
@@ -926,6 +969,45 @@ STUDIES: tuple[Study, ...] = (
                     curves=f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
                 ),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR,
+            ),
+            # The same question for the two MLPs on MNIST (grids and budgets: LR_GRID_MLP, LR_GRID_RELU).
+            Reproduction(
+                "lr-control-mlp", f"BN and no BN in the Figure 1 MLP across initial learning rates {', '.join(LR_GRID_MLP.split(','))}, 5 seeds side by side, 10k steps (pilot); results/what_bn_buys/mlp/",
+                module="mnist", data=("mnist",),
+                stages=(tuple(
+                    Job(s, (f"setup={s}", _seeds(SEEDS5), f"train.lr={LR_GRID_MLP}", *LR_MLP_RUN), sweep=True, estimate_s=60 * len(LR_GRID_MLP.split(",")))
+                    for s in ("bn", "baseline")
+                ),),
+                collect=Collect("what_bn_buys/mlp/mnist.csv", sweep=True), plots=(("plot_what_bn_buys",),),
+            ),
+            Reproduction(
+                "lr-control-relu", f"BN and no BN in the mechanism study's ReLU MLP across initial learning rates {', '.join(LR_GRID_RELU.split(','))}, 5 seeds, 5,000 steps (pilot); results/what_bn_buys/relu/",
+                module="mechanism", data=("mnist",),
+                stages=(tuple(
+                    Job(s, (f"setup={s}", f"seed={','.join(map(str, SEEDS5))}", f"train.lr={LR_GRID_RELU}", *LR_RELU_RUN), sweep=True, estimate_s=15 * len(SEEDS5) * len(LR_GRID_RELU.split(",")))
+                    for s in ("mech_relu_bn", "mech_relu_baseline")
+                ),),
+                collect=Collect("what_bn_buys/relu/mnist.csv", sweep=True), plots=(("plot_what_bn_buys",),),
+            ),
+            Reproduction(
+                "confirm-lr-control-mlp", f"confirmatory seeds of the Figure 1 MLP across learning rates: BN and no BN x {len(CONFIRM_LR_MLP)} seeds at the rates the rows read; results/confirmatory/what_bn_buys/mlp/",
+                module="mnist", data=("mnist",),
+                stages=(tuple(
+                    Job(f"{s}_{i}", (f"setup={s}", _seeds(chunk), f"train.lr={rates}", *LR_MLP_RUN), sweep=True, estimate_s=12 * len(chunk) * len(rates.split(",")))
+                    for s, rates in LR_READ_MLP.items() for i, chunk in enumerate(_parts(CONFIRM_LR_MLP, -(-len(CONFIRM_LR_MLP) // 10)))
+                ),),
+                collect=Collect(f"{CONFIRMATORY}/what_bn_buys/mlp/mnist.csv", sweep=True),
+                plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_MLP,
+            ),
+            Reproduction(
+                "confirm-lr-control-relu", f"confirmatory seeds of the ReLU MLP across learning rates: BN and no BN x {len(CONFIRM_LR_RELU)} seeds at the rates the rows read; results/confirmatory/what_bn_buys/relu/",
+                module="mechanism", data=("mnist",),
+                stages=(tuple(
+                    Job(f"{s}_{i}", (f"setup={s}", f"seed={','.join(map(str, chunk))}", f"train.lr={rates}", *LR_RELU_RUN), sweep=True, estimate_s=15 * len(chunk) * len(rates.split(",")))
+                    for s, rates in LR_READ_RELU.items() for i, chunk in enumerate(_parts(CONFIRM_LR_RELU, -(-len(CONFIRM_LR_RELU) // 10)))
+                ),),
+                collect=Collect(f"{CONFIRMATORY}/what_bn_buys/relu/mnist.csv", sweep=True),
+                plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_RELU,
             ),
         ),
     ),

@@ -11,6 +11,8 @@ then decided at those rates.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from experiments.studies import LR_GRID
 from scripts.analysis import committed
@@ -20,15 +22,30 @@ from scripts.claims.claim import Claim, Measured
 from scripts.claims.measure import CHANCE
 from scripts.claims.rules import Compare, Equivalent, EverySeed, Margin
 
-PATH, FILE = "what_bn_buys/lr_control", "fashion_mnist.csv"
-RATES = tuple(float(r) for r in LR_GRID.split(","))
-BN, PLAIN = "bn32", "nonorm"
+
+@dataclass(frozen=True)
+class Net:
+    """One network of the study: where its sweep is committed (``results/<path>/<file>``, one row
+    per run), the column holding a run's initial learning rate, the grid, and its two setups."""
+
+    path: str
+    file: str
+    rates: tuple[float, ...]
+    bn: str
+    plain: str
+    rate_key: str = "train.lr"
+
+
+CONV = Net("what_bn_buys/lr_control", "fashion_mnist.csv", tuple(float(r) for r in LR_GRID.split(",")), "bn32", "nonorm")  # fmt: skip
+PATH, FILE, RATES, BN, PLAIN = CONV.path, CONV.file, CONV.rates, CONV.bn, CONV.plain
 # A run trains: no divergence, and a final test accuracy of at least this (five times chance; the
 # conv net reaches about 89% at its own rate). Below it a run has not learnt the task.
 TRAINS = 0.5
 # Bjorck et al.'s "comparable accuracy": within 1 pp (twice the standard error of one evaluation on
 # 10,000 test images near 89%); 0.5 and 2 pp as robustness alternatives.
 COMPARABLE = Margin(0.01, (0.005, 0.02))
+# BN ahead at the two networks' best rates by this much or more: the smallest effect of interest
+EFFECT = 0.005
 DESIGN = (
     "Smallest effects: BN ahead by 0.5 pp at the two networks' best rates (a gap a reader of the "
     "sweep would not call a win below it); no difference within ±1 pp at the shared rate. The "
@@ -44,13 +61,13 @@ METHOD = (
 )
 
 
-def runs(plan: Plan) -> dict[str, dict[int, dict[float, float | None]]]:
+def runs(plan: Plan, net: Net = CONV) -> dict[str, dict[int, dict[float, float | None]]]:
     """``{setup: {seed: {rate: final test accuracy}}}``; None: the run diverged."""
     out: dict = {}
-    for r in committed.rows(PATH, FILE, plan.results):
+    for r in committed.rows(net.path, net.file, plan.results):
         diverged = r["diverged"] == "True"
         acc = None if diverged or r["test_acc"] in ("", "None") else float(r["test_acc"])
-        out.setdefault(r["setup"], {}).setdefault(int(r["seed"]), {})[float(r["train.lr"])] = acc
+        out.setdefault(r["setup"], {}).setdefault(int(r["seed"]), {})[float(r[net.rate_key])] = acc
     return out
 
 
@@ -63,80 +80,133 @@ def largest_trainable(by_rate: dict[float, float | None]) -> float:
     return max((r for r, a in by_rate.items() if trains(a)), default=0.0)
 
 
-def shared_rate() -> float:
-    """The largest rate at which every pilot seed of both networks trains."""
-    pilot = runs(PLAN)
-    return max(
+def shared_rate_of(data: dict[str, dict[int, dict[float, float | None]]], net: Net) -> float:
+    """The largest rate of ``net``'s grid at which every seed of both its setups in ``data``
+    (:func:`runs`) trains."""
+    shared = [
         r
-        for r in RATES
-        if all(trains(v[r]) for setup in (BN, PLAIN) for v in pilot[setup].values())
-    )
+        for r in net.rates
+        if all(trains(v[r]) for setup in (net.bn, net.plain) for v in data[setup].values())
+    ]
+    if not shared:
+        raise ValueError(f"{net.path}: no rate of the grid at which every seed of both trains")
+    return max(shared)
 
 
-def best_rate(setup: str) -> float:
-    """The rate with the highest pilot mean final test accuracy (a diverged run at chance)."""
-    pilot = runs(PLAN)[setup]
+def best_rate_of(
+    data: dict[str, dict[int, dict[float, float | None]]], net: Net, setup: str
+) -> float:
+    """The rate of ``net``'s grid with the highest mean final test accuracy of ``setup``'s seeds
+    in ``data`` (a diverged run at chance)."""
+    seeds = data[setup]
     mean = {
-        r: statistics.fmean(CHANCE if v[r] is None else v[r] for v in pilot.values()) for r in RATES
+        r: statistics.fmean(CHANCE if v[r] is None else v[r] for v in seeds.values())
+        for r in net.rates
     }
-    return max(RATES, key=lambda r: mean[r])
+    return max(net.rates, key=lambda r: mean[r])
 
 
-def _at(plan: Plan, setup: str, rate: float) -> dict[int, float]:
-    return {s: CHANCE if v[rate] is None else v[rate] for s, v in runs(plan)[setup].items()}
+def shared_rate(net: Net = CONV) -> float:
+    """The largest rate at which every pilot seed of both networks trains."""
+    return shared_rate_of(runs(PLAN, net), net)
 
 
-def _stops_earlier(plan: Plan) -> Measured:
-    data = runs(plan)
-    top = {k: {s: largest_trainable(v) for s, v in data[k].items()} for k in (BN, PLAIN)}
-    per_seed = [top[PLAIN][s] < top[BN][s] for s in sorted(top[BN])]
-    shown = "; ".join(
-        f"{name} {', '.join(f'{top[k][s]:g}' for s in sorted(top[k]))}"
-        for k, name in ((BN, "BN"), (PLAIN, "no BN"))
-    )
-    return Measured(
-        {"no BN stops earlier": per_seed},
-        f"the largest initial learning rate at which each seed trains: {shown}",
-    )
+def best_rate(setup: str, net: Net = CONV) -> float:
+    """The rate with the highest pilot mean final test accuracy (a diverged run at chance)."""
+    return best_rate_of(runs(PLAN, net), net, setup)
 
 
-def _comparable(plan: Plan) -> Measured:
-    rate = shared_rate()
-    d = paired(_at(plan, BN, rate), _at(plan, PLAIN, rate))
-    return Measured(
-        {"BN − no BN at the shared rate": d},
-        f"at initial rate {rate:g} (the largest every pilot seed of both trains at): BN − no BN {d.text()}",
-    )
+def accuracy_at(plan: Plan, setup: str, rate: float, net: Net = CONV) -> dict[int, float]:
+    return {s: CHANCE if v[rate] is None else v[rate] for s, v in runs(plan, net)[setup].items()}
 
 
-def _best_against_best(plan: Plan) -> Measured:
-    rates = {k: best_rate(k) for k in (BN, PLAIN)}
-    d = paired(_at(plan, BN, rates[BN]), _at(plan, PLAIN, rates[PLAIN]))
-    return Measured(
-        {"BN at its best − no BN at its best": d},
-        f"BN at {rates[BN]:g} − no BN at {rates[PLAIN]:g} (each one's best pilot rate): {d.text()}",
-    )
+def stops_earlier(net: Net) -> Callable[[Plan], Measured]:
+    """Row (i)'s measure: per seed, whether the largest rate at which it trains is lower without
+    BN than with it."""
+
+    def measure(plan: Plan) -> Measured:
+        data = runs(plan, net)
+        top = {
+            k: {s: largest_trainable(v) for s, v in data[k].items()} for k in (net.bn, net.plain)
+        }
+        per_seed = [top[net.plain][s] < top[net.bn][s] for s in sorted(top[net.bn])]
+        shown = "; ".join(
+            f"{name} {', '.join(f'{top[k][s]:g}' for s in sorted(top[k]))}"
+            for k, name in ((net.bn, "BN"), (net.plain, "no BN"))
+        )
+        return Measured(
+            {"no BN stops earlier": per_seed},
+            f"the largest initial learning rate at which each seed trains: {shown}",
+        )
+
+    return measure
+
+
+def comparable(net: Net) -> Callable[[Plan], Measured]:
+    """Row (ii)'s measure: BN − no BN, paired by seed, at the pilot's shared rate."""
+
+    def measure(plan: Plan) -> Measured:
+        rate = shared_rate(net)
+        d = paired(accuracy_at(plan, net.bn, rate, net), accuracy_at(plan, net.plain, rate, net))
+        return Measured(
+            {"BN − no BN at the shared rate": d},
+            f"at initial rate {rate:g} (the largest every pilot seed of both trains at): BN − no BN {d.text()}",
+        )
+
+    return measure
+
+
+def best_against_best(net: Net) -> Callable[[Plan], Measured]:
+    """Row (iii)'s measure: BN at its best pilot rate − no BN at its best, paired by seed."""
+
+    def measure(plan: Plan) -> Measured:
+        rates = {k: best_rate(k, net) for k in (net.bn, net.plain)}
+        d = paired(
+            accuracy_at(plan, net.bn, rates[net.bn], net),
+            accuracy_at(plan, net.plain, rates[net.plain], net),
+        )
+        return Measured(
+            {"BN at its best − no BN at its best": d},
+            f"BN at {rates[net.bn]:g} − no BN at {rates[net.plain]:g} (each one's best pilot rate): {d.text()}",
+        )
+
+    return measure
+
+
+STOPS_EARLIER = EverySeed(
+    "no BN stops earlier", "a largest trainable rate without BN below the one with BN"
+)
+COMPARABLE_RULE = Equivalent(
+    "BN − no BN at the shared rate", "BN − no BN at the shared rate", COMPARABLE
+)
+BEST_RULE = Compare(
+    "BN at its best − no BN at its best", "BN at its best − no BN at its best", effect=EFFECT
+)
+EXPLORATORY = "decided on the pilot's grid alone (exploratory): its confirmatory seeds run only the rates the other rows read"
+CLAIMED = (
+    ("Without BN the network stops training at a lower learning rate than with BN",
+     "BN enables training with larger learning rates; without it, large rates diverge"),
+    ("At a learning rate both train at, BN and no BN reach comparable accuracy",
+     "at a learning rate small enough for the network without BN, both reach comparable accuracy"),
+    ("BN at its best learning rate beats no BN at its best",
+     "BN is clearly better only at the rates the network without it cannot use"),
+)  # fmt: skip
+SOURCE = "Bjorck et al. 2018, Sec. 2"
 
 
 SECTION = {"section": "lr-control"}
 CONFIRM = ("confirm-lr-control",)
 CLAIMS = [
     Claim(
-        "Bjorck et al. 2018, Sec. 2", "Without BN the network stops training at a lower learning rate than with BN",
-        "BN enables training with larger learning rates; without it, large rates diverge",
-        EverySeed("no BN stops earlier", "a largest trainable rate without BN below the one with BN"),
-        _stops_earlier, method=METHOD + "; decided on the pilot's grid alone (exploratory): its confirmatory seeds run only the rates the other rows read", **SECTION,
+        SOURCE, *CLAIMED[0], STOPS_EARLIER, stops_earlier(CONV),
+        method=f"{METHOD}; {EXPLORATORY}", **SECTION,
     ),
     Claim(
-        "Bjorck et al. 2018, Sec. 2", "At a learning rate both train at, BN and no BN reach comparable accuracy",
-        "at a learning rate small enough for the network without BN, both reach comparable accuracy",
-        Equivalent("BN − no BN at the shared rate", "BN − no BN at the shared rate", COMPARABLE),
-        _comparable, method=METHOD, confirm=CONFIRM, design=DESIGN, **SECTION,
+        SOURCE, *CLAIMED[1], COMPARABLE_RULE, comparable(CONV),
+        method=METHOD, confirm=CONFIRM, design=DESIGN, **SECTION,
     ),
     Claim(
-        "Bjorck et al. 2018, Sec. 2", "BN at its best learning rate beats no BN at its best",
-        "BN is clearly better only at the rates the network without it cannot use",
-        Compare("BN at its best − no BN at its best", "BN at its best − no BN at its best", effect=0.005),
-        _best_against_best, method=METHOD, confirm=CONFIRM, design=DESIGN, **SECTION,
+        SOURCE, *CLAIMED[2], BEST_RULE, best_against_best(CONV),
+        method=METHOD, confirm=CONFIRM, design=DESIGN, **SECTION,
     ),
 ]  # fmt: skip
