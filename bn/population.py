@@ -66,10 +66,7 @@ def set_population_statistics(
     are small.
 
     The batches run through the training network ``N_BN^tr``: normalization layers use batch
-    statistics, every other module runs in eval mode (no dropout), and every layer's buffers are
-    put back after each batch, so each batch meets the network as trained (a Batch Renorm layer's
-    ``r`` and ``d``, and so the inputs of the layers after it, come from its trained moving
-    averages; the order of the batches does not matter). Afterwards every module's
+    statistics, every other module runs in eval mode (no dropout). Afterwards every module's
     train/eval mode, every parameter and every other buffer (``num_batches_tracked`` included)
     are as before; only ``running_mean`` and ``running_var`` change. Exactly ``num_batches``
     batches are taken from ``batches`` (fewer if it runs out).
@@ -132,11 +129,6 @@ def set_population_statistics(
             acc[1] = acc[1] + m * (var + mean.square()).sum(0)
             acc[2] += m * groups
 
-    def restore() -> None:
-        for m, buffers in saved.items():
-            for k, b in buffers.items():
-                getattr(m, k).copy_(b)
-
     hooks = [m.register_forward_pre_hook(record) for m in norms]
     model.eval()
     for m in norms:
@@ -145,16 +137,15 @@ def set_population_statistics(
     try:
         for batch in itertools.islice(batches, num_batches):
             forward(model, batch)
-            # A training-mode forward moves the running averages, and Batch Renorm's r and d
-            # (so every later layer's input) read them: each batch meets the network as trained.
-            restore()
             used += 1
     finally:
         for h in hooks:
             h.remove()
         for m, mode in modes.items():
             m.train(mode)
-        restore()
+        for m, buffers in saved.items():
+            for k, b in buffers.items():
+                getattr(m, k).copy_(b)
     if used == 0:
         raise ValueError("set_population_statistics: `batches` yielded no batch")
     for m in norms:
