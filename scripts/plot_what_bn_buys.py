@@ -106,7 +106,12 @@ def mlp_figure() -> Path:
     nets = [n for n in nets if n[3]]
     cols = max(len(sets) for *_, sets in nets)
     fig, axes = plt.subplots(
-        len(nets), cols, figsize=(5.6 * cols, 4 * len(nets)), layout="constrained", squeeze=False
+        len(nets),
+        cols,
+        figsize=(5.6 * cols, 4 * len(nets)),
+        layout="constrained",
+        squeeze=False,
+        sharex="row",  # the confirmatory seeds' few rates on the pilot's grid
     )
     for row, (net, name, steps, sets) in zip(axes, nets):
         for ax, (seeds, data) in zip(row, sets):
