@@ -20,20 +20,23 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.fx import Proxy
 from torch.nn.modules.batchnorm import _NormBase
 
 _L1_GAUSSIAN = math.sqrt(math.pi / 2)  # σ / E|x − μ| for a Gaussian
 
 
-def _stats_dims(x: Tensor) -> list[int]:
-    return [d for d in range(x.dim()) if d != 1]
+def _stats_dims(rank: int) -> list[int]:
+    return [d for d in range(rank) if d != 1]
 
 
-def _channel_view(t: Tensor, x: Tensor) -> Tensor:
-    return t.view([1, -1] + [1] * (x.dim() - 2))
+def _channel_view(t: Tensor, rank: int) -> Tensor:
+    return t.view([1, -1] + [1] * (rank - 2))
 
 
 def _check_dims(name: str, x: Tensor, dims: tuple[int, ...]) -> None:
+    if isinstance(x, Proxy):  # torch.fx symbolic tracing: the rank is not known
+        return
     if x.dim() not in dims:
         raise ValueError(
             f"{name}: expected a {' or '.join(f'{d}D' for d in dims)} input, got {x.dim()}D"
@@ -47,6 +50,14 @@ class _RunningNorm(_NormBase):
 
     def _check_input_dim(self, x: Tensor) -> None:
         _check_dims(type(self).__name__, x, self._dims)
+
+    def _rank(self, x: Tensor) -> int:
+        """The input's rank; under torch.fx tracing, the one the class takes (2D layers)."""
+        if not isinstance(x, Proxy):
+            return x.dim()
+        if len(self._dims) > 1:
+            raise TypeError(f"{type(self).__name__} under torch.fx: the input's rank ({' or '.join(map(str, self._dims))}) is not known while tracing; trace the 2D layer")  # fmt: skip
+        return self._dims[0]
 
     def _factor(self) -> float:
         """This step's update rate of the running statistics (counting the step)."""
@@ -65,10 +76,11 @@ class _LpBatchNorm(_RunningNorm):
 
     def forward(self, x: Tensor) -> Tensor:
         self._check_input_dim(x)
-        dims = _stats_dims(x)
+        rank = self._rank(x)
+        dims = _stats_dims(rank)
         if self._uses_batch():
             mean = x.mean(dims)
-            centred = x - _channel_view(mean, x)
+            centred = x - _channel_view(mean, rank)
             scale_sq = self._scale(centred, dims).square()
             if self.training and self.track_running_stats:
                 with torch.no_grad():
@@ -77,10 +89,10 @@ class _LpBatchNorm(_RunningNorm):
                     self.running_var.lerp_(scale_sq.detach().to(self.running_var.dtype), f)
         else:
             mean, scale_sq = self.running_mean, self.running_var
-            centred = x - _channel_view(mean, x)
-        y = centred * _channel_view(torch.rsqrt(scale_sq + self.eps), x)
+            centred = x - _channel_view(mean, rank)
+        y = centred * _channel_view(torch.rsqrt(scale_sq + self.eps), rank)
         if self.affine:
-            y = y * _channel_view(self.weight, x) + _channel_view(self.bias, x)
+            y = y * _channel_view(self.weight, rank) + _channel_view(self.bias, rank)
         return y
 
 
@@ -171,15 +183,16 @@ class _MeanOnlyBatchNorm(_RunningNorm):
 
     def forward(self, x: Tensor) -> Tensor:
         self._check_input_dim(x)
+        rank = self._rank(x)
         if self._uses_batch():
-            mean = x.mean(_stats_dims(x))
+            mean = x.mean(_stats_dims(rank))
             if self.training and self.track_running_stats:
                 with torch.no_grad():
                     self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), self._factor())  # fmt: skip
         else:
             mean = self.running_mean
-        y = x - _channel_view(mean, x)
-        return y if self.bias is None else y + _channel_view(self.bias, x)
+        y = x - _channel_view(mean, rank)
+        return y if self.bias is None else y + _channel_view(self.bias, rank)
 
     def extra_repr(self) -> str:
         return (

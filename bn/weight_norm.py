@@ -17,9 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def _normalized(v: Tensor, g: Tensor) -> Tensor:
-    """``g · v / ‖v‖``, the norm over every dimension of ``v`` but the first (an output unit)."""
-    dims = list(range(1, v.dim()))
+def _normalized(v: Tensor, g: Tensor, dims: list[int]) -> Tensor:
+    """``g · v / ‖v‖``, the norm over ``dims`` of ``v`` (every dimension but an output unit's)."""
     return v * (g / torch.linalg.vector_norm(v, dim=dims, keepdim=True))
 
 
@@ -33,12 +32,14 @@ class WeightNormed:
     weight_v: nn.Parameter
     bias: nn.Parameter | None
     _init_pending: bool
+    _norm_dims: list[int]
 
     def _reparametrize(self, dims: list[int] | None = None) -> None:
         """``weight`` → ``weight_v`` (its values) and ``weight_g`` (its norm over ``dims``:
         default every dimension but the first)."""
         w = self._parameters.pop("weight").detach()
         dims = list(range(1, w.dim())) if dims is None else dims
+        self._norm_dims = dims  # fixed here, so that tracing reads no tensor's rank
         g = torch.linalg.vector_norm(w, dim=dims, keepdim=True)
         self.weight_g = nn.Parameter(g)
         self.weight_v = nn.Parameter(w.clone())
@@ -47,7 +48,7 @@ class WeightNormed:
     @property
     def normalized_weight(self) -> Tensor:
         """``w = g · v / ‖v‖``, the weight the layer applies."""
-        return _normalized(self.weight_v, self.weight_g)
+        return _normalized(self.weight_v, self.weight_g, self._norm_dims)
 
     def _initialized(self, y: Tensor) -> Tensor:
         """The paper's initialization (Sec. 3) from this layer's first output ``y`` (computed with
@@ -93,7 +94,7 @@ class WeightNormConv2d(WeightNormed, nn.Conv2d):
 
     def forward(self, x: Tensor) -> Tensor:
         if self._init_pending:
-            y = self._conv_forward(x, _normalized(self.weight_v, torch.ones_like(self.weight_g)), None)  # fmt: skip
+            y = self._conv_forward(x, _normalized(self.weight_v, torch.ones_like(self.weight_g), self._norm_dims), None)  # fmt: skip
             return self._initialized(y)
         return self._conv_forward(x, self.normalized_weight, self.bias)
 
@@ -125,7 +126,7 @@ class WeightNormLinear(WeightNormed, nn.Linear):
         if self._init_pending:
             if x.dim() != 2:
                 raise ValueError("WeightNormLinear: the data-dependent initialization needs (N, in_features) inputs")  # fmt: skip
-            return self._initialized(F.linear(x, _normalized(self.weight_v, torch.ones_like(self.weight_g))))  # fmt: skip
+            return self._initialized(F.linear(x, _normalized(self.weight_v, torch.ones_like(self.weight_g), self._norm_dims)))  # fmt: skip
         return F.linear(x, self.normalized_weight, self.bias)
 
 
