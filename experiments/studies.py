@@ -922,14 +922,14 @@ STUDIES: tuple[Study, ...] = (
                 "normalizers", "the conv net with BN, weight norm, weight norm + mean-only BN, ℓ1 and ℓ∞ BN, 5 seeds side by side (pilot); results/normalizers/fashion_mnist/",
                 module="renorm", data=("fashion_mnist",),
                 stages=(seeds_side_by_side(tuple(NORMALIZER_LABELS), SEEDS5, 40, "data=fashion_mnist"),),
-                collect=Collect("normalizers/fashion_mnist", metrics=NORMALIZERS_CLAIMED),
+                collect=Collect("normalizers", metrics=NORMALIZERS_CLAIMED),  # results/normalizers/<data>/: the renorm study splits by data
                 plots=(("plot_normalizers",),),
             ),
             Reproduction(
                 "confirm-normalizers", f"confirmatory seeds of the normalizers study: {len(CONFIRM_NORMS_SETUPS)} normalizers x {len(CONFIRM_NORMS)} seeds; results/confirmatory/normalizers/fashion_mnist/",
                 module="renorm", data=("fashion_mnist",),
                 stages=(seeds_side_by_side(CONFIRM_NORMS_SETUPS, CONFIRM_NORMS, 40, "data=fashion_mnist", parts=-(-len(CONFIRM_NORMS) // 10)),),
-                collect=Collect(f"{CONFIRMATORY}/normalizers/fashion_mnist", metrics=NORMALIZERS_CLAIMED),
+                collect=Collect(f"{CONFIRMATORY}/normalizers", metrics=NORMALIZERS_CLAIMED),
                 plots=(("plot_normalizers",),), seeds=CONFIRM_NORMS,
             ),
         ),
