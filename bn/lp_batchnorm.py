@@ -23,6 +23,8 @@ from torch import Tensor, nn
 from torch.fx import Proxy
 from torch.nn.modules.batchnorm import _NormBase
 
+from . import _fx
+
 _L1_GAUSSIAN = math.sqrt(math.pi / 2)  # σ / E|x − μ| for a Gaussian
 
 
@@ -59,9 +61,21 @@ class _RunningNorm(_NormBase):
             raise TypeError(f"{type(self).__name__} under torch.fx: the input's rank ({' or '.join(map(str, self._dims))}) is not known while tracing; trace the 2D layer")  # fmt: skip
         return self._dims[0]
 
-    def _factor(self) -> float:
+    def _buffer(self, x: Tensor, name: str) -> Tensor:
+        """Buffer ``name``; under torch.fx tracing, the graph's node for it
+        (:func:`bn._fx.buffer_node`), so the traced graph reads and updates the buffer when it
+        runs rather than holding a constant made from it while tracing."""
+        return _fx.buffer_node(self, x, name) if isinstance(x, Proxy) else getattr(self, name)
+
+    def _factor(self, x: Tensor) -> float:
         """This step's update rate of the running statistics (counting the step)."""
-        self.num_batches_tracked.add_(1)
+        if isinstance(x, Proxy) and self.momentum is None:
+            raise NotImplementedError(
+                f"{type(self).__name__}: cannot be traced by torch.fx in training mode: the "
+                "cumulative average (momentum=None) needs the step count as a number; trace it "
+                "in eval mode, or use torch.compile / torch.export"
+            )
+        self._buffer(x, "num_batches_tracked").add_(1)
         if self.momentum is None:
             return 1.0 / float(self.num_batches_tracked)
         return self.momentum
@@ -84,11 +98,11 @@ class _LpBatchNorm(_RunningNorm):
             scale_sq = self._scale(centred, dims).square()
             if self.training and self.track_running_stats:
                 with torch.no_grad():
-                    f = self._factor()
+                    f = self._factor(x)
                     self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), f)
                     self.running_var.lerp_(scale_sq.detach().to(self.running_var.dtype), f)
         else:
-            mean, scale_sq = self.running_mean, self.running_var
+            mean, scale_sq = self._buffer(x, "running_mean"), self._buffer(x, "running_var")
             centred = x - _channel_view(mean, rank)
         y = centred * _channel_view(torch.rsqrt(scale_sq + self.eps), rank)
         if self.affine:
@@ -188,9 +202,9 @@ class _MeanOnlyBatchNorm(_RunningNorm):
             mean = x.mean(_stats_dims(rank))
             if self.training and self.track_running_stats:
                 with torch.no_grad():
-                    self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), self._factor())  # fmt: skip
+                    self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), self._factor(x))  # fmt: skip
         else:
-            mean = self.running_mean
+            mean = self._buffer(x, "running_mean")
         y = x - _channel_view(mean, rank)
         return y if self.bias is None else y + _channel_view(self.bias, rank)
 

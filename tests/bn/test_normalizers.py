@@ -244,18 +244,30 @@ def _assert_same(a, b):
             torch.testing.assert_close(bb[k], ba[k], msg=k)
 
 
-@pytest.mark.parametrize(
-    "training",
-    [
-        True,
-        pytest.param(False, marks=pytest.mark.xfail(strict=True, reason="eval mode reshapes the running statistics outside the graph: tracing bakes them in as constants")),
-    ],
-    ids=["train", "eval"],
-)  # fmt: skip
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_fx_symbolic_trace_computes_what_the_module_computes(training):
+    """The traced graph reads (and in training updates) the layers' buffers, step counts too,
+    rather than constants made from them while tracing."""
     model = _net().train(training)
     traced = torch.fx.symbolic_trace(copy.deepcopy(model))
-    _assert_same(_steps(model), _steps(traced))
+    constants = [n.target for n in traced.graph.nodes if n.op == "get_attr" and "constant" in n.target]  # fmt: skip
+    assert not constants
+    with torch.no_grad():  # running statistics away from their initial values
+        for name, b in model.named_buffers():
+            if "running" in name:
+                b.uniform_(0.5, 2)
+                traced.get_buffer(name).copy_(b)
+    steps = _steps(traced)
+    _assert_same(_steps(model), steps)
+    counts = {k for k in steps[-1][2] if k.endswith("num_batches_tracked")}
+    assert counts == ({"1.num_batches_tracked", "3.num_batches_tracked", "4.num_batches_tracked"} if training else set())  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", [bn.L1BatchNorm2d, bn.MeanOnlyBatchNorm2d], ids=["l1", "mean-only"])
+def test_fx_refuses_a_cumulative_average_in_training(cls):
+    with pytest.raises(NotImplementedError, match="cannot be traced by torch.fx.*momentum=None"):
+        torch.fx.symbolic_trace(nn.Sequential(cls(4, momentum=None)))
+    torch.fx.symbolic_trace(nn.Sequential(cls(4, momentum=None)).eval())  # inference traces
 
 
 @pytest.mark.slow
