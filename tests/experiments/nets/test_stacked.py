@@ -240,7 +240,7 @@ def test_weight_normed_stack_initializes_each_copy_from_its_own_batch():
     for net, xk in zip(nets, x):
         bn.data_dependent_init_(net, xk)
     bn.data_dependent_init_(stack, stack_batch(x.flatten(0, 1), y.flatten(), K)[0])
-    assert isinstance(stack[-3], bn.weight_norm.WeightNormed)  # the hidden layer, grouped
+    assert isinstance(stack[-4], bn.weight_norm.WeightNormed)  # the hidden layer, grouped
     for i, layer in enumerate(stack):
         for name, got in layer.state_dict().items():
             for k, net in enumerate(nets):
