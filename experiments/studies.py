@@ -442,7 +442,13 @@ TRIPLES_RUN = (
 CONFIRM_TRIPLES = confirmatory_seeds(60)  # the rows on 1,000 classes (capped: one needs 91)
 # the setups the confirmatory rows read
 CONFIRM_TRIPLES_SETUPS = ("bn32", "noniid_bn", "noniid_brn", "noniid4_bn", "noniid8_bn")
-# The normalizers study: the renorm study's conv net with each normalizer in BN's place.
+# The normalizers study: the renorm study's conv net with each normalizer in BN's place, every
+# normalizer at one initial learning rate: BN's best of the learning-rate control's pilot
+# (scripts/claims/what_bn_buys.py: best_rate; a test holds it to that pilot). At the renorm
+# study's 0.05, weight norm with the data-dependent initialization dies in every seed: its g,
+# set to 1/σ of each unit's output (up to about 10 in the hidden layer), multiplies SGD's step on
+# the direction v by (g/‖v‖)², so the ReLUs after it are all off within a few dozen steps.
+NORMS_LR = "0.01"
 NORMALIZER_LABELS = {
     "bn32": "BN", "weightnorm": "weight norm", "wn_meanonly": "weight norm + mean-only BN",
     "l1bn32": "ℓ1 BN", "linfbn32": "ℓ∞ BN",
@@ -917,18 +923,19 @@ STUDIES: tuple[Study, ...] = (
         reproductions=(
             # Salimans & Kingma (2016), Gitman & Ginsburg (2017), Santurkar et al. (2018), Hoffer
             # et al. (2018): the renorm study's conv net (batch 32, 3,000 steps, its decay) with each
-            # normalizer in BN's place, seeds side by side in one process per normalizer.
+            # normalizer in BN's place, at initial rate NORMS_LR, seeds side by side in one process
+            # per normalizer.
             Reproduction(
-                "normalizers", "the conv net with BN, weight norm, weight norm + mean-only BN, ℓ1 and ℓ∞ BN, 5 seeds side by side (pilot); results/normalizers/fashion_mnist/",
+                "normalizers", f"the conv net with BN, weight norm, weight norm + mean-only BN, ℓ1 and ℓ∞ BN at initial rate {NORMS_LR}, 5 seeds side by side (pilot); results/normalizers/fashion_mnist/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(seeds_side_by_side(tuple(NORMALIZER_LABELS), SEEDS5, 40, "data=fashion_mnist"),),
+                stages=(seeds_side_by_side(tuple(NORMALIZER_LABELS), SEEDS5, 40, "data=fashion_mnist", f"train.lr={NORMS_LR}"),),
                 collect=Collect("normalizers", metrics=NORMALIZERS_CLAIMED),  # results/normalizers/<data>/: the renorm study splits by data
                 plots=(("plot_normalizers",),),
             ),
             Reproduction(
                 "confirm-normalizers", f"confirmatory seeds of the normalizers study: {len(CONFIRM_NORMS_SETUPS)} normalizers x {len(CONFIRM_NORMS)} seeds; results/confirmatory/normalizers/fashion_mnist/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(seeds_side_by_side(CONFIRM_NORMS_SETUPS, CONFIRM_NORMS, 40, "data=fashion_mnist", parts=-(-len(CONFIRM_NORMS) // 10)),),
+                stages=(seeds_side_by_side(CONFIRM_NORMS_SETUPS, CONFIRM_NORMS, 40, "data=fashion_mnist", f"train.lr={NORMS_LR}", parts=-(-len(CONFIRM_NORMS) // 10)),),
                 collect=Collect(f"{CONFIRMATORY}/normalizers", metrics=NORMALIZERS_CLAIMED),
                 plots=(("plot_normalizers",),), seeds=CONFIRM_NORMS,
             ),

@@ -1,5 +1,10 @@
 """Other normalizers against BN, in the Batch Renorm study's conv net (Fashion-MNIST, batch 32,
-3,000 steps, its decay; γ fixed at 1 in every norm layer, as that study does).
+3,000 steps, its decay; γ fixed at 1 in every norm layer, as that study does), every normalizer
+at one initial learning rate, BN's best in the learning-rate control's pilot
+(:func:`scripts.claims.what_bn_buys.best_rate`, 0.01; ``experiments.studies.NORMS_LR``). The
+renorm study's own 0.05 is a rate weight norm cannot use with SGD: the data-dependent
+initialization sets ``g = 1/σ``, which multiplies the step on the direction ``v`` by ``(g/‖v‖)²``
+(Salimans & Kingma train with Adam, whose steps do not scale with it).
 
 - Weight normalization (Salimans & Kingma 2016, arXiv:1602.07868), with their data-dependent
   initialization: it speeds up early training, and Gitman & Ginsburg (2017, arXiv:1709.08145)
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+from experiments.studies import NORMS_LR
 from scripts.analysis.stats import paired
 from scripts.analysis.windows import Plan
 from scripts.claims.claim import Claim, Measured
@@ -26,7 +32,7 @@ from scripts.claims.rules import Compare, Equivalent, Margin
 PATH = "normalizers/fashion_mnist"
 BN, WN, WN_MEAN_ONLY, L1, LINF = "bn32", "weightnorm", "wn_meanonly", "l1bn32", "linfbn32"
 # The early window: the evaluations after step 0 up to step 600 (steps 300 and 600), the first
-# fifth of the run, before the first two decays of the learning rate have taken it below 0.04.
+# fifth of the run, over which the learning rate has decayed once (0.01 → 0.0076 at step 500).
 EARLY_END = 600
 # Faster early training: the mean training loss of the early window lower by a factor of 1.1 or
 # more (log10 of BN's over WN's), a difference a reader of the curves would call faster.
@@ -45,7 +51,10 @@ DESIGN = (
 )
 METHOD = (
     "the renorm study's conv net (batch 32, 3,000 steps, its decay, γ fixed at 1) with each "
-    "normalizer in BN's place, Fashion-MNIST; weight norm: every convolution and the hidden layer "
+    "normalizer in BN's place, Fashion-MNIST, every normalizer at initial learning rate "
+    f"{NORMS_LR} (BN's best rate in the learning-rate control's pilot, fixed before this pilot ran; "
+    "at the renorm study's 0.05 weight norm with SGD does not train); a diverged run's accuracy is "
+    "chance; weight norm: every convolution and the hidden layer "
     "(the classifier stays plain), the paper's data-dependent initialization on one minibatch; "
     "paired by seed (a seed draws the weights and the data order of every arm)"
 )
