@@ -409,7 +409,7 @@ INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
 CONFIRM_SIZE = confirmatory_seeds(60)  # the batch-size study: every arm over g
 CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across learning rates
-CONFIRM_NORMS = confirmatory_seeds(60)  # the normalizers study: WN, ℓ1 and ℓ∞ BN against BN (capped)
+CONFIRM_NORMS = confirmatory_seeds(60)  # the normalizers study: WN, ℓ1 and ℓ∞ BN against BN
 # the Figure 1 MLP, batches reshuffled or fixed, on MNIST and on Fashion-MNIST
 CONFIRM_COMPOSITION = {"mnist": confirmatory_seeds(27), "fashion_mnist": confirmatory_seeds(60)}
 CONFIRM_OUTSIDE = confirmatory_seeds(26)  # the Figure 1 MLP normalized outside the gradient
