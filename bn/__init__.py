@@ -28,9 +28,18 @@ from .convert import (
     to_torch,
 )
 from .factory import get_norm_layer
+from .lp_batchnorm import (
+    L1BatchNorm1d,
+    L1BatchNorm2d,
+    LinfBatchNorm1d,
+    LinfBatchNorm2d,
+    MeanOnlyBatchNorm1d,
+    MeanOnlyBatchNorm2d,
+)
 from .norm_act import BatchNormAct2d, BatchRenormAct2d
 from .population import set_population_statistics
 from .schedules import LinearRamp, paper_d_max, paper_r_max, scaled_paper_schedules
+from .weight_norm import WeightNormConv2d, WeightNormLinear, data_dependent_init_, is_weight_normed
 
 __all__ = [
     "BatchNorm1d",
@@ -44,15 +53,25 @@ __all__ = [
     "BatchRenormAct2d",
     "BatchRenormBase",
     "ConversionReport",
+    "L1BatchNorm1d",
+    "L1BatchNorm2d",
     "LinearRamp",
+    "LinfBatchNorm1d",
+    "LinfBatchNorm2d",
+    "MeanOnlyBatchNorm1d",
+    "MeanOnlyBatchNorm2d",
+    "WeightNormConv2d",
+    "WeightNormLinear",
     "bn_affine",
     "convert_norm",
     "convert_sync_batchnorm",
+    "data_dependent_init_",
     "functional",
     "fuse_bn_eval",
     "fuse_linear_bn",
     "get_norm_layer",
     "is_batch_renorm",
+    "is_weight_normed",
     "paper_d_max",
     "paper_r_max",
     "revert_sync_batchnorm",

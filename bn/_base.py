@@ -233,11 +233,8 @@ class BatchNormBase(_BatchNorm):
 
     def _buffer_node(self, x: Tensor, name: str) -> Tensor:
         """This layer's buffer ``name`` as a node of the graph ``torch.fx`` is recording (``x`` is
-        a proxy). The tracer records a buffer only when it reaches an operation as an argument:
-        reading or updating the tensor itself would happen once, at trace time."""
-        tracer = x.tracer  # type: ignore[attr-defined]
-        path = "" if self is tracer.root else tracer.path_of_module(self) + "."
-        return tracer.create_proxy("get_attr", path + name, (), {})
+        a proxy): :func:`bn._fx.buffer_node`."""
+        return _fx.buffer_node(self, x, name)
 
     def _check_traceable(self, microbatch_ok: bool = False) -> None:
         """Raise if this layer's training step cannot be recorded by ``torch.fx``."""

@@ -18,7 +18,7 @@ import sys
 import types
 import warnings
 
-from torch import nn
+from torch import Tensor, nn
 from torch.fx import Proxy
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -49,6 +49,17 @@ def fusing_tool(x: Proxy) -> str | None:
     if quant is not None and isinstance(x.tracer, quant.QuantizationTracer):
         return _QUANT_TRACER
     return _FUSE if _fuse_is_running() else None
+
+
+def buffer_node(layer: nn.Module, x: Proxy, name: str) -> Tensor:
+    """``layer``'s buffer ``name`` as a node of the graph ``torch.fx`` is recording (``x`` is a
+    proxy of that graph). The tracer records a buffer only when it reaches an operation as an
+    argument: reading or updating the tensor itself (a view of it, an in-place step count) would
+    happen once, at trace time, and a tensor made from it would be baked into the graph as a
+    constant."""
+    tracer = x.tracer  # type: ignore[attr-defined]
+    path = "" if layer is tracer.root else tracer.path_of_module(layer) + "."
+    return tracer.create_proxy("get_attr", path + name, (), {})
 
 
 def torch_class(layer: _BatchNorm) -> type[_BatchNorm] | None:

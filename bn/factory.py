@@ -9,6 +9,14 @@ from torch import nn
 
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .batchrenorm import BatchRenorm1d, BatchRenorm2d
+from .lp_batchnorm import (
+    L1BatchNorm1d,
+    L1BatchNorm2d,
+    LinfBatchNorm1d,
+    LinfBatchNorm2d,
+    MeanOnlyBatchNorm1d,
+    MeanOnlyBatchNorm2d,
+)
 
 NormFactory = Callable[[int], nn.Module]
 
@@ -16,9 +24,15 @@ _LAYERS: dict[str, dict[int, Callable[..., nn.Module]]] = {
     "batchnorm": {1: BatchNorm1d, 2: BatchNorm2d},
     "batchrenorm": {1: BatchRenorm1d, 2: BatchRenorm2d},
     "torchbatchnorm": {1: nn.BatchNorm1d, 2: nn.BatchNorm2d},
+    "l1batchnorm": {1: L1BatchNorm1d, 2: L1BatchNorm2d},
+    "linfbatchnorm": {1: LinfBatchNorm1d, 2: LinfBatchNorm2d},
+    "meanonlybatchnorm": {1: MeanOnlyBatchNorm1d, 2: MeanOnlyBatchNorm2d},
 }
 _ALIASES = {"bn": "batchnorm", "brn": "batchrenorm", "torchbn": "torchbatchnorm"}
-NAMES = ("none", "batchnorm", "batchrenorm", "torch_batchnorm", "groupnorm", "layernorm")
+NAMES = (
+    "none", "batchnorm", "batchrenorm", "torch_batchnorm", "groupnorm", "layernorm",
+    "l1_batchnorm", "linf_batchnorm", "meanonly_batchnorm",
+)  # fmt: skip
 
 
 def get_norm_layer(name: str | None, dims: int = 2, **kwargs) -> NormFactory:
@@ -26,7 +40,8 @@ def get_norm_layer(name: str | None, dims: int = 2, **kwargs) -> NormFactory:
 
     Args:
         name: ``none``, ``batchnorm`` (``bn``), ``batchrenorm`` (``brn``), ``torch_batchnorm``,
-            ``groupnorm`` or ``layernorm`` (underscores and case ignored).
+            ``groupnorm``, ``layernorm``, ``l1_batchnorm``, ``linf_batchnorm`` or
+            ``meanonly_batchnorm`` (underscores and case ignored).
         dims: 1 for ``(N, C)`` / ``(N, C, L)`` inputs, 2 for ``(N, C, H, W)``.
         **kwargs: constructor arguments of the layer (``groups`` sets GroupNorm's group count).
     """

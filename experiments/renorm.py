@@ -34,7 +34,7 @@ from experiments.kit.config import require, seed_dirs, seed_list
 from experiments.kit.data import fixed_batches, load_splits
 from experiments.kit.errors import ConfigError
 from experiments.kit.evaluation import copy_accuracies, to_device
-from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs
+from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs, weight_norm
 from experiments.kit.sampling import IIDBatches, PairBatches
 from experiments.kit.seeds import derive_seed
 from experiments.kit.trainable import Parts, freeze, gamma_metrics
@@ -153,9 +153,10 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> nn.Modul
     if cfg.model.name == "small_convnet":
         m, steps = cfg.model, cfg.train.steps
         model = SmallConvNet(
-            norm_factory(cfg.norm, 2, steps), norm_factory(cfg.norm, 1, steps), in_channels,
-            num_classes, m.widths, m.first_stride, m.hidden, norm_position=str(m.norm_position),
-            pool_columns=m.pool_columns,
+            norm_factory(cfg.norm, 2, steps, True), norm_factory(cfg.norm, 1, steps, True),
+            in_channels, num_classes, m.widths, m.first_stride, m.hidden,
+            norm_position=str(m.norm_position), pool_columns=m.pool_columns,
+            weight_norm=weight_norm(cfg.norm),
         )  # fmt: skip
     elif cfg.model.name == "inception_v3":
         if cfg.model.norm_position != "before":
@@ -216,6 +217,21 @@ def build_optimizer(t: DictConfig, params) -> torch.optim.Optimizer:
             params, lr=t.lr, alpha=0.9, eps=1.0, momentum=t.momentum, weight_decay=t.weight_decay
         )
     raise ConfigError(f"train.optimizer={t.optimizer!r} must be sgd or rmsprop")
+
+
+def weight_norm_init(cfg: DictConfig, model: nn.Module, train_split, proc) -> None:
+    """Salimans & Kingma's data-dependent initialization (:func:`bn.data_dependent_init_`) of a
+    weight-normalized network, on one training minibatch per seed drawn from a stream of its
+    own (``derive_seed(seed, "wn-init")``), so the training streams are those of every other
+    setup; in training mode (a mean-only BN after a layer centres it with the batch's mean). A
+    resumed run then loads its checkpoint over it."""
+    seeds = seed_list(cfg.seed)
+    idx = torch.cat([
+        make_sampler(cfg.sampler, train_split, cfg.train.batch_size, derive_seed(s, "wn-init")).indices(0)
+        for s in seeds
+    ])  # fmt: skip
+    (x,) = training_inputs(train_split, [idx], len(seeds), proc)
+    bn.data_dependent_init_(model.train(), x)
 
 
 def make_sampler(cfg: DictConfig, split, batch_size: int, seed: int):
@@ -510,6 +526,8 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     if stacked and proc.world > 1:
         raise ConfigError(f"seed={list(seeds)}: a list of seeds trains in one process; launch one seed a process under torchrun")  # fmt: skip
     model, models = build_copies(cfg, in_channels, num_classes, proc.device, proc.memory_format)
+    if weight_norm(cfg.norm):
+        weight_norm_init(cfg, model, train_split, proc)
     optimizer = build_optimizer(t, [p for p in model.parameters() if p.requires_grad])
     gammas = None
     if t.trainable != "all":

@@ -444,6 +444,7 @@ INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
 CONFIRM_SIZE = confirmatory_seeds(60)  # the batch-size study: every arm over g
 CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across learning rates
+CONFIRM_NORMS = confirmatory_seeds(60)  # the normalizers study: WN, ℓ1 and ℓ∞ BN against BN
 # the Figure 1 MLP, batches reshuffled or fixed, on MNIST and on Fashion-MNIST
 CONFIRM_COMPOSITION = {"mnist": confirmatory_seeds(27), "fashion_mnist": confirmatory_seeds(60)}
 CONFIRM_OUTSIDE = confirmatory_seeds(26)  # the Figure 1 MLP normalized outside the gradient
@@ -488,6 +489,20 @@ TRIPLES_RUN = (
 CONFIRM_TRIPLES = confirmatory_seeds(60)  # the rows on 1,000 classes (capped: one needs 91)
 # the setups the confirmatory rows read
 CONFIRM_TRIPLES_SETUPS = ("bn32", "noniid_bn", "noniid_brn", "noniid4_bn", "noniid8_bn")
+# The normalizers study: the renorm study's conv net with each normalizer in BN's place, every
+# normalizer at one initial learning rate: BN's best of the learning-rate control's pilot
+# (scripts/claims/what_bn_buys.py: best_rate; a test holds it to that pilot). At the renorm
+# study's 0.05, weight norm with the data-dependent initialization dies in every seed: its g,
+# set to 1/σ of each unit's output (up to about 10 in the hidden layer), multiplies SGD's step on
+# the direction v by (g/‖v‖)², so the ReLUs after it are all off within a few dozen steps.
+NORMS_LR = "0.01"
+NORMALIZER_LABELS = {
+    "bn32": "BN", "weightnorm": "weight norm", "wn_meanonly": "weight norm + mean-only BN",
+    "l1bn32": "ℓ1 BN", "linfbn32": "ℓ∞ BN",
+}  # fmt: skip
+# the setups its confirmatory rows read (weight norm + mean-only BN is a reported comparison)
+CONFIRM_NORMS_SETUPS = ("bn32", "weightnorm", "l1bn32", "linfbn32")
+NORMALIZERS_CLAIMED = ("test/acc", "train/acc", "train/loss")
 # the conv-net setups the confirmatory claims read (the questions' arms have their own reproductions)
 CONFIRM_CONV_SETUPS = (
     "bn32", "brn32", "bn_micro4", "brn_micro4", "brn_micro4_jump", "noniid_bn", "noniid4_bn",
@@ -1008,6 +1023,46 @@ STUDIES: tuple[Study, ...] = (
                 ),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/relu/mnist.csv", sweep=True),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_RELU,
+            ),
+        ),
+    ),
+    Study(
+        "normalizers",
+        "Other normalizers against BN: weight normalization, mean-only BN, ℓ1 and ℓ∞ BN",
+        (
+            Section(
+                "normalizers", "The conv net with each normalizer (pilot, 5 seeds)", "normalizers/fashion_mnist", "normalizers",
+                (Figure("normalizers.png", "Test accuracy over training, the early training loss and the final test accuracy of the conv net with each normalizer"),),
+            ),
+            Section("normalizers-confirmatory", f"Confirmatory seeds ({len(CONFIRM_NORMS)} seeds)", f"{CONFIRMATORY}/normalizers/fashion_mnist", "confirm-normalizers"),
+        ),
+        NORMALIZER_LABELS,
+        trains=False,  # the renorm study's conv net and setups
+        claims=("normalizers",),
+        styles={
+            "bn32": Style("#4c72b0", "-", "BN"), "weightnorm": Style("#dd8452", "--", "weight norm"),
+            "wn_meanonly": Style("#c44e52", "-.", "weight norm + mean-only BN"),
+            "l1bn32": Style("#55a868", ":", "ℓ1 BN"), "linfbn32": Style("#8172b3", ":", "ℓ∞ BN"),
+        },
+        stat_keys=("test_acc", "train_acc", "final_train_loss"),
+        reproductions=(
+            # Salimans & Kingma (2016), Gitman & Ginsburg (2017), Santurkar et al. (2018), Hoffer
+            # et al. (2018): the renorm study's conv net (batch 32, 3,000 steps, its decay) with each
+            # normalizer in BN's place, at initial rate NORMS_LR, seeds side by side in one process
+            # per normalizer.
+            Reproduction(
+                "normalizers", f"the conv net with BN, weight norm, weight norm + mean-only BN, ℓ1 and ℓ∞ BN at initial rate {NORMS_LR}, 5 seeds side by side (pilot); results/normalizers/fashion_mnist/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(tuple(NORMALIZER_LABELS), SEEDS5, 40, "data=fashion_mnist", f"train.lr={NORMS_LR}"),),
+                collect=Collect("normalizers", metrics=NORMALIZERS_CLAIMED),  # results/normalizers/<data>/: the renorm study splits by data
+                plots=(("plot_normalizers",),),
+            ),
+            Reproduction(
+                "confirm-normalizers", f"confirmatory seeds of the normalizers study: {len(CONFIRM_NORMS_SETUPS)} normalizers x {len(CONFIRM_NORMS)} seeds; results/confirmatory/normalizers/fashion_mnist/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(CONFIRM_NORMS_SETUPS, CONFIRM_NORMS, 40, "data=fashion_mnist", f"train.lr={NORMS_LR}", parts=-(-len(CONFIRM_NORMS) // 10)),),
+                collect=Collect(f"{CONFIRMATORY}/normalizers", metrics=NORMALIZERS_CLAIMED),
+                plots=(("plot_normalizers",),), seeds=CONFIRM_NORMS,
             ),
         ),
     ),

@@ -44,9 +44,12 @@ class Choice(str, enum.Enum):
         return format(self.value, spec)
 
 
+# Weight normalization (Salimans & Kingma 2016) alone and with mean-only BN: kinds of the norm
+# group that reparameterize the layers before the norm slot (experiments/kit/norm.py).
+WEIGHT_NORM_KINDS = ("weightnorm", "weightnorm_meanonly")
 NormKind = Choice(
     "NormKind",
-    {k: k for k in factory.NAMES},
+    {k: k for k in (*factory.NAMES, *WEIGHT_NORM_KINDS)},
 )
 Impl = Choice("Impl", {k: k for k in ("fast", "reference")})
 NormPosition = Choice("NormPosition", {k: k for k in ("before", "after")})  # of the nonlinearity

@@ -15,6 +15,8 @@ from omegaconf import DictConfig
 from torch import nn
 
 import bn
+from experiments.kit.config import WEIGHT_NORM_KINDS
+from experiments.kit.errors import ConfigError
 from experiments.nets.norms import freeze_norm_scale
 
 # Keys of cfg.norm that each kind's layer takes.
@@ -24,8 +26,14 @@ _LAYER_KEYS = {
     "torch_batchnorm": ("momentum", "eps"),
     "groupnorm": ("groups", "eps"),
     "layernorm": ("eps",),
+    "l1_batchnorm": ("momentum", "eps"),
+    "linf_batchnorm": ("momentum", "eps"),
+    "weightnorm": (),
+    "weightnorm_meanonly": ("momentum",),
     "none": (),
 }
+# The norm-slot layer of each weight-normalized kind (None: none, and the layers keep their bias).
+_WEIGHT_NORM_SLOT = {"weightnorm": None, "weightnorm_meanonly": "meanonly_batchnorm"}
 
 
 def norm_kwargs(norm: DictConfig, total_steps: int) -> dict:
@@ -43,14 +51,28 @@ def norm_kwargs(norm: DictConfig, total_steps: int) -> dict:
 
 
 def norm_factory(
-    norm: DictConfig, dims: int, total_steps: int
+    norm: DictConfig, dims: int, total_steps: int, builds_weight_norm: bool = False
 ) -> Callable[[int], nn.Module] | None:
     """``num_features -> layer`` for ``cfg.norm`` and ``dims`` (1: ``(N, C[, L])``, 2: images),
     the ``norm_layer`` every network takes; ``None`` for ``norm.kind=none`` (no norm layer, and
-    the layers before it keep their bias)."""
-    if str(norm.kind) == "none":
+    the layers before it keep their bias). A weight-normalized kind (:func:`weight_norm`) gives
+    its norm-slot layer (mean-only BN, or ``None``); the network must build the weight
+    normalization itself, which the caller says it does (``builds_weight_norm``)."""
+    kind = str(norm.kind)
+    if kind in WEIGHT_NORM_KINDS:
+        if not builds_weight_norm:
+            raise ConfigError(f"norm={kind} reparameterizes the layers before the norm; only the renorm study's small_convnet builds it")  # fmt: skip
+        slot = _WEIGHT_NORM_SLOT[kind]
+        return None if slot is None else bn.get_norm_layer(slot, dims=dims, **norm_kwargs(norm, total_steps))  # fmt: skip
+    if kind == "none":
         return None
-    return bn.get_norm_layer(str(norm.kind), dims=dims, **norm_kwargs(norm, total_steps))
+    return bn.get_norm_layer(kind, dims=dims, **norm_kwargs(norm, total_steps))
+
+
+def weight_norm(norm: DictConfig) -> bool:
+    """Whether ``cfg.norm`` weight-normalizes the layers before each norm slot (Salimans & Kingma
+    2016: :class:`bn.WeightNormConv2d`, :class:`bn.WeightNormLinear`)."""
+    return str(norm.kind) in WEIGHT_NORM_KINDS
 
 
 def renorm_bounds(s: DictConfig, total_steps: int):

@@ -38,6 +38,9 @@ class SmallConvNet(nn.Sequential):
         pool_columns: the columns the last feature map is averaged into (1: global average
             pooling; 3: one per item of a row of three, so the hidden layer knows which item
             is where).
+        weight_norm: the convolutions and the hidden linear layer (those a norm follows) are
+            weight-normalized (:class:`bn.WeightNormConv2d`, :class:`bn.WeightNormLinear`,
+            drawn as the plain layers are); the classifier stays plain.
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class SmallConvNet(nn.Sequential):
         fix_gamma: bool = False,
         norm_position: str = "before",
         pool_columns: int = 1,
+        weight_norm: bool = False,
     ) -> None:
         if norm_position not in NORM_POSITIONS:
             raise ValueError(f"norm_position={norm_position!r} must be one of {NORM_POSITIONS}")
@@ -67,19 +71,21 @@ class SmallConvNet(nn.Sequential):
         def bias(norm: nn.Module) -> bool:  # before the norm, its β replaces the bias
             return after or isinstance(norm, nn.Identity)
 
+        conv = bn.WeightNormConv2d if weight_norm else nn.Conv2d
+        linear = bn.WeightNormLinear if weight_norm else nn.Linear
         layers: list[nn.Module] = []
         c_in = in_channels
         for i, c in enumerate(widths):
             norm = norm_of(norm_layer, c)  # built first: a norm draws nothing at random
             stride = first_stride if i == 0 else 2
-            layers += block(nn.Conv2d(c_in, c, 3, stride, padding=1, bias=bias(norm)), norm)
+            layers += block(conv(c_in, c, 3, stride, padding=1, bias=bias(norm)), norm)
             c_in = c
         if pool_columns < 1:
             raise ValueError(f"pool_columns={pool_columns} must be at least 1")
         pool = 1 if pool_columns == 1 else (1, pool_columns)
         layers += [nn.AdaptiveAvgPool2d(pool), nn.Flatten()]
         norm = norm_of(linear_norm_layer, hidden)
-        layers += block(nn.Linear(c_in * pool_columns, hidden, bias=bias(norm)), norm)
+        layers += block(linear(c_in * pool_columns, hidden, bias=bias(norm)), norm)
         layers.append(nn.Linear(hidden, num_classes))
         super().__init__(*layers)
         if fix_gamma:

@@ -9,6 +9,8 @@ all ``K`` at once:
 - a convolution becomes a grouped one (``groups = K·groups``) over ``K·C`` channels: copy ``k``
   reads and writes channels ``k·C .. (k+1)·C − 1``;
 - a linear layer becomes a :class:`GroupedLinear` (``K`` independent maps, one batched product);
+  a weight-normalized one (:class:`bn.WeightNormConv2d`, :class:`bn.WeightNormLinear`) keeps its
+  ``g`` and ``v`` per output unit, so each copy's weights are normalized on their own;
 - a norm layer keeps its class and every option (microbatches, Batch Renorm's bounds and
   ablations, momentum, ε) over ``K·C`` channels; a norm statistic is per channel (and per
   microbatch), so each copy's channels are normalized over its own examples. A group or layer
@@ -39,6 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+import bn
+from bn.weight_norm import WeightNormed
 from experiments.nets.lrn import LocalResponseNorm
 
 # Layers without state that act on each channel (or each value) alone: the same in the stack.
@@ -72,6 +76,30 @@ class GroupedLinear(nn.Module):
             f"copies={self.copies}, in_features={self.in_features}, "
             f"out_features={self.out_features}, bias={self.bias is not None}"
         )
+
+
+class WeightNormGroupedLinear(WeightNormed, GroupedLinear):
+    """A :class:`GroupedLinear` of ``copies`` weight-normalized linear maps
+    (:class:`bn.WeightNormLinear`): ``weight_v`` is ``(copies, out_features, in_features)``,
+    ``weight_g`` ``(copies, out_features, 1)``, each row of each copy normalized on its own
+    (and initialized from data on its own by :func:`bn.data_dependent_init_`)."""
+
+    def __init__(self, copies: int, in_features: int, out_features: int, bias: bool = True):
+        super().__init__(copies, in_features, out_features, bias)
+        self._reparametrize(dims=[2])
+
+    @property
+    def weight(self) -> Tensor:
+        return self.weight_v * (self.weight_g / self.weight_v.norm(dim=2, keepdim=True))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self._init_pending:
+            return super().forward(x)
+        n = x.shape[0]
+        u = x.reshape(n, self.copies, self.in_features).transpose(0, 1)
+        direction = self.weight_v / self.weight_v.norm(dim=2, keepdim=True)  # g = 1, no bias
+        y = torch.bmm(u, direction.transpose(1, 2)).transpose(0, 1).reshape(n, -1)
+        return self._initialized(y)
 
 
 def stack_copies(nets: Sequence[nn.Module]) -> nn.Module:
@@ -161,6 +189,15 @@ def _stack_layer(layers: list[nn.Module]) -> nn.Module:
     first, k = layers[0], len(layers)
     if any(type(m) is not type(first) for m in layers):
         raise ValueError(f"stack_copies: layers of different types: {[type(m).__name__ for m in layers]}")  # fmt: skip
+    if isinstance(first, bn.WeightNormConv2d):
+        return _stack_conv(layers, ("weight_v", "weight_g", "bias"))
+    if isinstance(first, bn.WeightNormLinear):
+        out = WeightNormGroupedLinear(k, first.in_features, first.out_features, first.bias is not None)  # fmt: skip
+        with torch.no_grad():
+            for name in ("weight_v", "weight_g", "bias"):
+                if getattr(out, name) is not None:
+                    getattr(out, name).copy_(torch.stack([getattr(m, name) for m in layers]))
+        return out.to(first.weight_v.dtype)
     if isinstance(first, nn.Conv2d):
         return _stack_conv(layers)
     if isinstance(first, nn.Linear):
@@ -181,20 +218,22 @@ def _stack_layer(layers: list[nn.Module]) -> nn.Module:
     raise ValueError(f"stack_copies: cannot split {type(first).__name__} by copy")
 
 
-def _stack_conv(layers: list[nn.Conv2d]) -> nn.Conv2d:
+def _stack_conv(layers: list[nn.Conv2d], names: tuple[str, ...] = ("weight", "bias")) -> nn.Conv2d:
+    """The copies' convolutions as one grouped convolution of their class (a weight-normalized
+    one's ``g`` and ``v``: ``names``, each per output channel, so the copies' concatenated)."""
     first, k = layers[0], len(layers)
     if first.padding_mode != "zeros":
         raise ValueError("stack_copies: a convolution with padding_mode other than zeros")
-    out = nn.Conv2d(
+    out = type(first)(
         k * first.in_channels, k * first.out_channels, first.kernel_size, first.stride,
         first.padding, first.dilation, k * first.groups, first.bias is not None,
-        dtype=first.weight.dtype,
+        dtype=getattr(first, names[0]).dtype,
     )  # fmt: skip
     with torch.no_grad():
-        out.weight.copy_(torch.cat([m.weight for m in layers]))
-        if out.bias is not None:
-            out.bias.copy_(torch.cat([m.bias for m in layers]))
-    out.weight.requires_grad_(first.weight.requires_grad)
+        for name in names:
+            if getattr(out, name) is not None:
+                getattr(out, name).copy_(torch.cat([getattr(m, name) for m in layers]))
+                getattr(out, name).requires_grad_(getattr(first, name).requires_grad)
     return out
 
 

@@ -185,20 +185,26 @@ def per_seed(
 ) -> dict[int, float]:
     """``{seed: value}`` of a per-seed summary entry (``summary.json``'s
     ``setups.<setup>.<key>``). A diverged seed takes ``diverged_as`` (chance, for an accuracy:
-    a network whose weights are no longer finite predicts no better); without it, Diverged."""
+    a network whose weights are no longer finite predicts no better); without it, Diverged.
+    A diverged run records no end-of-run value, so the collection lists the others' alone: a
+    list one value short per diverged seed holds the seeds that did not diverge, in order."""
     s = _setup(path, setup, root)
     stat = s.get(key)
     per = stat.get("per_seed") if isinstance(stat, dict) else None
-    if not isinstance(per, list) or len(per) != len(s["seeds"]):
+    bad = _diverged(path, setup, root)
+    alive = [seed for seed in s["seeds"] if seed not in bad]
+    if isinstance(per, list) and bad and len(per) == len(alive) != len(s["seeds"]):
+        values = dict(zip(alive, per)) | dict.fromkeys(bad)
+    elif isinstance(per, list) and len(per) == len(s["seeds"]):
+        values = dict(zip(s["seeds"], per))
+    else:
         raise BadResults(
             f"{root / path / 'summary.json'}: {setup} has no {key} per seed for its seeds "
             f"{s['seeds']}: collect it again"
         )
-    values = dict(zip(s["seeds"], per))
-    bad = _diverged(path, setup, root)
     if bad and diverged_as is None:
         raise Diverged(f"{setup} seed(s) {bad} diverged in {root / path}: no {key}")
-    return {seed: diverged_as if seed in bad else v for seed, v in values.items()}
+    return {seed: diverged_as if seed in bad else values[seed] for seed in s["seeds"]}
 
 
 def rows(path: str, name: str, root: Path = RESULTS) -> list[dict[str, str]]:

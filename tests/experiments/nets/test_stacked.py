@@ -44,10 +44,17 @@ NORMS = {
     "groupnorm": ("groupnorm", {"groups": 4}),
     "layernorm": ("layernorm", {}),
     "nonorm": ("none", {}),
+    "l1bn32": ("l1_batchnorm", {}),
+    "linfbn32": ("linf_batchnorm", {}),
+    # weight_norm: the network's option (bn.WeightNormConv2d/Linear before each norm slot)
+    "weightnorm": ("none", {"weight_norm": True}),
+    "wn_meanonly": ("meanonly_batchnorm", {"weight_norm": True}),
 }
 
 
 def _nets(norm: str, kwargs: dict, **options) -> list[SmallConvNet]:
+    kwargs = dict(kwargs)
+    options["weight_norm"] = kwargs.pop("weight_norm", False)
     nets = []
     for seed in range(K):
         torch.manual_seed(seed)
@@ -92,6 +99,8 @@ def test_stacked_copies_train_as_separate_networks(setup, options):
     norm, kwargs = NORMS[setup]
     if norm == "none" and options:
         pytest.skip("no norm: nothing to place or fix")
+    if setup == "wn_meanonly" and "fix_gamma" in options:
+        pytest.skip("mean-only BN has no γ to fix")
     nets = _nets(norm, kwargs, **options)
     stack = stack_copies(_nets(norm, kwargs, **options))
     views = copy_views(stack, _nets(norm, kwargs, **options))  # follow the stack as it trains
@@ -218,3 +227,22 @@ def test_a_stacked_batch_scores_each_copy_as_its_own_network(train_mode):
         own = [(x.chunk(K, 1)[k], y[:, k]) for x, y in batches]
         assert got[k] == copy_accuracies([net], own, cpu, train_mode=train_mode)[0]
     assert all(torch.equal(before[k], v) for k, v in stack.state_dict().items())
+
+
+def test_weight_normed_stack_initializes_each_copy_from_its_own_batch():
+    """Salimans & Kingma's data-dependent initialization of a stack of weight-normalized nets
+    (``bn.data_dependent_init_`` on the stacked batch) sets each copy's ``g`` and biases as that
+    copy's own initialization on its own examples does."""
+    norm, kwargs = NORMS["weightnorm"]
+    nets = _nets(norm, kwargs)
+    stack = stack_copies(_nets(norm, kwargs))
+    ((x, y),) = copy_batches(1)
+    for net, xk in zip(nets, x):
+        bn.data_dependent_init_(net, xk)
+    bn.data_dependent_init_(stack, stack_batch(x.flatten(0, 1), y.flatten(), K)[0])
+    assert isinstance(stack[-4], bn.weight_norm.WeightNormed)  # the hidden layer, grouped
+    for i, layer in enumerate(stack):
+        for name, got in layer.state_dict().items():
+            for k, net in enumerate(nets):
+                want = net[i].state_dict()[name]
+                torch.testing.assert_close(_per_copy(layer, got, k), want, rtol=1e-10, atol=1e-12, msg=f"{i}.{name}")  # fmt: skip

@@ -151,3 +151,21 @@ def test_a_diverged_seed_is_an_error_for_curves_and_chance_for_accuracy(tmp_path
         0: 0.9,
         1: 0.1,
     }
+
+
+def test_a_diverged_seed_without_a_value_is_chance_and_the_others_keep_theirs(tmp_path):
+    """The collection lists a per-seed value for the runs that recorded one: a diverged run
+    records none, so its seed is missing from the list, which holds the others in order."""
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "runs.csv").write_text("setup,seed,step,metric,value\n" + "".join(f"a,{s},0,m,1\n" for s in range(4)))  # fmt: skip
+    entry = {"seeds": [0, 1, 2, 3], "diverged": [True, False, True, False], "test_acc": {"per_seed": [0.8, 0.7]}}  # fmt: skip
+    (folder / "summary.json").write_text(json.dumps({"setups": {"a": entry}}))
+    got = committed.per_seed("study", "a", "test_acc", tmp_path, diverged_as=0.1)
+    assert got == {0: 0.1, 1: 0.8, 2: 0.1, 3: 0.7}
+    with pytest.raises(committed.Diverged, match=r"\[0, 2\] diverged"):
+        committed.per_seed("study", "a", "test_acc", tmp_path)
+    entry["test_acc"]["per_seed"] = [0.8, 0.7, 0.6]  # neither every seed nor the survivors
+    (folder / "summary.json").write_text(json.dumps({"setups": {"a": entry}}))
+    with pytest.raises(committed.BadResults, match="has no test_acc per seed"):
+        committed.per_seed("study", "a", "test_acc", tmp_path, diverged_as=0.1)
