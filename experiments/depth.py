@@ -8,12 +8,21 @@ One run trains a :class:`~experiments.nets.deep_mlp.DeepMLP` of every depth in `
 side by side (plain SGD, the same i.i.d. MNIST batches of 60) and, every ``eval.every`` steps,
 measures on one fixed training batch each network's loss and ``‖∂L/∂W_first‖ / ‖∂L/∂W_last‖``
 (the input layer's and the classifier's weights), with BN in training mode (the statistics of
-that batch, as in training). Each depth is a run of its own (``<run dir>/depth<d>/``).
+that batch, as in training). With ``eval.test_examples=N`` every evaluation also measures each
+network's accuracy on the first ``N`` test images (MNIST's test files are in random order), BN
+with its running statistics, which the fixed batch then leaves as they were.
+Each depth is a run of its own (``<run dir>/depth<d>/``); a network whose loss stops being finite
+is marked diverged and the others train on.
+
+    python -m experiments.depth -m setup=deep_mlp_bn train.lr=0.01,0.1,1 eval.test_examples=2000 \
+        train.steps=1000 eval.every=250      # the depth x learning-rate grid (Yang et al. 2019)
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +34,7 @@ from torch import nn
 
 from experiments.kit import config
 from experiments.kit.config import require
-from experiments.kit.data import load_splits
+from experiments.kit.data import fixed_batches, load_splits
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import first_last_gradient_ratio
 from experiments.kit.norm import norm_factory
@@ -45,8 +54,18 @@ class Model:
 
 
 @dataclass
+class Eval(config.EvalConf):
+    # > 0: every evaluation also measures test/acc_subset on the first this many test images
+    test_examples: int = 0
+    # write the checkpoint after an evaluation only this many steps after the last one (and at
+    # the end): a run evaluated every step would otherwise write its six networks every step
+    checkpoint_every: int = 100
+
+
+@dataclass
 class DepthConf(config.StudyConf):
     model: Model = field(default_factory=Model)
+    eval: Eval = field(default_factory=Eval)
 
 
 config.register(STUDY, DepthConf)
@@ -77,8 +96,14 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     check(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    train_split, _, _, _ = load_splits(cfg.data)
+    train_split, test_split, _, _ = load_splits(cfg.data)
     x_all, y_all = train_split.x.flatten(1), train_split.labels
+    test = None
+    if cfg.eval.test_examples:
+        test = [
+            (test_split.x[idx].flatten(1), test_split.labels[idx])
+            for idx in fixed_batches(test_split, cfg.eval.batch_size, cfg.eval.test_examples)
+        ]
     torch.manual_seed(cfg.seed)
     nets = build_networks(cfg, x_all.shape[1])
     g = torch.Generator().manual_seed(derive_seed(cfg.seed, "fixed-batch"))
@@ -86,13 +111,16 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
     x_fixed, y_fixed = x_all[fixed[: cfg.train.batch_size]], y_all[fixed[: cfg.train.batch_size]]
     runs = make_runs(cfg, out_dir)
     sampler = IIDBatches(len(y_all), cfg.train.batch_size, derive_seed(cfg.seed, "train"))
-    optimizer = torch.optim.SGD(nets.parameters(), lr=cfg.train.lr)
+    # one update for all parameters (the same arithmetic as the loop over them, in one call)
+    optimizer = torch.optim.SGD(nets.parameters(), lr=cfg.train.lr, foreach=True)
 
+    training = DepthTraining(nets, optimizer, sampler, x_all, y_all, x_fixed, y_fixed, test)
     loop = TrainLoop(
-        model=nets, runs=runs, training=DepthTraining(nets, optimizer, sampler, x_all, y_all, x_fixed, y_fixed),
+        model=nets, runs=runs, training=training,
         steps=cfg.train.steps, eval_every=cfg.eval.every, ckpt_dir=out_dir,
         batch_size=cfg.train.batch_size, optimizer=optimizer,
         job_name=run_name(runs[0].summary["setup_base"], cfg.seed),
+        checkpoint_every=cfg.eval.checkpoint_every,
     )  # fmt: skip
     loop.start(cfg)
     result = loop.run()
@@ -102,11 +130,13 @@ def train(cfg: DictConfig, out_dir: Path) -> list[dict]:
 
 class DepthTraining:
     """One network per depth, trained in lockstep on the same minibatches; every evaluation
-    measures each one's gradient ratio (first layer over last) and loss on a fixed batch."""
+    measures each one's gradient ratio (first layer over last) and loss on a fixed batch, and
+    with ``test`` (a list of ``(x, y)`` batches) its test accuracy."""
 
-    def __init__(self, nets, optimizer, sampler, x_all, y_all, x_fixed, y_fixed) -> None:
+    def __init__(self, nets, optimizer, sampler, x_all, y_all, x_fixed, y_fixed, test=None) -> None:
         self.nets, self.optimizer, self.sampler = nets, optimizer, sampler
         self.x_all, self.y_all, self.x_fixed, self.y_fixed = x_all, y_all, x_fixed, y_fixed
+        self.test = test
 
     def batches(self, start: int):
         for step in itertools.count(start):
@@ -124,12 +154,44 @@ class DepthTraining:
     def evaluate(self, step: int) -> list[dict[str, float]]:
         out = []
         for net in self.nets:
-            loss = F.cross_entropy(net(self.x_fixed), self.y_fixed)
-            ratio = first_last_gradient_ratio(
-                [lin.weight for lin in (net.linears[0], net.linears[-1])], loss
-            )
-            out.append({"grad_ratio": ratio, "fixed_batch_loss": loss.item()})
+            # the fixed batch is no training batch: where the running statistics are read (the
+            # test accuracy), they are kept as training left them
+            # (restored after the backward pass, which checks the buffers it saw are unchanged)
+            with running_stats_kept(net) if self.test is not None else contextlib.nullcontext():
+                loss = F.cross_entropy(net(self.x_fixed), self.y_fixed)
+                ratio = first_last_gradient_ratio(
+                    [lin.weight for lin in (net.linears[0], net.linears[-1])], loss
+                )
+            metrics = {"grad_ratio": ratio, "fixed_batch_loss": loss.item()}
+            if self.test is not None:
+                metrics["test/acc_subset"] = accuracy(net, self.test)
+            out.append(metrics)
         return out
+
+
+@contextlib.contextmanager
+def running_stats_kept(net: nn.Module) -> Iterator[None]:
+    """Inside the block the BN layers of ``net`` may update their running statistics; after it
+    they are what they were (a measurement in training mode is no training batch)."""
+    saved = {k: v.clone() for k, v in net.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for k, v in net.named_buffers():
+                v.copy_(saved[k])
+
+
+def accuracy(net: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """The fraction of ``batches``' examples ``net`` classifies right, in inference mode (BN with
+    its running statistics); the network is left in training mode."""
+    net.eval()
+    try:
+        with torch.no_grad():
+            right = sum(int((net(x).argmax(1) == y).sum()) for x, y in batches)
+    finally:
+        net.train()
+    return right / sum(len(y) for _, y in batches)
 
 
 def make_runs(cfg: DictConfig, out_dir: Path) -> list[Run]:

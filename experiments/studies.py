@@ -126,6 +126,7 @@ class Study:
         stat_keys: summary keys averaged over seeds (mean, spread, per seed).
         summary_keys: summary keys of the whole collection (copied from the first run).
         sweep_keys: the columns of a ``--sweep`` collection (default: the settings that differ).
+        sweep_accuracy: the column of a ``--sweep`` collection holding a run's final test accuracy.
         paper: the paper's numbers (:mod:`experiments.papers`), stored beside ours.
         extend: the collection's hook, ``"module:function"``, called as
             ``function(summary, runs, out)`` to add the study's own numbers and files; named, not
@@ -148,6 +149,7 @@ class Study:
     stat_keys: tuple[str, ...] = ("test_acc", "max_test_acc", "train_acc")
     summary_keys: tuple[str, ...] = ("data", "steps", "git_commit")
     sweep_keys: tuple[str, ...] = ()
+    sweep_accuracy: str = "test_acc"
     paper: dict[str, Any] = field(default_factory=dict)
     extend: str | None = None
     smoke: tuple[str, ...] = ()
@@ -414,6 +416,19 @@ BN_ONLY_MLP_RUN = ("data=mnist", "train.steps=10000")
 BN_ONLY_METRICS = ("test/acc", "train/loss", "gamma/")
 # the arms the confirmatory rows read: γ and β alone, and the random control
 BN_ONLY_READ = {"conv": ("bn32_trained_norm", "bn32_trained_random"), "mlp": ("bn_trained_norm", "bn_trained_random")}  # fmt: skip
+# The depth x learning-rate grid (Yang et al. 2019, arXiv:1902.08129): the depth study's ReLU
+# networks of 2 to 64 layers, with BN and without, at initial rates a half-decade apart from 0.01,
+# the rate of reproduce-depth, at which every depth with and without BN lowered its loss within
+# 100 steps, to 10, past plain SGD's equivalent of the rates at which the conv net stopped
+# training with momentum 0.9 (what_bn_buys: 0.3 to 1, x10). 1,000 steps (an epoch of MNIST's
+# batches of 60), evaluated every 250 steps on the first 2,000 test images.
+DEPTH_LR_GRID = "0.01,0.03,0.1,0.3,1,3,10"
+DEPTH_LR_STEPS, DEPTH_LR_EVERY, DEPTH_LR_TEST = 1000, 250, 2000
+DEPTH_LR_RUN = (
+    "model.activation=relu", f"train.steps={DEPTH_LR_STEPS}", f"eval.every={DEPTH_LR_EVERY}",
+    f"eval.test_examples={DEPTH_LR_TEST}",
+)  # fmt: skip
+DEPTH_LR_SETUPS = ("deep_mlp", "deep_mlp_bn")
 SMALL_SCALES = (
     "0.001,0.00162,0.00264,0.00428,0.00695,0.0113,0.0183,0.0298,0.0483,0.0785,0.127,"
     "0.207,0.336,0.546,0.886,1.44,2.34,3.79,6.16,10"
@@ -899,6 +914,11 @@ STUDIES: tuple[Study, ...] = (
         setup_keys=("norm", "activation", "depth"),
         stat_keys=("grad_ratio_init", "grad_ratio", "fixed_batch_loss"),
         summary_keys=("data", "steps", "lr", "batch_size", "git_commit"),
+        # a sweep's row per run (depth-lr): one depth, one rate, one seed
+        sweep_keys=(
+            "setup", "seed", "norm.kind", "train.lr", "depth", "steps_done", "diverged", "diverged_at_step",
+            "test_acc_subset", "final_train_loss", "grad_ratio_init", "grad_ratio",
+        ),
         smoke=("setup=deep_mlp,deep_mlp_bn",),
         reproductions=(
             # Yang et al. 2019: the first/last gradient-norm ratio of width-100 MLPs of depth 2..64
@@ -1360,6 +1380,44 @@ STUDIES: tuple[Study, ...] = (
                 members=("question-mlp", "question-dropout", "question-brn-gradient", "question-norm-position",
                          "question-init-scale-small"),
                 plots=(("plot_questions",),),
+            ),
+        ),
+    ),
+    Study(
+        "depth_lr",
+        "Trainable depth against the learning rate, with and without BN (Yang et al. 2019)",
+        (
+            Section(
+                "depth-lr", "ReLU networks of 2 to 64 layers across learning rates (pilot, 5 seeds)",
+                "mechanism/depth_lr/mnist.csv", "depth-lr",
+                (Figure("depth_lr.png", "The fraction of seeds that train, by depth and learning rate, with and without BN"),),
+            ),
+        ),
+        {
+            f"{setup}_relu_d{d}": f"{name}, depth {d}"
+            for setup, name in (("deep_mlp_bn", "BN"), ("deep_mlp", "no BN")) for d in (2, 4, 8, 16, 32, 64)
+        },
+        trains=False,  # the depth study's networks
+        claims=("depth_lr",),
+        # the accuracy on the first DEPTH_LR_TEST test images; the gradient ratios are outcomes too
+        sweep_accuracy="test_acc_subset",
+        stat_keys=("test_acc_subset", "diverged_at_step", "grad_ratio_init", "grad_ratio"),
+        reproductions=(
+            # Yang et al. 2019: "vanilla batch-normalized networks without skip connections are
+            # not trainable at large depths", the sooner the larger the rate; without BN (He
+            # initialization) the deep networks train. Six depths side by side in each run.
+            Reproduction(
+                "depth-lr", f"ReLU MLPs of depth 2 to 64 with and without BN at learning rates {', '.join(DEPTH_LR_GRID.split(','))}, {DEPTH_LR_STEPS:,} steps, 5 seeds (pilot); results/mechanism/depth_lr/",
+                module="depth", data=("mnist",),
+                stages=(tuple(
+                    Job(s, (f"setup={s}", f"seed={','.join(map(str, SEEDS5))}", f"train.lr={DEPTH_LR_GRID}", *DEPTH_LR_RUN), sweep=True, estimate_s=2000)
+                    for s in DEPTH_LR_SETUPS
+                ),),
+                collect=Collect(
+                    "mechanism/depth_lr/mnist.csv", sweep=True,
+                    curves="mechanism/depth_lr/mnist_curves.csv", curve_metrics=("test/acc_subset", "train/loss"),
+                ),
+                plots=(("plot_depth_lr",),),
             ),
         ),
     ),

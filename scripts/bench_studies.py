@@ -3,7 +3,8 @@
     python -m scripts.bench_studies [--rounds 3] [--out results/bench] [--only mlp,conv]
 
 For every network the studies train (the BN paper's Figure 1 MLP, the Batch Renorm conv net,
-BN-Inception at CPU scale, the depth study's deep MLPs) it runs the study's own entry point and a
+BN-Inception at CPU scale, the depth study's deep MLPs, every step's measures and the
+learning-rate grid's cadence) it runs the study's own entry point and a
 plain-PyTorch peer of the same network (:mod:`scripts.peers`: ``torch.nn`` layers,
 ``torch.optim.SGD``, one run per process) as subprocesses, one thread each, on MNIST, at two run
 lengths with the same evaluation cadence. The difference of their CPU seconds (user + system),
@@ -44,6 +45,7 @@ import torch.nn.functional as F
 
 from experiments.kit.data import compact_inputs, ensure_dataset, load_split
 from experiments.nets import kernels
+from experiments.studies import DEPTH_LR_EVERY, DEPTH_LR_RUN, DEPTH_LR_TEST
 from scripts.bench_layers import write_report
 
 
@@ -101,11 +103,36 @@ def cases() -> list[Case]:
             ["scripts.peers.inception", "--eval-every", "100", "--train-eval", "2000"], "rgb32",
             (100, 300), ("seed=[0,1,2,3,4]", 5),
         ),
+        # the gradient ratio and the fixed batch's loss every step (reproduce-depth), the peer
+        # measuring the same; 20 and 120 steps: the study checkpoints every 100
         Case(
             "depth", "depth study, six deep MLPs with BN (one run)",
             ["experiments.depth", "setup=deep_mlp_bn", *off], 1,
-            ["scripts.peers.deep_mlp"], "gray", (10, 40),
+            ["scripts.peers.deep_mlp", "--ratio"], "gray", (20, 120),
         ),
+        Case(
+            "depth_lr", "depth study at the learning-rate grid's cadence, BN, lr 0.1",
+            ["experiments.depth", "setup=deep_mlp_bn", *depth_lr_study(), *off], 1,
+            ["scripts.peers.deep_mlp", *depth_lr_peer()], "gray", (DEPTH_LR_EVERY, 4 * DEPTH_LR_EVERY),
+        ),
+    ]  # fmt: skip
+
+
+DEPTH_LR_BENCH_RATE = 0.1  # a rate of the grid at which the shallow networks train
+
+
+def depth_lr_study() -> list[str]:
+    """The depth-lr reproduction's run settings (its length aside), at one rate of its grid."""
+    run = [a for a in DEPTH_LR_RUN if not a.startswith("train.steps=")]
+    return [*run, f"train.lr={DEPTH_LR_BENCH_RATE}"]
+
+
+def depth_lr_peer() -> list[str]:
+    """The peer measuring what the study does at that cadence: the ratio and the fixed batch's
+    loss, and the test accuracy on as many images, every ``DEPTH_LR_EVERY`` steps."""
+    return [
+        "--ratio", "--eval-every", str(DEPTH_LR_EVERY), "--test-examples", str(DEPTH_LR_TEST),
+        "--lr", str(DEPTH_LR_BENCH_RATE),
     ]  # fmt: skip
 
 

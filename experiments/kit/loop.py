@@ -159,6 +159,11 @@ class TrainLoop:
         batch_size: examples per step per run (for examples/s).
         optimizer, scheduler: checkpointed with the model when given.
         job_name: the progress bar's label.
+        checkpoint_every: write the checkpoint (and collect cycles) only after an evaluation at
+            least this many steps after the last checkpoint, and after the last one; ``None``:
+            after every evaluation. A resume goes back to the last checkpoint (the rows logged
+            after it are logged again), so a run evaluated every step need not write its
+            networks to disk every step.
     """
 
     def __init__(
@@ -174,7 +179,10 @@ class TrainLoop:
         optimizer: torch.optim.Optimizer | None = None,
         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
         job_name: str | None = None,
+        checkpoint_every: int | None = None,
     ) -> None:
+        if checkpoint_every is not None and checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every={checkpoint_every} must be at least 1 (or None)")
         self.model, self.runs, self.optimizer, self.scheduler = model, runs, optimizer, scheduler
         if hasattr(training, "state_dict") != hasattr(training, "load_state_dict"):
             raise TypeError(
@@ -183,6 +191,8 @@ class TrainLoop:
             )
         self.training = training
         self.steps, self.eval_every, self.batch_size = steps, eval_every, batch_size
+        self.checkpoint_every = checkpoint_every
+        self.checkpointed_at = 0  # the step of the last checkpoint written (or resumed from)
         self.ckpt_path = ckpt_dir / "checkpoint.pt"
         self.stopped: str | None = None
         self.job_name = job_name or runs[0].name
@@ -296,7 +306,7 @@ class TrainLoop:
             run.diverged_at_step = diverged_at
         if hasattr(self.training, "load_state_dict"):
             self.training.load_state_dict(ckpt["study"])
-        self.step = ckpt["step"]
+        self.step = self.checkpointed_at = ckpt["step"]
         self.unchanged_from = None if changed else self.step
         if not any(key.startswith("train.stop.") for key in changed):  # a new rule may go on
             self.stopped = ckpt.get("stopped")
@@ -381,8 +391,10 @@ class TrainLoop:
                     evals = self._evaluate_and_log(with_train=True)
                     bar.set_postfix(self._postfix(t0, step0))
                     self.stopped = stop(self.step, evals) if stop else None
-                    self.checkpoint()
-                    gc.collect()
+                    if self._checkpoint_due():
+                        self.checkpoint()
+                        self.checkpointed_at = self.step
+                        gc.collect()
                     if self.stopped:
                         break
         except BaseException:
@@ -394,6 +406,12 @@ class TrainLoop:
             if collecting:
                 gc.enable()
         return self._result(time.perf_counter() - t0, step0)
+
+    def _checkpoint_due(self) -> bool:
+        """After this evaluation: the last one, a stopped run, or ``checkpoint_every`` steps on."""
+        if self.checkpoint_every is None or self.step >= self.steps or self.stopped:
+            return True
+        return self.step - self.checkpointed_at >= self.checkpoint_every
 
     def _record(self, scalars: Scalars) -> None:
         """Each live run's scalars of this step; a non-finite loss marks its run diverged (in

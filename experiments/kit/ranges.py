@@ -86,6 +86,9 @@ RANGES: dict[str, Range] = {
     # the classifier studies (renorm, inception)
     "eval.test_subset": at_least(0, why="0: the full test set"),
     "eval.train_subset": at_least(0, why="0 skips it"),
+    # the depth study
+    "eval.test_examples": at_least(0, why="0: no test accuracy"),
+    "eval.checkpoint_every": at_least(1),
     "eval.clip_every": at_least(1),
     "eval.population_batches": at_least(0, why="0 skips it"),
     "eval.pair_batch_size": at_least(2, why="a batch with a statistic"),

@@ -10,7 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def arguments(description: str, **defaults) -> argparse.Namespace:
+def arguments(
+    description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None, **defaults
+) -> argparse.Namespace:
+    """The peers' shared options, ``extra(parser)`` adding a peer's own, then ``defaults``."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--data", required=True, help="a .pt file: x_train, y_train, x_test, y_test")
     ap.add_argument("--steps", type=int, default=1000)
@@ -27,6 +30,8 @@ def arguments(description: str, **defaults) -> argparse.Namespace:
         "--train-eval", type=int, default=0, help="also the accuracy on N training images"
     )
     ap.add_argument("--seed", type=int, default=0)
+    if extra is not None:
+        extra(ap)
     ap.set_defaults(**defaults)
     return ap.parse_args()
 

@@ -16,9 +16,14 @@ from scripts.results_readme.text import num, seeds_text
 
 # Every sweep's CSV (scripts.collect --sweep) holds these; its other columns are settings, or
 # what a run measured (how it ended, and any study's seed statistics).
-SWEEP_COLUMNS = ("setup", "seed", "diverged", "test_acc")
+SWEEP_COLUMNS = ("setup", "seed", "diverged")  # and the study's accuracy column
 OUTCOMES = frozenset(
-    {*SWEEP_COLUMNS, "steps_done", "final_train_loss", *(k for s in STUDIES for k in s.stat_keys)}
+    {
+        *SWEEP_COLUMNS,
+        "steps_done",
+        "final_train_loss",
+        *(k for s in STUDIES for k in (*s.stat_keys, s.sweep_accuracy)),
+    }
 )
 
 
@@ -193,18 +198,19 @@ def read(s: Section, study: Study, root: Path) -> SectionView:
     view = SectionView(s, study, root)
     where = root / s.path
     if where.is_file():
-        view.rows = read_sweep(where)
+        view.rows = read_sweep(where, study.sweep_accuracy)
     elif (where / "summary.json").exists():
         view.summary = committed.read_summary(where)
     return view
 
 
-def read_sweep(file: Path) -> list[dict]:
-    """A sweep's CSV (``scripts.collect --sweep``): BadResults if it lacks a sweep's columns, holds
-    no run, or a row is not whole."""
+def read_sweep(file: Path, accuracy: str = "test_acc") -> list[dict]:
+    """A sweep's CSV (``scripts.collect --sweep``): BadResults if it lacks a sweep's columns (the
+    final test accuracy's is ``accuracy``), holds no run, or a row is not whole."""
     with file.open(newline="") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in SWEEP_COLUMNS if c not in (reader.fieldnames or [])]
+        columns = (*SWEEP_COLUMNS, accuracy)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
             raise BadResults(f"{file} is not a sweep's CSV (no {', '.join(missing)} column)")
         rows = list(reader)

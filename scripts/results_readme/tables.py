@@ -88,8 +88,13 @@ def sweep_table(s: SectionView, rows: list[dict] | None = None, caption: str = "
     keys = swept(rows or [])
     if not rows or not keys:
         raise SectionError(f"results/{s.path}: no setting varies between its runs")
-    setups = list(dict.fromkeys(r["setup"] for r in rows))
+    listed = list(s.study.labels)
+    setups = sorted(
+        dict.fromkeys(r["setup"] for r in rows),
+        key=lambda x: listed.index(x) if x in listed else len(listed),  # the labels' order first
+    )
     with_loss = "final_train_loss" in rows[0]
+    accuracy = s.study.sweep_accuracy
     cells: dict[tuple, dict[str, list[dict]]] = {}
     for r in rows:
         cells.setdefault(tuple(float(r[k]) for k in keys), {}).setdefault(r["setup"], []).append(r)
@@ -100,15 +105,13 @@ def sweep_table(s: SectionView, rows: list[dict] | None = None, caption: str = "
             return None
         return sum(float(r[key]) for r in runs) / len(runs)
 
-    best = {
-        x: max((mean(c.get(x, []), "test_acc") or -1.0) for c in cells.values()) for x in setups
-    }
+    best = {x: max((mean(c.get(x, []), accuracy) or -1.0) for c in cells.values()) for x in setups}
     body = []
     for v in sorted(cells):
         row = [", ".join(num(x) for x in v)]
         for setup in setups:
             runs = cells[v].get(setup, [])
-            acc = mean(runs, "test_acc")
+            acc = mean(runs, accuracy)
             text = "–" if not runs else "diverged" if acc is None else pct(acc)
             row.append(f"**{text}**" if acc is not None and acc == best[setup] else text)
             if with_loss:
@@ -214,7 +217,7 @@ def init_scale_small_tables(s: SectionView) -> list[Table]:
     files = sorted(p for p in s.folder.parent.glob("*.csv") if not p.stem.endswith("_curves"))
     out, summary = [], []
     for file in files:
-        rows = s.rows if file == s.folder else read_sweep(file)
+        rows = s.rows if file == s.folder else read_sweep(file, s.study.sweep_accuracy)
         if file != s.folder:
             out.append(
                 sweep_table(
@@ -227,7 +230,7 @@ def init_scale_small_tables(s: SectionView) -> list[Table]:
             by_seed: dict[str, list[float]] = {}
             for r in rows or []:
                 if r["setup"] == setup:
-                    by_seed.setdefault(r["seed"], []).append(float(r["test_acc"]))
+                    by_seed.setdefault(r["seed"], []).append(float(r[s.study.sweep_accuracy]))
             best = [max(v) for v in by_seed.values()]
             ranges = [100 * (max(v) - min(v)) for v in by_seed.values()]
             summary.append(

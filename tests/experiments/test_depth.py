@@ -72,13 +72,16 @@ def test_the_ratio_is_the_first_over_the_last_layers_gradient_norm(root):
 
 
 @pytest.mark.slow
-def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch):
+@pytest.mark.parametrize("every,n,at", [(1, 3, 3), (4, 1, 4)])  # checkpoint n is step at's
+def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, every, n, at):
     from tests.interrupt import killed_after_checkpoint
 
-    full = depth.train(_small(root, "train.steps=6"), tmp_path / "full")
-    with killed_after_checkpoint(monkeypatch, n=3), pytest.raises(KeyboardInterrupt):
-        depth.train(_small(root, "train.steps=6"), tmp_path / "killed")
-    resumed = depth.train(_small(root, "train.steps=6", "resume=true"), tmp_path / "killed")
+    run = ("train.steps=6", f"eval.checkpoint_every={every}")
+    full = depth.train(_small(root, *run), tmp_path / "full")
+    with killed_after_checkpoint(monkeypatch, n=n), pytest.raises(KeyboardInterrupt):
+        depth.train(_small(root, *run), tmp_path / "killed")
+    assert torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=False)["step"] == at
+    resumed = depth.train(_small(root, *run, "resume=true"), tmp_path / "killed")
     for a, b in zip(full, resumed, strict=True):
         assert metric_rows(tmp_path / "full" / f"depth{a['depth']}") == metric_rows(
             tmp_path / "killed" / f"depth{b['depth']}"
@@ -127,3 +130,51 @@ def test_an_identity_factory_is_no_norm():
     identity = DeepMLP(2, width=8, norm_layer=bn.get_norm_layer("none"))
     assert [m.bias is not None for m in identity.linears] == [True] * 3
     assert len(identity) == len(plain) + 2  # the Identity modules, in place of the norms
+
+
+@pytest.mark.slow
+def test_a_diverged_depth_keeps_no_test_accuracy_and_the_others_measure_theirs(root, tmp_path):
+    """The learning-rate grid's runs: a rate at which one depth's loss stops being finite marks
+    that run diverged (no final numbers) and the other depths of the process train on, each
+    evaluated on the first test images."""
+    cfg = _small(
+        root,
+        "setup=deep_mlp",
+        "model.depths=[1,6]",
+        "train.lr=3",
+        "eval.test_examples=30",
+        "eval.every=4",
+    )
+    summaries = depth.train(cfg, tmp_path)
+    by_depth = {s["depth"]: s for s in summaries}
+    assert by_depth[6]["diverged"] and "test_acc_subset" not in by_depth[6]
+    assert not by_depth[1]["diverged"] and 0 <= by_depth[1]["test_acc_subset"] <= 1
+    rows = metric_rows(tmp_path / "depth1")
+    assert [int(r["step"]) for r in rows if r["metric"] == "test/acc_subset"] == [0, 4]
+
+
+def test_test_accuracy_is_the_share_right_in_inference_mode_and_keeps_the_running_stats(root):
+    cfg = _small(root)
+    torch.manual_seed(0)
+    [net, _] = depth.build_networks(cfg, 784)
+    net(torch.randn(20, 784))  # running statistics away from their start
+    before = {k: v.clone() for k, v in net.named_buffers()}
+    x, y = torch.randn(25, 784), torch.randint(0, 10, (25,))
+    net.eval()
+    expected = (net(x).argmax(1) == y).float().mean().item()
+    net.train()
+    assert depth.accuracy(net, [(x[:10], y[:10]), (x[10:], y[10:])]) == pytest.approx(expected)
+    assert net.training
+    with depth.running_stats_kept(net):
+        net(torch.randn(20, 784) * 5)
+    assert all(torch.equal(v, before[k]) for k, v in net.named_buffers())
+    # a BN run's evaluation with test accuracy: the fixed batch's ratio, then the buffers back
+    training = depth.DepthTraining([net], None, None, None, None, x[:20], y[:20], [(x, y)])
+    [measured] = training.evaluate(0)
+    assert measured["test/acc_subset"] == pytest.approx(expected) and measured["grad_ratio"] > 0
+    assert all(torch.equal(v, before[k]) for k, v in net.named_buffers())
+
+
+def test_checkpoint_every_below_one_is_refused(root, tmp_path):
+    with pytest.raises(ConfigError, match="eval.checkpoint_every"):
+        depth.train(_small(root, "eval.checkpoint_every=0"), tmp_path)

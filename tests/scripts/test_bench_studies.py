@@ -126,3 +126,50 @@ def test_the_layout_bench_times_both_layouts_and_names_the_faster(tiny_data, tmp
         assert all(float(r["train_ms_per_run_step"]) > 0 for r in pair)
         quicker = min(pair, key=lambda r: float(r["total_ms_per_run_step"]))["layout"]
         assert {r["faster"] for r in pair} == {quicker}
+
+
+def test_the_depth_cases_measure_what_the_study_does_at_its_cadence():
+    from experiments.studies import DEPTH_LR_RUN, study
+
+    by_key = {c.key: c for c in bench_studies.cases()}
+    assert "--ratio" in by_key["depth"].peer  # every step: the ratio on both sides
+    case = by_key["depth_lr"]
+    study_args = dict(a.split("=", 1) for a in case.study[1:])
+    peer = case.peer[1:]
+    option = lambda name: peer[peer.index(name) + 1]  # noqa: E731
+    grid = study("depth_lr").reproductions[0].stages[0][0].args
+    assert all(
+        a in grid
+        for a in case.study[1:]
+        if a.split("=")[0] in dict(a.split("=", 1) for a in DEPTH_LR_RUN)
+    )
+    assert "train.steps" not in study_args  # the bench sets the lengths
+    assert option("--eval-every") == study_args["eval.every"]
+    assert option("--test-examples") == study_args["eval.test_examples"]
+    assert float(option("--lr")) == float(study_args["train.lr"])
+    assert str(float(study_args["train.lr"])) in {
+        str(float(r)) for r in grid[2].split("=")[1].split(",")
+    }
+    assert "--ratio" in peer and case.lengths[1] - case.lengths[0] == 3 * int(
+        study_args["eval.every"]
+    )
+
+
+def test_the_deep_mlp_peer_measures_the_ratio_and_the_test_accuracy(tmp_path, monkeypatch, capsys):
+    data = _tiny_data(tmp_path / "d.pt", (784,))
+    net = deep_mlp.network(2, True)
+    x, y = torch.rand(8, 784), torch.randint(0, 10, (8,))
+    loss, ratio = deep_mlp.fixed_batch_measures(net, x, y, ratio=True)
+    first, last = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(net(x), y), [net[0].weight, net[-1].weight]
+    )
+    assert ratio == pytest.approx((first.norm() / last.norm()).item())
+    assert deep_mlp.fixed_batch_measures(net, x, y, ratio=False) == [pytest.approx(loss)]
+    net.eval()
+    right = (net(x).argmax(1) == y).float().mean().item()
+    net.train()
+    assert deep_mlp.test_accuracy(net, x, y, batch=3) == pytest.approx(right) and net.training
+    argv = ["peer", "--data", str(data), "--steps", "2", "--eval-every", "1", "--batch-size", "8", "--ratio", "--test-examples", "5"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    deep_mlp.main()
+    assert "for 2 steps each" in capsys.readouterr().out

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiments.studies import SECTIONS, STUDIES, Figure, Section, Study
-from scripts.results_readme import document
+from scripts.results_readme import document, sections
 from scripts.results_readme.sections import SectionError, SectionView
 from scripts.results_readme.tables import SPECIAL
 from scripts.results_readme.text import BLOCK_START, reflow
@@ -211,3 +211,19 @@ def test_the_check_message_shows_where_two_long_lines_differ():
     assert cli.first_difference("head\n", "head\nmore\n") == (
         "differs at line 2: it ends where the results give 'more'"
     )
+
+
+def test_a_sweep_reads_its_studys_accuracy_column_in_its_labels_order(results, monkeypatch):
+    """A study whose runs report their accuracy under another name (the depth grid's, on a test
+    subset) names that column; its setups are listed in its labels' order, not the file's."""
+    other = Study(TOY.name, TOY.title, TOY.sections, {"b": "setup B", "a": "setup A"}, sweep_accuracy="acc_subset")  # fmt: skip
+    monkeypatch.setattr(document, "STUDIES", (other,))
+    # a registered study's accuracy column is an outcome (not a setting) by registration
+    monkeypatch.setattr(sections, "OUTCOMES", sections.OUTCOMES | {"acc_subset"})
+    (results / "toy/sweep.csv").write_text(SWEEP.replace("test_acc", "acc_subset"))
+    sweep = "\n".join(_section(document.render(results), "toy-sweep"))
+    assert "| lr | setup B: test accuracy | setup B: final training loss | setup A: test accuracy |" in sweep  # fmt: skip
+    assert "| 0.1 | **62.50%** | 0.9 | 50.00% | 1 |" in sweep
+    (results / "toy/sweep.csv").write_text(SWEEP)  # the accuracy under the usual name: refused
+    with pytest.raises(SystemExit, match="not a sweep's CSV \\(no acc_subset column\\)"):
+        cli.main([])
