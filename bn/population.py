@@ -66,7 +66,12 @@ def set_population_statistics(
     are small.
 
     The batches run through the training network ``N_BN^tr``: normalization layers use batch
-    statistics, every other module runs in eval mode (no dropout). Afterwards every module's
+    statistics, every other module runs in eval mode (no dropout). With Batch Renorm layers, whose
+    training output reads their moving averages through ``r`` and ``d``, those averages move
+    towards the batches' statistics during the pass (they are put back afterwards), so the later
+    layers' statistics depend on the order of the batches: an estimate that sets the statistics
+    layer by layer, each measured with the layers before it already set, is the consistent one
+    and is not implemented. BN layers are unaffected. Afterwards every module's
     train/eval mode, every parameter and every other buffer (``num_batches_tracked`` included)
     are as before; only ``running_mean`` and ``running_var`` change. Exactly ``num_batches``
     batches are taken from ``batches`` (fewer if it runs out).
