@@ -531,6 +531,8 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     optimizer = build_optimizer(t, [p for p in model.parameters() if p.requires_grad])
     gammas = None
     if t.trainable != "all":
+        if t.grad_clip:  # the clipping norm would count the frozen entries' gradients
+            raise ConfigError(f"train.trainable={t.trainable} freezes parameters after each step, while train.grad_clip={t.grad_clip} clips by a norm over all of them: set train.grad_clip=null")  # fmt: skip
         parts = convnet_parts(model, len(seeds))
         freezer = freeze(str(t.trainable), model, parts, seeds)
         optimizer.register_step_post_hook(lambda *_: freezer.restore())

@@ -161,6 +161,11 @@ def test_an_unknown_trainable_is_rejected_when_composing():
     [
         ("renorm", ["setup=bn32", "train.trainable=norm"], "set norm.fix_gamma=false"),
         ("renorm", ["setup=nonorm", "train.trainable=random"], "the network has no norm"),
+        (
+            "renorm",
+            ["setup=bn32_trained_norm", "seed=0", "train.grad_clip=2.0"],
+            "set train.grad_clip=null",
+        ),
         ("mnist", ["setup=baseline", "train.trainable=norm"], "the network has no norm"),
     ],
 )
