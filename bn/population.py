@@ -95,6 +95,16 @@ def set_population_statistics(
         The number of batches used (fewer than ``num_batches`` if ``batches`` ran out).
     """
     norms = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.track_running_stats]
+    others = [
+        type(m).__name__
+        for m in model.modules()
+        if not isinstance(m, _BatchNorm) and "running_mean" in dict(m.named_buffers(recurse=False))
+    ]
+    if others:
+        raise ValueError(
+            f"set_population_statistics: {others[0]} keeps running statistics of another kind "
+            "than BN's (Algorithm 2 estimates the mean and variance); it would be left as it is"
+        )
     if not norms:
         raise ValueError(
             "set_population_statistics: the model has no BN layer with running statistics"

@@ -224,3 +224,17 @@ def test_fvcore_precise_bn_on_batch_renorm():
 def test_num_batches_may_exceed_what_islice_takes():
     batches = [torch.randn(4, 3) for _ in range(3)]
     assert bn.set_population_statistics(bn.BatchNorm1d(3), batches, num_batches=10**30) == 3
+
+
+@pytest.mark.parametrize(
+    "layer", [bn.L1BatchNorm1d(3), bn.LinfBatchNorm1d(3), bn.MeanOnlyBatchNorm1d(3)]
+)
+def test_layers_with_other_running_statistics_are_refused_not_skipped(layer):
+    """ℓ1, ℓ∞ and mean-only BN keep running statistics Algorithm 2 does not estimate: a model
+    holding one beside BN is refused, naming it, rather than left half set."""
+    model = nn.Sequential(bn.BatchNorm1d(3), layer)
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(ValueError, match=type(layer).__name__):
+        bn.set_population_statistics(model, [torch.randn(4, 3)], num_batches=1)
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0)
