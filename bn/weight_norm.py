@@ -53,7 +53,8 @@ class WeightNormed:
     def _initialized(self, y: Tensor) -> Tensor:
         """The paper's initialization (Sec. 3) from this layer's first output ``y`` (computed with
         ``g = 1``, no bias): ``g ← 1/σ``, ``b ← −μ/σ`` per output unit (over the batch and every
-        position), so the output has zero mean and unit variance; returns that output."""
+        position), so the output has zero mean and unit variance. Returns what the layer now
+        computes on that input: that output, or ``y/σ`` (its mean left in) without a bias."""
         self._init_pending = False
         dims = [d for d in range(y.dim()) if d != 1]
         mean, std = y.mean(dims), y.std(dims, unbiased=False)
@@ -62,6 +63,8 @@ class WeightNormed:
             if self.bias is not None:
                 self.bias.copy_((-mean / std).view_as(self.bias))
         shape = [1, -1] + [1] * (y.dim() - 2)
+        if self.bias is None:
+            return y / std.view(shape)
         return (y - mean.view(shape)) / std.view(shape)
 
 

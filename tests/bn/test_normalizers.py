@@ -209,6 +209,19 @@ def test_data_dependent_init_without_bias_sets_g_for_a_mean_only_bn_after_it():
     torch.testing.assert_close(y.mean([0, 2, 3]), torch.zeros(4, dtype=torch.float64), atol=1e-10, rtol=0)  # fmt: skip
 
 
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_data_dependent_init_passes_on_what_each_layer_then_computes(bias):
+    """The next layer is initialized on the output the layer gives after its initialization: with
+    no bias that keeps its mean, which a mean-only BN after it sees (and tracks) in that pass."""
+    torch.manual_seed(0)
+    net = nn.Sequential(bn.WeightNormConv2d(3, 4, 3, bias=bias), bn.MeanOnlyBatchNorm2d(4)).double()  # fmt: skip
+    x = _x(16, 3, 5, 5) + 1
+    bn.data_dependent_init_(net, x)
+    seen = net[0](x).mean([0, 2, 3])
+    assert bias or seen.abs().min() > 0.1
+    torch.testing.assert_close(net[1].running_mean, net[1].momentum * seen)
+
+
 def _net() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
