@@ -37,6 +37,7 @@ class Plan:
     threshold_offset: float = 0.0  # a steps-to-target claim's threshold, moved by this (accuracy)
     smoothing: int = 5  # evaluations in a steps-to-target claim's moving average
     loss_levels: int = 8  # training-loss levels of an at-equal-loss comparison
+    trains_by_loss: bool = False  # a run "trains" by its final training loss, not its test accuracy
     root: str = "results"  # the results read: the pilot's, or the confirmatory seeds' folder
 
     @property
@@ -116,6 +117,7 @@ ALTERNATIVES: dict[str, Plan] = {
     "moving average of 3 evaluations": replace(PLAN, smoothing=3),
     "at equal loss over 5 levels": replace(PLAN, loss_levels=5),
     "at equal loss over 12 levels": replace(PLAN, loss_levels=12),
+    "training-loss criterion of trainability": replace(PLAN, trains_by_loss=True),
 }
 EQUAL_LOSS_ALTERNATIVES = ("at equal loss over 5 levels", "at equal loss over 12 levels")
 EARLY_ALTERNATIVES = (

@@ -3,15 +3,16 @@
 import pytest
 
 from experiments.kit.errors import MissingResult
-from scripts.analysis.windows import PLAN
+from scripts.analysis.windows import ALTERNATIVES, PLAN
 from scripts.claims import depth_lr as d
 from scripts.claims.rules import Verdict
 
 
-def _row(norm, seed, rate, depth, acc, diverged=False):
+def _row(norm, seed, rate, depth, acc, diverged=False, loss=None):
     return {
         "norm.kind": norm, "seed": str(seed), "train.lr": str(rate), "depth": str(depth),
         "diverged": str(diverged), "test_acc_subset": "" if acc is None else str(acc),
+        "final_train_loss": "" if loss is None else str(loss),
     }  # fmt: skip
 
 
@@ -20,6 +21,16 @@ def test_a_run_trains_only_when_finite_and_at_half_accuracy_or_more():
     assert not d.trains(True, 0.9) and not d.trains(False, None)
     grid = d.grid_of([_row("batchnorm", 0, 0.1, 8, "0.91"), _row("none", 0, 10, 64, None, True)])
     assert grid == {"batchnorm": {0: {0.1: {8: True}}}, "none": {0: {10.0: {64: False}}}}
+
+
+def test_the_alternative_criterion_reads_the_training_loss_alone():
+    assert d.trains_by_loss(False, d.TRAINS_LOSS - 1e-6) and not d.trains_by_loss(False, d.TRAINS_LOSS)  # fmt: skip
+    assert not d.trains_by_loss(True, 0.1) and not d.trains_by_loss(False, None)
+    # low training loss but running statistics that classify badly: untrainable by the test
+    # accuracy, trainable by the loss
+    rows = [_row("batchnorm", 0, 0.1, 64, "0.2", loss="0.3"), _row("none", 0, 0.1, 64, "0.9", loss="2.3")]  # fmt: skip
+    assert d.grid_of(rows) == {"batchnorm": {0: {0.1: {64: False}}}, "none": {0: {0.1: {64: True}}}}  # fmt: skip
+    assert d.grid_of(rows, by_loss=True) == {"batchnorm": {0: {0.1: {64: True}}}, "none": {0: {0.1: {64: False}}}}  # fmt: skip
 
 
 def _bn(*rows):
@@ -62,6 +73,12 @@ def test_the_rows_decide_seed_by_seed(monkeypatch):
     monkeypatch.setattr(d.committed, "rows", lambda *a: bad + plain)
     verdicts = [c.rule.decide(c.measure(PLAN).values).verdict for c in d.CLAIMS]
     assert verdicts[:2] == [Verdict.NOT_REPRODUCED] * 2
+    # the alternative plan reads the training loss: every run of ``bad`` left at loss 2.3 fails
+    monkeypatch.setattr(d.committed, "rows", lambda *a: [{**r, "final_train_loss": "2.3"} for r in bad + plain])  # fmt: skip
+    by_loss = ALTERNATIVES["training-loss criterion of trainability"]
+    assert all(c.alternatives == ("training-loss criterion of trainability",) for c in d.CLAIMS)
+    verdicts = [c.rule.decide(c.measure(by_loss).values).verdict for c in d.CLAIMS]
+    assert verdicts == [Verdict.NOT_REPRODUCED] * 3
 
 
 def test_the_figure_draws_nothing_without_results_and_the_heat_map_with_them(
