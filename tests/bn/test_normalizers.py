@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import bn
+from tests.steps import assert_same_steps, train_steps
 
 LP = {
     "l1": (bn.L1BatchNorm2d, lambda c, d: c.abs().mean(d) * math.sqrt(math.pi / 2)),
@@ -222,39 +223,15 @@ def test_data_dependent_init_passes_on_what_each_layer_then_computes(bias):
     torch.testing.assert_close(net[1].running_mean, net[1].momentum * seen)
 
 
+BUFFERS = {"1.running_mean", "3.running_var", "4.running_var"}  # every norm's, read by the graph
+
+
 def _net() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
         bn.WeightNormConv2d(3, 4, 3, bias=False), bn.MeanOnlyBatchNorm2d(4), nn.ReLU(),
         bn.L1BatchNorm2d(4), bn.LinfBatchNorm2d(4), nn.Flatten(), bn.WeightNormLinear(64, 2),
     ).double()  # fmt: skip
-
-
-def _steps(model: nn.Module, steps: int = 3):
-    g = torch.Generator().manual_seed(1)
-    out = []
-    for _ in range(steps):
-        x = torch.randn(8, 3, 6, 6, dtype=torch.float64, generator=g) * 2 + 1
-        model.zero_grad()
-        y = model(x)
-        y.square().sum().backward()
-        grads = {k.removeprefix("_orig_mod."): p.grad.clone() for k, p in model.named_parameters()}  # fmt: skip
-        buffers = {k.removeprefix("_orig_mod."): b.clone() for k, b in model.named_buffers()}
-        out.append((y.detach(), grads, buffers))
-    return out
-
-
-def _assert_same(a, b):
-    """The same outputs, gradients and buffers, by name (a traced module may hold them in
-    another order)."""
-    for (ya, ga, ba), (yb, gb, bb) in zip(a, b, strict=True):
-        torch.testing.assert_close(yb, ya)
-        assert ga.keys() == gb.keys()
-        for k, v in gb.items():
-            torch.testing.assert_close(v, ga[k], msg=k)
-        assert {"1.running_mean", "3.running_var", "4.running_var"} <= ba.keys() & bb.keys()
-        for k in ba.keys() & bb.keys():
-            torch.testing.assert_close(bb[k], ba[k], msg=k)
 
 
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
@@ -270,8 +247,8 @@ def test_fx_symbolic_trace_computes_what_the_module_computes(training):
             if "running" in name:
                 b.uniform_(0.5, 2)
                 traced.get_buffer(name).copy_(b)
-    steps = _steps(traced)
-    _assert_same(_steps(model), steps)
+    steps = train_steps(traced)
+    assert_same_steps(train_steps(model), steps, BUFFERS)
     counts = {k for k in steps[-1][2] if k.endswith("num_batches_tracked")}
     assert counts == ({"1.num_batches_tracked", "3.num_batches_tracked", "4.num_batches_tracked"} if training else set())  # fmt: skip
 
@@ -288,7 +265,7 @@ def test_fx_refuses_a_cumulative_average_in_training(cls):
 def test_torch_compile_without_graph_breaks(training):
     model = _net().train(training)
     compiled = torch.compile(copy.deepcopy(model), backend="aot_eager", fullgraph=True)
-    _assert_same(_steps(model), _steps(compiled))
+    assert_same_steps(train_steps(model), train_steps(compiled), BUFFERS)
 
 
 def test_get_norm_layer_builds_them():

@@ -11,6 +11,7 @@ from torch import nn
 from torchvision.models.feature_extraction import create_feature_extractor
 
 import bn
+from tests.steps import assert_same_steps, train_steps
 
 LAYERS = {
     "bn-fast": lambda: bn.BatchNorm2d(4),
@@ -20,6 +21,9 @@ LAYERS = {
     "brn-microbatch": lambda: bn.BatchRenorm2d(4, r_max=1.5, d_max=0.5, microbatch=2),
     "brn-reference": lambda: bn.BatchRenorm2d(4, r_max=1.5, d_max=0.5, impl="reference"),
 }
+
+
+BUFFERS = {"1.running_mean", "1.running_var"}  # the norm's
 
 
 def _net(layer: str) -> nn.Module:
@@ -34,39 +38,12 @@ def _net(layer: str) -> nn.Module:
     ).double()
 
 
-def _steps(model: nn.Module, steps: int = 3):
-    """Outputs, parameter gradients and the norm's buffers after each of ``steps`` steps."""
-    g = torch.Generator().manual_seed(1)
-    out = []
-    for _ in range(steps):
-        x = torch.randn(8, 3, 6, 6, dtype=torch.float64, generator=g) * 2 + 1
-        model.zero_grad()
-        y = model(x)
-        y.square().sum().backward()
-        grads = [p.grad.clone() for p in model.parameters()]
-        buffers = {k.removeprefix("_orig_mod."): b.clone() for k, b in model.named_buffers()}
-        out.append((y.detach(), grads, buffers))
-    return out
-
-
-def _assert_same_steps(a, b):
-    """The same outputs, gradients and buffers (a traced module holds only the buffers its
-    graph reads)."""
-    for (ya, ga, ba), (yb, gb, bb) in zip(a, b, strict=True):
-        torch.testing.assert_close(yb, ya)
-        for u, v in zip(ga, gb, strict=True):
-            torch.testing.assert_close(v, u)
-        assert {"1.running_mean", "1.running_var"} <= bb.keys() <= ba.keys()
-        for k, v in bb.items():
-            torch.testing.assert_close(v, ba[k], msg=k)
-
-
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("layer", list(LAYERS))
 def test_fx_symbolic_trace_computes_what_the_module_computes(layer, training):
     model = _net(layer).train(training)
     traced = torch.fx.symbolic_trace(copy.deepcopy(model))
-    _assert_same_steps(_steps(model), _steps(traced))
+    assert_same_steps(train_steps(model), train_steps(traced), BUFFERS)
 
 
 @pytest.mark.parametrize(
@@ -125,7 +102,7 @@ def test_every_layer_compiles_without_a_graph_break(layer):
 def test_compile_fullgraph_computes_what_eager_computes(layer):
     model = _net(layer).train()
     compiled = torch.compile(copy.deepcopy(model), fullgraph=True, backend="aot_eager")
-    _assert_same_steps(_steps(model), _steps(compiled))
+    assert_same_steps(train_steps(model), train_steps(compiled), BUFFERS)
 
 
 @pytest.mark.parametrize("layer", ["brn", "brn-schedule", "brn-microbatch"])
@@ -149,7 +126,7 @@ def test_fx_graph_reads_the_step_when_it_runs():
     traced = torch.fx.symbolic_trace(copy.deepcopy(model))
     for m in (model, traced):
         m.get_submodule("1").num_batches_tracked.fill_(5_000)  # r_max = 1, d_max = 0 there
-    _assert_same_steps(_steps(model, 1), _steps(traced, 1))
+    assert_same_steps(train_steps(model, 1), train_steps(traced, 1), BUFFERS)
     assert model[1].current_r_max > 1.0  # and it moved on by one step
 
 
