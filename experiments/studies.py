@@ -463,6 +463,8 @@ CONFIRM_NORMS = confirmatory_seeds(60)  # the normalizers study: WN, ℓ1 and �
 # the Figure 1 MLP, batches reshuffled or fixed, on MNIST and on Fashion-MNIST
 CONFIRM_COMPOSITION = {"mnist": confirmatory_seeds(27), "fashion_mnist": confirmatory_seeds(60)}
 CONFIRM_OUTSIDE = confirmatory_seeds(26)  # the Figure 1 MLP normalized outside the gradient
+# depth x learning rate: its rows are yes/no per seed (every seed must show the property)
+CONFIRM_DEPTH_LR = confirmatory_seeds(5)
 CONFIRM_ALPHA = confirmatory_seeds(37)  # Batch Renorm's α and ramp rows (brn_micro4, no ramp)
 CONFIRM_BN_ONLY = {
     "conv": confirmatory_seeds(7),
@@ -1392,6 +1394,10 @@ STUDIES: tuple[Study, ...] = (
                 "mechanism/depth_lr/mnist.csv", "depth-lr",
                 (Figure("depth_lr.png", "The fraction of seeds that train, by depth and learning rate, with and without BN"),),
             ),
+            Section(
+                "depth-lr-confirmatory", f"Confirmatory seeds: depth against learning rate ({len(CONFIRM_DEPTH_LR)} seeds)",
+                f"{CONFIRMATORY}/mechanism/depth_lr/mnist.csv", "confirm-depth-lr",
+            ),
         ),
         {
             f"{setup}_relu_d{d}": f"{name}, depth {d}"
@@ -1418,6 +1424,19 @@ STUDIES: tuple[Study, ...] = (
                     curves="mechanism/depth_lr/mnist_curves.csv", curve_metrics=("test/acc_subset", "train/loss"),
                 ),
                 plots=(("plot_depth_lr",),),
+            ),
+            Reproduction(
+                "confirm-depth-lr", f"confirmatory seeds of the depth x learning-rate rows: the pilot's grid, {len(CONFIRM_DEPTH_LR)} seeds; results/confirmatory/mechanism/depth_lr/",
+                module="depth", data=("mnist",),
+                stages=(tuple(
+                    Job(f"{s}_{i}", (f"setup={s}", f"seed={','.join(map(str, chunk))}", f"train.lr={DEPTH_LR_GRID}", *DEPTH_LR_RUN), sweep=True, estimate_s=400 * len(chunk))
+                    for s in DEPTH_LR_SETUPS for i, chunk in enumerate(_parts(CONFIRM_DEPTH_LR, 2))
+                ),),
+                collect=Collect(
+                    f"{CONFIRMATORY}/mechanism/depth_lr/mnist.csv", sweep=True,
+                    curves=f"{CONFIRMATORY}/mechanism/depth_lr/mnist_curves.csv", curve_metrics=("test/acc_subset", "train/loss"),
+                ),
+                seeds=CONFIRM_DEPTH_LR,
             ),
         ),
     ),

@@ -7,7 +7,8 @@ The depth study's ReLU networks of width 100 and depth 2 to 64, with BN and with
 side by side in one run per seed and rate (``make depth-lr``). A run (one depth, one rate, one
 seed) *trains* if its loss stayed finite and it classifies at least :data:`TRAINS` of the first
 2,000 test images right after its 1,000 steps. Every row is decided seed by seed, on the pilot's
-grid (exploratory): a trainable depth is a yes or no per run, not an interval. The test accuracy
+grid and then on fresh confirmatory seeds fixed before they ran: a trainable depth is a yes or
+no per run, not an interval. The test accuracy
 of a BN network uses its running statistics, so a deep BN network whose training loss fell but
 whose running averages lag would count as untrainable; the robustness alternative decides by the
 training loss instead (:data:`TRAINS_LOSS`).
@@ -156,12 +157,20 @@ METHOD = (
     f"{', '.join(f'{r:g}' for r in RATES)} for {DEPTH_LR_STEPS:,} steps; a run trains if its loss "
     f"stayed finite and it ends at {TRAINS:.0%} or more on the first {DEPTH_LR_TEST:,} test images "
     "(BN with its running statistics; the robustness alternative: a final training loss below "
-    f"ln 10 / 2 = {TRAINS_LOSS:.2f}); decided seed by seed on the pilot's grid (exploratory)"
+    f"ln 10 / 2 = {TRAINS_LOSS:.2f}); decided seed by seed on the grid"
+)
+CONFIRM = ("confirm-depth-lr",)
+DESIGN = (
+    "A yes/no outcome per seed, with no test and no power calculation: every seed must show it. "
+    "Five fresh seeds (the fewest any confirmatory row runs): were the property to hold in half "
+    "the seeds or fewer, all five would show it with probability 1/32 or less."
 )
 SECTION = {
     "section": "depth-lr",
     "figure": "depth_lr.png",
     "alternatives": ("training-loss criterion of trainability",),
+    "confirm": CONFIRM,
+    "design": DESIGN,
 }
 SOURCE = "Yang et al. 2019, Sec. 1 and 6"
 CLAIMS = [
