@@ -31,7 +31,7 @@ import bn
 from experiments.kit import classify, config
 from experiments.kit import inference_modes as modes
 from experiments.kit.config import require, seed_dirs, seed_list
-from experiments.kit.data import fixed_batches, load_splits
+from experiments.kit.data import first_examples, fixed_batches, load_splits
 from experiments.kit.errors import ConfigError
 from experiments.kit.evaluation import copy_accuracies, to_device
 from experiments.kit.norm import apply_norm_options, norm_factory, norm_kwargs, weight_norm
@@ -53,6 +53,9 @@ class Train(config.ClassifierTrainConf):
     lr_decay_every: int = MISSING
     lr_decay_factor: float = MISSING
     trainable: config.Trainable = config.Trainable.all  # which parameters train (the rest frozen)
+    # train on the first N training images only (0: every one); the MNIST study's train.subset
+    # also logs the accuracy on them, and its default (null) is in its committed records
+    first_images: int = 0
 
 
 @dataclass
@@ -120,6 +123,10 @@ def check(cfg: DictConfig) -> None:
                 isinstance(cfg.seed, int) or cfg.model.name == "small_convnet",
                 f"seed={seed_list(cfg.seed)}: seeds side by side are built for small_convnet; sweep "
                 "the seeds of inception_v3 (-m seed=0,1,2)",
+            ),
+            (
+                not cfg.train.first_images or cfg.train.first_images >= cfg.train.batch_size,
+                f"train.first_images={cfg.train.first_images} must hold at least one batch (train.batch_size={cfg.train.batch_size})",
             ),
             (
                 not cfg.eval.population_batches or n.kind in RUNNING_STATISTICS,
@@ -520,6 +527,7 @@ def train(cfg: DictConfig, out_dir: Path) -> dict:
     train_split, test_split, in_channels, num_classes = load_splits(
         cfg.data, pin_memory=torch.cuda.is_available()
     )
+    train_split = first_examples(train_split, t.first_images)
     check_input_side(cfg, train_split.side)
     seeds = seed_list(cfg.seed)
     stacked = not isinstance(cfg.seed, int)

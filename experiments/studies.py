@@ -360,6 +360,7 @@ SIZE_BRN = {g: "brn32" if g == 32 else f"brn_micro{g}" for g in (2, 4, 32)}
 SIZE_PER_EXAMPLE = ("groupnorm", "layernorm")
 SIZE_SETUPS = (*SIZE_BN.values(), *SIZE_BRN.values(), *SIZE_PER_EXAMPLE)
 SIZE_ARGS = ("data=fashion_mnist", "eval.inference_modes=true")
+SMALL_DATA = 10_000  # the batch-size study's small-data repeat: the first N training images
 # Initial learning rates a half-decade apart, from where both conv nets train to where the one
 # without BN cannot (the Batch Renorm study's own rate is 0.05).
 LR_GRID = "0.01,0.03,0.1,0.3,1"
@@ -1238,6 +1239,11 @@ STUDIES: tuple[Study, ...] = (
                 "batch-size-confirmatory", f"Confirmatory seeds: normalization groups ({len(CONFIRM_SIZE)} seeds)",
                 f"{CONFIRMATORY}/batch_size/fashion_mnist", "confirm-batch-size",
             ),
+            Section(
+                "batch-size-small-data", f"BN over groups of 2 to 32 on {SMALL_DATA:,} training images (pilot, 5 seeds)",
+                "batch_size_small/fashion_mnist", "batch-size-small-data",
+                (Figure("batch_size_small_data.png", f"BN over groups of g on the whole training set and on its first {SMALL_DATA:,} images: final test accuracy, and training minus test accuracy; 95% t-intervals over seeds"),),
+            ),
         ),
         {
             **{v: f"BN, g = {g}" for g, v in SIZE_BN.items()},
@@ -1260,6 +1266,12 @@ STUDIES: tuple[Study, ...] = (
                 module="renorm", data=("fashion_mnist",),
                 stages=(seeds_side_by_side(SIZE_SETUPS, SEEDS5, 45, *SIZE_ARGS, prefix="fashion_mnist/"),),
                 collect=Collect("batch_size"), plots=(("plot_batch_size",),),
+            ),
+            Reproduction(
+                "batch-size-small-data", f"BN over normalization groups {', '.join(map(str, SIZE_GROUPS))} trained on the first {SMALL_DATA:,} training images (about ten epochs), 5 seeds side by side (pilot); results/batch_size_small/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(tuple(SIZE_BN.values()), SEEDS5, 30, "data=fashion_mnist", f"train.first_images={SMALL_DATA}", prefix="fashion_mnist/"),),
+                collect=Collect("batch_size_small"), plots=(("plot_batch_size",),),
             ),
             Reproduction(
                 "confirm-batch-size", f"confirmatory seeds of the batch-size claims: {len(SIZE_SETUPS)} setups x {len(CONFIRM_SIZE)} seeds; results/confirmatory/batch_size/",

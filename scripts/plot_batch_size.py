@@ -9,6 +9,10 @@ seeds with its 95% t-interval.
 
 ``batch_size_precise.png``: (a) Precise BN − moving averages over training, per ``g`` (mean and
 95% t-interval over seeds at each evaluation); (b) Precise BN's accuracy against its sample count.
+
+``batch_size_small_data.png`` (once ``results/batch_size_small/`` exists): BN's final test
+accuracy and its training − test gap against ``g``, on the whole training set and on its first
+10,000 images.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from experiments.kit.errors import MissingResult
-from experiments.studies import SIZE_BN, SIZE_BRN, SIZE_GROUPS, SIZE_PER_EXAMPLE, study
+from experiments.studies import SIZE_BN, SIZE_BRN, SIZE_GROUPS, SIZE_PER_EXAMPLE, SMALL_DATA, study
 from scripts.analysis.stats import Estimate, paired
 from scripts.analysis.windows import CONFIRMED, PLAN, Plan
 from scripts.claims import batch_size as b
@@ -106,10 +110,49 @@ def precise_figure(plan: Plan) -> Path:
     return save(fig, "batch_size_precise.png")
 
 
+def small_data_figure(plan: Plan) -> Path | None:
+    """BN over groups of g on the whole training set (``plan``'s seeds) and on its first
+    :data:`~experiments.studies.SMALL_DATA` images (the pilot): final test accuracy, and
+    training − test accuracy; None until the small-data runs exist."""
+    try:
+        b.final(PLAN, SIZE_BN[32], path=b.SMALL)
+    except MissingResult:
+        return None
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    runs = ((plan, b.PATH, "whole training set", "-", "o"), (PLAN, b.SMALL, f"first {SMALL_DATA:,} images", "--", "s"))  # fmt: skip
+    color = STUDY.styles[SIZE_BN[32]].color
+    for at, path, label, line, marker in runs:
+        n = len(b.final(at, SIZE_BN[32], path=path))
+        name = f"{label} ({n} {'confirmatory' if at is CONFIRMED else 'pilot'} seeds)"
+        tests = [
+            Estimate.of(list(b.final(at, SIZE_BN[g], path=path).values())) for g in SIZE_GROUPS
+        ]
+        gaps = [Estimate.of(list(b.gap(at, SIZE_BN[g], path).values())) for g in SIZE_GROUPS]
+        _band(ax, list(SIZE_GROUPS), tests, color, line, name, marker)
+        _band(bx, list(SIZE_GROUPS), gaps, color, line, name, marker)
+    for axis in (ax, bx):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(SIZE_GROUPS, [str(g) for g in SIZE_GROUPS])
+        axis.set_xlabel("BN's normalization group g (gradient over 32)")
+    bx.axhline(0, color="0.5", lw=0.8)
+    ax.set_ylabel("final test accuracy")
+    ax.set_title("(a) Test accuracy")
+    bx.set_ylabel("training − test accuracy")
+    bx.set_title("(b) Overfitting: training minus test accuracy")
+    ax.legend(fontsize=7)
+    fig.suptitle(
+        "BN over groups of g on the whole training set and on its first "
+        f"{SMALL_DATA:,} images (3,000 steps of 32); mean over seeds, shaded: its 95% t-interval",
+        fontsize=9,
+    )
+    return save(fig, "batch_size_small_data.png")
+
+
 def main() -> None:
     plan = _plan()
-    for path in (groups_figure(plan), precise_figure(plan)):
-        print(path)
+    for path in (groups_figure(plan), precise_figure(plan), small_data_figure(plan)):
+        if path is not None:
+            print(path)
 
 
 if __name__ == "__main__":

@@ -118,6 +118,21 @@ class TensorSplit:
             yield self.x[idx], self.labels[idx]
 
 
+def first_examples(split: TensorSplit | FolderSplit, n: int) -> TensorSplit | FolderSplit:
+    """The first ``n`` examples of ``split`` (``train.first_images``: a smaller training set, the
+    same images in every run); ``0``: all of it."""
+    if not n:
+        return split
+    if not isinstance(split, TensorSplit):
+        raise ConfigError(
+            f"train.first_images={n} takes the first images of data held in memory (MNIST, "
+            "Fashion-MNIST and their triples), not of an image folder (use a smaller folder)"
+        )
+    if n > len(split):
+        raise ConfigError(f"train.first_images={n} is more than the {len(split)} training images")
+    return TensorSplit(split.x[:n], split.labels[:n])
+
+
 class FolderSplit:
     """An image folder (``root/<class>/<image>``) read by ``num_workers`` loader processes."""
 

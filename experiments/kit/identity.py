@@ -67,6 +67,7 @@ ADDED_LATER: dict[str, Any] = {
     "probe.param_norms": False,
     "model.pool_columns": 1,
     "train.trainable": "all",
+    "train.first_images": 0,
 }
 
 

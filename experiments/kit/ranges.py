@@ -86,6 +86,7 @@ RANGES: dict[str, Range] = {
     # the classifier studies (renorm, inception)
     "eval.test_subset": at_least(0, why="0: the full test set"),
     "eval.train_subset": at_least(0, why="0 skips it"),
+    "train.first_images": at_least(0, why="0: every training image"),
     # the depth study
     "eval.test_examples": at_least(0, why="0: no test accuracy"),
     "eval.checkpoint_every": at_least(1),

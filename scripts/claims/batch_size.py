@@ -20,7 +20,7 @@ convolutions normalize over ``2·H·W`` values and are not degenerate.
 
 from __future__ import annotations
 
-from experiments.studies import SIZE_BN, SIZE_BRN
+from experiments.studies import SIZE_BN, SIZE_BRN, SMALL_DATA
 from scripts.analysis.stats import Estimate, paired
 from scripts.analysis.windows import Plan
 from scripts.claims.claim import Claim, Measured
@@ -28,6 +28,9 @@ from scripts.claims.measure import series
 from scripts.claims.rules import All, Compare, Equivalent, Margin, NotLower
 
 PATH = "batch_size/fashion_mnist"
+# The same arms trained on the first 10,000 training images (3,000 steps of 32: about ten
+# epochs), where the network overfits and a regularizer has something to remove
+SMALL = "batch_size_small/fashion_mnist"
 GN = "groupnorm"
 # The smallest accuracy difference of interest: half a point, about the standard error of one
 # evaluation on 10,000 test images near 89% (the study's accuracy level), doubled.
@@ -52,14 +55,14 @@ METHOD = (
 )
 
 
-def final(plan: Plan, setup: str, metric: str = "test/acc") -> dict[int, float]:
+def final(plan: Plan, setup: str, metric: str = "test/acc", path: str = PATH) -> dict[int, float]:
     """``{seed: value}`` of ``metric`` at each run's last evaluation."""
-    return {s: v[max(v)] for s, v in series(plan, PATH, setup, metric).items()}
+    return {s: v[max(v)] for s, v in series(plan, path, setup, metric).items()}
 
 
-def _diff(plan: Plan, a: tuple[str, str], b: tuple[str, str]) -> Estimate:
+def _diff(plan: Plan, a: tuple[str, str], b: tuple[str, str], path: str = PATH) -> Estimate:
     """``a − b``, each ``(setup, metric)``, paired by seed."""
-    return paired(final(plan, *a), final(plan, *b))
+    return paired(final(plan, *a, path=path), final(plan, *b, path=path))
 
 
 def _rises(plan: Plan) -> Measured:
@@ -103,6 +106,40 @@ def _ghost(plan: Plan) -> Measured:
     return Measured(out, "; ".join(f"{k}: {v.text()}" for k, v in out.items()))
 
 
+def gap(plan: Plan, setup: str, path: str = PATH) -> dict[int, float]:
+    """``{seed: training − test accuracy}`` at the end: how far a run overfits."""
+    train, test = final(plan, setup, "train/acc", path), final(plan, setup, path=path)
+    return {s: train[s] - test[s] for s in test}
+
+
+def _ghost_small(plan: Plan) -> Measured:
+    out = {
+        f"BN g={g} − g=32, 10k": _diff(
+            plan, (SIZE_BN[g], "test/acc"), (SIZE_BN[32], "test/acc"), SMALL
+        )
+        for g in (8, 16)
+    }
+    over = gap(plan, SIZE_BN[32], SMALL)
+    return Measured(
+        out,
+        "; ".join(f"{k}: {v.text()}" for k, v in out.items())
+        + f" (BN over 32 ends {sum(over.values()) / len(over) * 100:.1f} pp above its test accuracy on its training images)",
+    )
+
+
+def _gap_small(plan: Plan) -> Measured:
+    out = {
+        f"gap g=32 − g={g}, 10k": paired(
+            gap(plan, SIZE_BN[32], SMALL), gap(plan, SIZE_BN[g], SMALL)
+        )
+        for g in (8, 16)
+    }
+    return Measured(
+        out,
+        "training − test accuracy, BN over 32 − ghost BN: " + "; ".join(f"{k.split(',')[0].split()[-1]}: {v.text()}" for k, v in out.items()),
+    )  # fmt: skip
+
+
 def _bessel(plan: Plan) -> Measured:
     arm = SIZE_BN[2]
     d = _diff(plan, (arm, "test/acc_precise"), (arm, "test/acc_precise_nobessel"))
@@ -124,6 +161,11 @@ def _saturates(plan: Plan) -> Measured:
     )  # fmt: skip
 
 
+SMALL_METHOD = (
+    f"{METHOD}, trained on the first {SMALL_DATA:,} training images (about ten epochs); "
+    "training accuracy on the first 5,000 of them; decided on the pilot's seeds (exploratory)"
+)
+SMALL_SECTION = {"method": SMALL_METHOD, "section": "batch-size-small-data", "figure": "batch_size_small_data.png"}  # fmt: skip
 SECTION = {"section": "batch-size", "figure": "batch_size_groups.png"}
 CONFIRM = ("confirm-batch-size",)
 COMMON = {"method": METHOD, "confirm": CONFIRM, "design": DESIGN, **SECTION}
@@ -162,6 +204,24 @@ CLAIMS = [
             NotLower("BN g=16 − g=32", "BN with g = 16 − with g = 32", GHOST, unit="pp"),
         )),
         _ghost, **COMMON,
+    ),
+    Claim(
+        "Hoffer et al. 2017; Summers & Dinneen 2020 (arXiv:1906.03548)", "On 10,000 training images, ghost BN over 8 or 16 examples is not worse than BN over 32",
+        "normalizing over smaller ghost batches costs no accuracy, where the network overfits as well",
+        All((
+            NotLower("BN g=8 − g=32, 10k", "BN with g = 8 − with g = 32, 10,000 images", GHOST, unit="pp"),
+            NotLower("BN g=16 − g=32, 10k", "BN with g = 16 − with g = 32, 10,000 images", GHOST, unit="pp"),
+        )),
+        _ghost_small, **SMALL_SECTION,
+    ),
+    Claim(
+        "Summers & Dinneen 2020 (arXiv:1906.03548), Sec. 3", "On 10,000 training images, ghost BN over 8 or 16 examples overfits less than BN over 32",
+        "ghost batch normalization regularizes at small and medium ghost batch sizes",
+        All((
+            Compare("gap g=32 − g=8, 10k", "BN over 32's training − test accuracy gap − ghost BN over 8's, 10,000 images", effect=EFFECT),
+            Compare("gap g=32 − g=16, 10k", "BN over 32's training − test accuracy gap − ghost BN over 16's, 10,000 images", effect=EFFECT),
+        )),
+        _gap_small, **SMALL_SECTION,
     ),
     Claim(
         "Wu & Johnson 2021 (arXiv:2105.07576), Sec. 3", "Bessel's correction helps Precise BN at g = 2",

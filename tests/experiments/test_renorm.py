@@ -17,6 +17,7 @@ import bn
 from experiments import renorm
 from experiments.kit.config import setups
 from experiments.kit.errors import ConfigError, DataUnavailable
+from experiments.kit.identity import comparable_config
 from experiments.kit.norm import renorm_bounds
 from experiments.nets.norms import norm_layers
 from scripts.make_synthetic_images import make_image_folder
@@ -299,12 +300,24 @@ def test_diverged_run_stops_cleanly(root, tmp_path):
         (["seed=[0,1]", "train.grad_clip=1.0"], "train.grad_clip=1.0 clips each network's own"),
         (["seed=[0,1]", "train.stop.target=0.5"], "train.stop ends each run at its own step"),
         (["seed=[0,1]", "model.name=inception_v3"], r"seed=\[0, 1\]: seeds side by side"),
+        (["train.first_images=10"], r"train.first_images=10 must hold at least one batch"),
+        (["train.first_images=-1"], "train.first_images=-1"),
+        (["train.first_images=100000"], "train.first_images=100000 is more than the"),
     ],
 )
 def test_invalid_settings_fail_before_training(root, tmp_path, overrides, setting):
     with pytest.raises(ConfigError, match=setting):
         renorm.train(_small(root, *overrides), tmp_path)
     assert not (tmp_path / "metrics.csv").exists()
+
+
+def test_a_training_subset_is_all_the_training_samplers_draw_from(root, tmp_path, monkeypatch):
+    sizes = []  # of what each i.i.d. sampler draws from: the training batches', Algorithm 2's
+    real = renorm.IIDBatches
+    monkeypatch.setattr(renorm, "IIDBatches", lambda n, *a: sizes.append(n) or real(n, *a))
+    renorm.train(_small(root, "train.first_images=64", "eval.population_batches=2"), tmp_path)
+    assert sizes == [64, 64]
+    assert comparable_config({"train.first_images": 0}) == {}  # earlier runs' records unchanged
 
 
 def test_unknown_key_is_rejected():

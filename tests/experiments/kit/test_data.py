@@ -220,3 +220,17 @@ def test_a_named_pipe_named_like_an_image_is_refused_when_listing(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(DataUnavailable, match="^" + re.escape(f"{fifo} is not a plain file")):
         data.image_folder_splits(folder, 32, num_workers=0)
+
+
+def test_first_examples_keeps_the_first_n_and_refuses_what_it_cannot_take():
+    split = data.TensorSplit(torch.arange(40.0).view(10, 1, 2, 2), torch.arange(10))
+    assert data.first_examples(split, 0) is split
+    part = data.first_examples(split, 4)
+    assert torch.equal(part.labels, torch.arange(4)) and torch.equal(part.x, split.x[:4])
+    with pytest.raises(
+        ConfigError, match="train.first_images=11 is more than the 10 training images"
+    ):
+        data.first_examples(split, 11)
+    folder = data.FolderSplit.__new__(data.FolderSplit)
+    with pytest.raises(ConfigError, match="not of an image folder"):
+        data.first_examples(folder, 4)
