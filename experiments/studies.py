@@ -459,6 +459,9 @@ CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
 CONFIRM_SIZE = confirmatory_seeds(60)  # the batch-size study: every arm over g
+# the batch-size study on 10,000 training images: BN over 8, 16 and 32, the arms its rows read
+CONFIRM_SMALL = confirmatory_seeds(60)
+SMALL_READ = ("bn_micro8", "bn_micro16", "bn32")
 CONFIRM_LR = confirmatory_seeds(60)  # the conv net with and without BN across learning rates
 CONFIRM_NORMS = confirmatory_seeds(60)  # the normalizers study: WN, ℓ1 and ℓ∞ BN against BN
 # the Figure 1 MLP, batches reshuffled or fixed, on MNIST and on Fashion-MNIST
@@ -1244,6 +1247,10 @@ STUDIES: tuple[Study, ...] = (
                 "batch_size_small/fashion_mnist", "batch-size-small-data",
                 (Figure("batch_size_small_data.png", f"BN over groups of g on the whole training set and on its first {SMALL_DATA:,} images: final test accuracy, and training minus test accuracy; 95% t-intervals over seeds"),),
             ),
+            Section(
+                "batch-size-small-data-confirmatory", f"Confirmatory seeds: {SMALL_DATA:,} training images ({len(CONFIRM_SMALL)} seeds)",
+                f"{CONFIRMATORY}/batch_size_small/fashion_mnist", "confirm-batch-size-small-data",
+            ),
         ),
         {
             **{v: f"BN, g = {g}" for g, v in SIZE_BN.items()},
@@ -1272,6 +1279,12 @@ STUDIES: tuple[Study, ...] = (
                 module="renorm", data=("fashion_mnist",),
                 stages=(seeds_side_by_side(tuple(SIZE_BN.values()), SEEDS5, 30, "data=fashion_mnist", f"train.first_images={SMALL_DATA}", prefix="fashion_mnist/"),),
                 collect=Collect("batch_size_small"), plots=(("plot_batch_size",),),
+            ),
+            Reproduction(
+                "confirm-batch-size-small-data", f"confirmatory seeds of the batch-size rows on {SMALL_DATA:,} training images: BN over {', '.join(SMALL_READ)} x {len(CONFIRM_SMALL)} seeds; results/confirmatory/batch_size_small/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(seeds_side_by_side(SMALL_READ, CONFIRM_SMALL, 20, "data=fashion_mnist", f"train.first_images={SMALL_DATA}", prefix="fashion_mnist/", parts=-(-len(CONFIRM_SMALL) // 10)),),
+                collect=Collect(f"{CONFIRMATORY}/batch_size_small"), seeds=CONFIRM_SMALL,
             ),
             Reproduction(
                 "confirm-batch-size", f"confirmatory seeds of the batch-size claims: {len(SIZE_SETUPS)} setups x {len(CONFIRM_SIZE)} seeds; results/confirmatory/batch_size/",
