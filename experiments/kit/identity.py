@@ -103,7 +103,10 @@ def check_same_run(
     changes (``RESUMABLE_CHANGES`` and the study's ``resume_safe``, but ``resume`` and
     ``overwrite``) as ``{key: [old, new]}``. ``fixed`` names resumable keys the run's layers
     depend on all the same (:func:`experiments.kit.norm.resume_fixed`), each with what the run
-    holds: a sentence with ``{old}`` and ``{new}``, the key's saved and new values."""
+    holds: a sentence with ``{old}`` and ``{new}``, the key's saved and new values. A key the
+    saved run predates (:data:`ADDED_LATER`, the stopping rule's) holds its default there."""
+    older = {**stop_defaults(), **ADDED_LATER}
+    saved = {**{k: v for k, v in older.items() if k in now and k not in saved}, **saved}
     changed = {}
     for key in sorted(saved.keys() | now.keys()):
         if saved.get(key) == now.get(key) or key in ("resume", "overwrite"):

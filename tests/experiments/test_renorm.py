@@ -311,12 +311,29 @@ def test_invalid_settings_fail_before_training(root, tmp_path, overrides, settin
     assert not (tmp_path / "metrics.csv").exists()
 
 
-def test_a_training_subset_is_all_the_training_samplers_draw_from(root, tmp_path, monkeypatch):
-    sizes = []  # of what each i.i.d. sampler draws from: the training batches', Algorithm 2's
+@pytest.mark.parametrize(
+    ("extra", "drawn_from"),
+    [
+        # the training batches, Algorithm 2's; the training batches, Precise BN's and the test
+        # batches of training-mode evaluation (the 50 test images); the weight-norm
+        # initialization's minibatch, the training batches
+        (("eval.population_batches=2",), [64, 64]),
+        (
+            ("eval.inference_modes=true", "eval.precise_batches=2", "eval.precise_counts=[64]"),
+            [64, 64, 50],
+        ),
+        (("setup=weightnorm",), [64, 64]),
+    ],
+    ids=["population", "inference-modes", "weight-norm-init"],
+)
+def test_a_training_subset_is_all_the_training_samplers_draw_from(
+    root, tmp_path, monkeypatch, extra, drawn_from
+):
+    sizes = []  # of what each i.i.d. sampler draws from
     real = renorm.IIDBatches
     monkeypatch.setattr(renorm, "IIDBatches", lambda n, *a: sizes.append(n) or real(n, *a))
-    renorm.train(_small(root, "train.first_images=64", "eval.population_batches=2"), tmp_path)
-    assert sizes == [64, 64]
+    renorm.train(_small(root, "train.first_images=64", *extra), tmp_path)
+    assert sizes == drawn_from  # every training sampler's is the first 64 of the 200 images
     assert comparable_config({"train.first_images": 0}) == {}  # earlier runs' records unchanged
 
 

@@ -50,3 +50,11 @@ def test_a_resume_may_change_what_the_study_declares_and_nothing_else(tmp_path):
     }
     with pytest.raises(ConfigError, match=r"holds the run of population\.num_batches=100, not"):
         check_same_run(tmp_path, saved, now, ("probe.",))
+
+
+def test_a_run_saved_before_a_setting_existed_resumes_at_its_default(tmp_path):
+    saved = {"train.lr": 0.1}  # a checkpoint older than train.first_images and train.trainable
+    now = {**saved, "train.first_images": 0, "train.trainable": "all"}
+    assert check_same_run(tmp_path, saved, now) == {}
+    with pytest.raises(ConfigError, match=r"train\.first_images=0, not train\.first_images=100"):
+        check_same_run(tmp_path, saved, {**now, "train.first_images": 100})
