@@ -35,6 +35,7 @@ from torch import nn
 from experiments.kit import config
 from experiments.kit.config import require
 from experiments.kit.data import fixed_batches, load_splits
+from experiments.kit.evaluation import accuracy
 from experiments.kit.loop import Run, TrainLoop
 from experiments.kit.measures import first_last_gradient_ratio
 from experiments.kit.norm import norm_factory
@@ -44,6 +45,7 @@ from experiments.kit.seeds import derive_seed
 from experiments.nets.deep_mlp import ACTIVATIONS, DeepMLP
 
 STUDY = "depth"
+CPU = torch.device("cpu")  # the study trains on the CPU
 
 
 @dataclass
@@ -164,7 +166,7 @@ class DepthTraining:
                 )
             metrics = {"grad_ratio": ratio, "fixed_batch_loss": loss.item()}
             if self.test is not None:
-                metrics["test/acc_subset"] = accuracy(net, self.test)
+                metrics["test/acc_subset"] = accuracy(net, self.test, CPU)
             out.append(metrics)
         return out
 
@@ -180,18 +182,6 @@ def running_stats_kept(net: nn.Module) -> Iterator[None]:
         with torch.no_grad():
             for k, v in net.named_buffers():
                 v.copy_(saved[k])
-
-
-def accuracy(net: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
-    """The fraction of ``batches``' examples ``net`` classifies right, in inference mode (BN with
-    its running statistics); the network is left in training mode."""
-    net.eval()
-    try:
-        with torch.no_grad():
-            right = sum(int((net(x).argmax(1) == y).sum()) for x, y in batches)
-    finally:
-        net.train()
-    return right / sum(len(y) for _, y in batches)
 
 
 def make_runs(cfg: DictConfig, out_dir: Path) -> list[Run]:

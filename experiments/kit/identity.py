@@ -76,13 +76,19 @@ def stop_defaults() -> dict[str, Any]:
     return {f"train.stop.{f.name}": f.default for f in fields(StopConf)}
 
 
+def later_defaults() -> dict[str, Any]:
+    """The settings earlier runs were recorded without, at the values those runs had: the
+    stopping rule's and :data:`ADDED_LATER`."""
+    return {**stop_defaults(), **ADDED_LATER}
+
+
 def comparable_config(flat: dict[str, Any], resume_safe: tuple[str, ...] = ()) -> dict[str, Any]:
     """The settings that make runs one setting: the flat config but for the seed and the keys a
     resume may change (``resume_safe``: the study's own), those of the planned length
     (``PLANNED_LENGTH``: ``train.steps``, ``train.stop.*``) kept; a stopping setting at its
     default is left out, so the record of a run without a stopping rule is what it was before
     stopping rules were recorded (so is a key of :data:`ADDED_LATER` at its value)."""
-    defaults = {**stop_defaults(), **ADDED_LATER}
+    defaults = later_defaults()
     return {
         k: v
         for k, v in flat.items()
@@ -105,8 +111,8 @@ def check_same_run(
     depend on all the same (:func:`experiments.kit.norm.resume_fixed`), each with what the run
     holds: a sentence with ``{old}`` and ``{new}``, the key's saved and new values. A key the
     saved run predates (:data:`ADDED_LATER`, the stopping rule's) holds its default there."""
-    older = {**stop_defaults(), **ADDED_LATER}
-    saved = {**{k: v for k, v in older.items() if k in now and k not in saved}, **saved}
+    older = {k: v for k, v in later_defaults().items() if k in now and k not in saved}
+    saved = {**older, **saved}
     changed = {}
     for key in sorted(saved.keys() | now.keys()):
         if saved.get(key) == now.get(key) or key in ("resume", "overwrite"):

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import bn
 from experiments import depth
 from experiments.kit.errors import ConfigError
+from experiments.kit.evaluation import accuracy
 from experiments.kit.results import collect
 from experiments.nets.deep_mlp import DeepMLP
 from experiments.studies import study
@@ -163,7 +164,7 @@ def test_test_accuracy_is_the_share_right_in_inference_mode_and_keeps_the_runnin
     net.eval()
     expected = (net(x).argmax(1) == y).float().mean().item()
     net.train()
-    assert depth.accuracy(net, [(x[:10], y[:10]), (x[10:], y[10:])]) == pytest.approx(expected)
+    assert accuracy(net, [(x[:10], y[:10]), (x[10:], y[10:])], depth.CPU) == pytest.approx(expected)  # fmt: skip
     assert net.training
     with depth.running_stats_kept(net):
         net(torch.randn(20, 784) * 5)
