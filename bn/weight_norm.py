@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .lp_batchnorm import _channel_view, _stats_dims
+
 
 def _normalized(v: Tensor, g: Tensor, dims: list[int]) -> Tensor:
     """``g · v / ‖v‖``, the norm over ``dims`` of ``v`` (every dimension but an output unit's)."""
@@ -56,16 +58,14 @@ class WeightNormed:
         position), so the output has zero mean and unit variance. Returns what the layer now
         computes on that input: that output, or ``y/σ`` (its mean left in) without a bias."""
         self._init_pending = False
-        dims = [d for d in range(y.dim()) if d != 1]
-        mean, std = y.mean(dims), y.std(dims, unbiased=False)
+        mean, std = y.mean(_stats_dims(y.dim())), y.std(_stats_dims(y.dim()), unbiased=False)
         with torch.no_grad():
             self.weight_g.copy_((1 / std).view_as(self.weight_g))
             if self.bias is not None:
                 self.bias.copy_((-mean / std).view_as(self.bias))
-        shape = [1, -1] + [1] * (y.dim() - 2)
         if self.bias is None:
-            return y / std.view(shape)
-        return (y - mean.view(shape)) / std.view(shape)
+            return y / _channel_view(std, y.dim())
+        return (y - _channel_view(mean, y.dim())) / _channel_view(std, y.dim())
 
 
 class WeightNormConv2d(WeightNormed, nn.Conv2d):
