@@ -132,16 +132,13 @@ def _ghost_small(plan: Plan) -> Measured:
 
 
 def _gap_small(plan: Plan) -> Measured:
-    out = {
-        f"gap g=32 − g={g}, 10k": paired(
-            gap(plan, SIZE_BN[32], SMALL), gap(plan, SIZE_BN[g], SMALL)
-        )
-        for g in GHOSTS
-    }
+    whole = gap(plan, SIZE_BN[32], SMALL)
+    by_g = {g: paired(whole, gap(plan, SIZE_BN[g], SMALL)) for g in GHOSTS}
     return Measured(
-        out,
-        "training − test accuracy, BN over 32 − ghost BN: " + "; ".join(f"{k.split(',')[0].split()[-1]}: {v.text()}" for k, v in out.items()),
-    )  # fmt: skip
+        {f"gap g=32 − g={g}, 10k": d for g, d in by_g.items()},
+        "training − test accuracy, BN over 32 − ghost BN: "
+        + "; ".join(f"g={g}: {d.text()}" for g, d in by_g.items()),
+    )
 
 
 def _bessel(plan: Plan) -> Measured:
