@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from experiments.studies import NORMS_LR
-from scripts.analysis.stats import log_ratios, paired
+from scripts.analysis.stats import log_ratios
 from scripts.analysis.windows import Plan
 from scripts.claims.claim import Claim, Measured
 from scripts.claims.measure import accuracy_gain, early, final_accuracy
@@ -93,7 +93,7 @@ def _equivalent(arm: str, name: str):
 
 
 def _mean_only(plan: Plan) -> Measured:
-    d = paired(final_accuracy(plan, PATH, WN_MEAN_ONLY), final_accuracy(plan, PATH, BN))
+    d = accuracy_gain(plan, PATH, WN_MEAN_ONLY, BN)
     return Measured(
         {"WN + mean-only BN − BN": d},
         f"final test accuracy, weight norm + mean-only BN − BN: {d.text()}",
