@@ -24,7 +24,7 @@ from scripts.analysis.windows import CONFIRMED, PLAN, Plan
 from scripts.claims import batch_composition as c
 from scripts.claims import outside_gradient as o
 from scripts.claims.measure import final_accuracy
-from scripts.plotting import figure_set, plt, save
+from scripts.plotting import figure_set, interval_errors, plt, save
 
 COMPOSITION, OUTSIDE = study("batch_composition"), study("outside_gradient")
 SEED_SETS = (("pilot", PLAN), ("confirmatory", CONFIRMED))
@@ -70,10 +70,10 @@ def composition_figure(sets: list[tuple[str, Plan]]) -> Path:
                 style = COMPOSITION.styles[setup]
                 accs = list(final_accuracy(plan, c._path(data), setup).values())
                 e = Estimate.of(accs)
-                low, high = e.interval() or (e.mean, e.mean)
+                below, above = interval_errors(e)
                 ax.plot(np.full(len(accs), x + 0.15), accs, ".", color=style.color, alpha=0.5, ms=4)
                 ax.errorbar(
-                    [x], [e.mean], yerr=[[e.mean - low], [high - e.mean]], color=style.color,
+                    [x], [e.mean], yerr=[[below], [above]], color=style.color,
                     marker="o" if style.line == "-" else "s", mfc="white" if style.line != "-" else style.color,
                     capsize=3, ls="none",
                 )  # fmt: skip

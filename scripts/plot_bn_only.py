@@ -24,7 +24,7 @@ from scripts.analysis.stats import Estimate
 from scripts.analysis.windows import PLAN
 from scripts.claims import bn_only as b
 from scripts.claims.measure import CHANCE, final_accuracy
-from scripts.plotting import figure_set, plt, save
+from scripts.plotting import figure_set, interval_errors, plt, save
 
 STUDY = study("bn_only")
 
@@ -48,10 +48,10 @@ def figure() -> Path:
             style = STUDY.styles[arm]
             accs = np.array(list(final_accuracy(PLAN, b.PATHS[net], arm).values()))
             e = Estimate.of(accs)
-            low, high = e.interval() or (e.mean, e.mean)
+            below, above = interval_errors(e)
             ax.plot(np.full(len(accs), i) + 0.12, accs, ".", color=style.color, alpha=0.6, ms=5)
             ax.errorbar(
-                [i], [e.mean], yerr=[[e.mean - low], [high - e.mean]], color=style.color,
+                [i], [e.mean], yerr=[[below], [above]], color=style.color,
                 marker="o", ms=6, capsize=4,
             )  # fmt: skip
             ax.annotate(f"{e.mean:.1%}", (i, e.mean), xytext=(-34, 0), textcoords="offset points", fontsize=7, va="center")  # fmt: skip

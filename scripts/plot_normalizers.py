@@ -22,7 +22,7 @@ from scripts.analysis.committed import RESULTS
 from scripts.analysis.stats import Estimate
 from scripts.claims import normalizers as n
 from scripts.claims.measure import CHANCE
-from scripts.plotting import figure_set, mean_band, plt, read_curves, save
+from scripts.plotting import figure_set, interval_errors, mean_band, plt, read_curves, save
 
 STUDY = study("normalizers")
 SETS = (("pilot", n.PATH), ("confirmatory", f"{CONFIRMATORY}/{n.PATH}"))
@@ -79,8 +79,8 @@ def figure() -> Path:
                 final.plot([x] * len(lost), lost, "x", color=style.color, ms=6, label="diverged (at chance)" if not drawn_lost else None)  # fmt: skip
                 drawn_lost = True
             e = Estimate.of(accs)
-            low, high = e.interval() or (e.mean, e.mean)
-            final.errorbar([x], [e.mean], yerr=[[e.mean - low], [high - e.mean]], color=style.color, marker="o" if j == 0 else "s", capsize=3, label=f"{name} seeds" if i == 0 else None)  # fmt: skip
+            below, above = interval_errors(e)
+            final.errorbar([x], [e.mean], yerr=[[below], [above]], color=style.color, marker="o" if j == 0 else "s", capsize=3, label=f"{name} seeds" if i == 0 else None)  # fmt: skip
     final.set_xticks(range(len(names)), [STUDY.labels[k] for k in names], rotation=20, ha="right", fontsize=8)  # fmt: skip
     final.yaxis.set_major_formatter(PercentFormatter(1.0))
     final.set(ylabel="final test accuracy", title="Final test accuracy: seeds, mean and 95% t-interval")  # fmt: skip

@@ -22,7 +22,7 @@ from scripts.analysis.stats import Estimate
 from scripts.analysis.windows import CONFIRMED, PLAN, Plan
 from scripts.claims import triples as t
 from scripts.claims.measure import final_accuracy
-from scripts.plotting import figure_set, plt, save
+from scripts.plotting import figure_set, interval_errors, plt, save
 
 STUDY = study("triples")
 ARMS = (t.IID_BN, "brn32", t.BN, t.HALVES, t.BRN)
@@ -40,8 +40,7 @@ def _stat(plan: Plan, setup: str, key: str) -> tuple[float, float, float] | None
         return None
     values = list(final_accuracy(plan, t.PATH, setup, key).values())
     e = Estimate.of(values)
-    low, high = e.interval() or (e.mean, e.mean)
-    return e.mean, e.mean - low, high - e.mean
+    return e.mean, *interval_errors(e)
 
 
 def _arms(ax, plan: Plan) -> None:

@@ -22,7 +22,7 @@ from scripts.analysis.stats import Estimate
 from scripts.analysis.windows import CONFIRMED, PLAN
 from scripts.claims import what_bn_buys as w
 from scripts.claims import what_bn_buys_mlp as m
-from scripts.plotting import figure_set, plt, save
+from scripts.plotting import figure_set, interval_errors, plt, save
 
 STUDY = study("what_bn_buys")
 SEED_SETS = (
@@ -51,10 +51,10 @@ def panel(ax, net: w.Net, data: dict, title: str, ylabel: str) -> None:
             if any(dead):
                 ax.plot([r * shift], [w.CHANCE], "x", color=style.color, ms=7)
             e = Estimate.of(accs)
-            low, high = e.interval() or (e.mean, e.mean)
+            below, above = interval_errors(e)
             means.append(e.mean)
-            lows.append(e.mean - low)
-            highs.append(high - e.mean)
+            lows.append(below)
+            highs.append(above)
         ax.errorbar(
             [r * shift for r in rates], means, yerr=[lows, highs], color=style.color,
             ls=style.line, marker="o", ms=4, capsize=2,

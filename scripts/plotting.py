@@ -32,6 +32,7 @@ from experiments.kit.errors import BadResults, MissingResult
 from experiments.kit.files import open_new, writable
 from scripts import figure_sets
 from scripts.analysis import committed
+from scripts.analysis.stats import Estimate
 
 FIGURES = Path("results/figures")
 _set: str | None = None  # the figure set being drawn (figure_set), inherited by draw's workers
@@ -99,6 +100,13 @@ def t_band(v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         q = np.where(n > 1, student_t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
         half = q * sd / np.sqrt(np.maximum(n, 1))
     return mean, mean - half, mean + half
+
+
+def interval_errors(e: Estimate) -> tuple[float, float]:
+    """How far ``e``'s 95% interval reaches below and above its mean (an errorbar's ``yerr``);
+    0 and 0 where it has none (one seed)."""
+    low, high = e.interval() or (e.mean, e.mean)
+    return e.mean - low, high - e.mean
 
 
 def mean_band(
