@@ -187,6 +187,15 @@ def _seeds(seeds: tuple[int, ...]) -> str:
     return f"seed=[{','.join(map(str, seeds))}]"
 
 
+# The most seeds of a confirmatory batch that one job (one process) trains
+SEEDS_PER_JOB = 10
+
+
+def in_jobs(seeds: tuple[int, ...]) -> int:
+    """How many jobs ``seeds`` run as, each of at most :data:`SEEDS_PER_JOB`."""
+    return -(-len(seeds) // SEEDS_PER_JOB)
+
+
 def _parts(seeds: tuple[int, ...], parts: int) -> list[tuple[int, ...]]:
     """``seeds`` cut into ``parts`` runs of consecutive seeds, as even as they divide."""
     size, extra = divmod(len(seeds), parts)
@@ -539,7 +548,7 @@ def _composition(data: str, seeds: tuple[int, ...], confirm: bool = False) -> Re
         f"{'confirmatory seeds of ' if confirm else ''}the Figure 1 MLP on {data}, with and without BN, batches reshuffled every epoch or fixed, {len(seeds)} seeds side by side, 50k steps; results/{out}/",
         module="mnist",
         data=(data,),
-        stages=(seeds_side_by_side(tuple(COMPOSITION_LABELS), seeds, 32, f"data={data}", parts=-(-len(seeds) // 10)),),
+        stages=(seeds_side_by_side(tuple(COMPOSITION_LABELS), seeds, 32, f"data={data}", parts=in_jobs(seeds)),),
         collect=Collect(out, metrics=("test/acc", "train/loss") if confirm else ()),
         plots=(("plot_batch",),),
         seeds=seeds if confirm else (),
@@ -557,7 +566,7 @@ def _bn_only(net: str, seeds: tuple[int, ...], confirm: bool = False) -> Reprodu
         f"{'confirmatory seeds of ' if confirm else ''}{what}: {', '.join(setups)}, {len(seeds)} seeds side by side; results/{out}/",
         module="renorm" if conv else "mnist",
         data=("fashion_mnist" if conv else "mnist",),
-        stages=(seeds_side_by_side(setups, seeds, 40 if conv else 25, *args, parts=-(-len(seeds) // 10)),),
+        stages=(seeds_side_by_side(setups, seeds, 40 if conv else 25, *args, parts=in_jobs(seeds)),),
         collect=Collect(out, metrics=BN_ONLY_METRICS),
         plots=(("plot_bn_only",),),
         seeds=seeds if confirm else (),
@@ -1002,7 +1011,7 @@ STUDIES: tuple[Study, ...] = (
                 module="renorm", data=("fashion_mnist",),
                 stages=(tuple(
                     Job(f"{s}_{i}", (f"setup={s}", f"seed=[{','.join(map(str, chunk))}]", f"train.lr={rates}", "data=fashion_mnist"), sweep=True, estimate_s=40 * len(chunk) * len(rates.split(",")))
-                    for s, rates in LR_READ.items() for i, chunk in enumerate(_parts(CONFIRM_LR, -(-len(CONFIRM_LR) // 10)))
+                    for s, rates in LR_READ.items() for i, chunk in enumerate(_parts(CONFIRM_LR, in_jobs(CONFIRM_LR)))
                 ),),
 
                 collect=Collect(
@@ -1035,7 +1044,7 @@ STUDIES: tuple[Study, ...] = (
                 module="mnist", data=("mnist",),
                 stages=(tuple(
                     Job(f"{s}_{i}", (f"setup={s}", _seeds(chunk), f"train.lr={rates}", *LR_MLP_RUN), sweep=True, estimate_s=12 * len(chunk) * len(rates.split(",")))
-                    for s, rates in LR_READ_MLP.items() for i, chunk in enumerate(_parts(CONFIRM_LR_MLP, -(-len(CONFIRM_LR_MLP) // 10)))
+                    for s, rates in LR_READ_MLP.items() for i, chunk in enumerate(_parts(CONFIRM_LR_MLP, in_jobs(CONFIRM_LR_MLP)))
                 ),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/mlp/mnist.csv", sweep=True),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_MLP,
@@ -1045,7 +1054,7 @@ STUDIES: tuple[Study, ...] = (
                 module="mechanism", data=("mnist",),
                 stages=(tuple(
                     Job(f"{s}_{i}", (f"setup={s}", f"seed={','.join(map(str, chunk))}", f"train.lr={rates}", *LR_RELU_RUN), sweep=True, estimate_s=15 * len(chunk) * len(rates.split(",")))
-                    for s, rates in LR_READ_RELU.items() for i, chunk in enumerate(_parts(CONFIRM_LR_RELU, -(-len(CONFIRM_LR_RELU) // 10)))
+                    for s, rates in LR_READ_RELU.items() for i, chunk in enumerate(_parts(CONFIRM_LR_RELU, in_jobs(CONFIRM_LR_RELU)))
                 ),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/relu/mnist.csv", sweep=True),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_RELU,
@@ -1086,7 +1095,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "confirm-normalizers", f"confirmatory seeds of the normalizers study: {len(CONFIRM_NORMS_SETUPS)} normalizers x {len(CONFIRM_NORMS)} seeds; results/confirmatory/normalizers/fashion_mnist/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(seeds_side_by_side(CONFIRM_NORMS_SETUPS, CONFIRM_NORMS, 40, "data=fashion_mnist", f"train.lr={NORMS_LR}", parts=-(-len(CONFIRM_NORMS) // 10)),),
+                stages=(seeds_side_by_side(CONFIRM_NORMS_SETUPS, CONFIRM_NORMS, 40, "data=fashion_mnist", f"train.lr={NORMS_LR}", parts=in_jobs(CONFIRM_NORMS)),),
                 collect=Collect(f"{CONFIRMATORY}/normalizers", metrics=NORMALIZERS_CLAIMED),
                 plots=(("plot_normalizers",),), seeds=CONFIRM_NORMS,
             ),
@@ -1221,7 +1230,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "confirm-triples", f"confirmatory seeds of the non-i.i.d. claims on 1,000 classes: {len(CONFIRM_TRIPLES_SETUPS)} setups x {len(CONFIRM_TRIPLES)} seeds; results/confirmatory/triples/",
                 module="renorm", data=("mnist",),
-                stages=(seeds_side_by_side(CONFIRM_TRIPLES_SETUPS, CONFIRM_TRIPLES, 18, *TRIPLES_RUN, parts=-(-len(CONFIRM_TRIPLES) // 10)),),
+                stages=(seeds_side_by_side(CONFIRM_TRIPLES_SETUPS, CONFIRM_TRIPLES, 18, *TRIPLES_RUN, parts=in_jobs(CONFIRM_TRIPLES)),),
                 collect=Collect(f"{CONFIRMATORY}/triples"), plots=(("plot_triples",),), seeds=CONFIRM_TRIPLES,
             ),
         ),
@@ -1283,13 +1292,13 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "confirm-batch-size-small-data", f"confirmatory seeds of the batch-size rows on {SMALL_DATA:,} training images: BN over {', '.join(SMALL_READ)} x {len(CONFIRM_SMALL)} seeds; results/confirmatory/batch_size_small/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(seeds_side_by_side(SMALL_READ, CONFIRM_SMALL, 20, "data=fashion_mnist", f"train.first_images={SMALL_DATA}", prefix="fashion_mnist/", parts=-(-len(CONFIRM_SMALL) // 10)),),
+                stages=(seeds_side_by_side(SMALL_READ, CONFIRM_SMALL, 20, "data=fashion_mnist", f"train.first_images={SMALL_DATA}", prefix="fashion_mnist/", parts=in_jobs(CONFIRM_SMALL)),),
                 collect=Collect(f"{CONFIRMATORY}/batch_size_small"), seeds=CONFIRM_SMALL,
             ),
             Reproduction(
                 "confirm-batch-size", f"confirmatory seeds of the batch-size claims: {len(SIZE_SETUPS)} setups x {len(CONFIRM_SIZE)} seeds; results/confirmatory/batch_size/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(seeds_side_by_side(SIZE_SETUPS, CONFIRM_SIZE, 45, *SIZE_ARGS, prefix="fashion_mnist/", parts=-(-len(CONFIRM_SIZE) // 10)),),
+                stages=(seeds_side_by_side(SIZE_SETUPS, CONFIRM_SIZE, 45, *SIZE_ARGS, prefix="fashion_mnist/", parts=in_jobs(CONFIRM_SIZE)),),
                 collect=Collect(f"{CONFIRMATORY}/batch_size"), plots=(("plot_batch_size",),), seeds=CONFIRM_SIZE,
             ),
         ),
