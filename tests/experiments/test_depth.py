@@ -101,7 +101,7 @@ def test_a_diverging_network_stops_and_the_others_go_on(root, tmp_path):
     [
         ("model.activation=tanh", "model.activation='tanh' must be one of"),
         ("model.depths=[2,2]", "has repeated depths"),
-        ("seed=[0,1]", "must be one integer"),
+        ("seed=[0,0]", "has repeated seeds"),
     ],
 )
 def test_invalid_settings_fail_before_training(root, tmp_path, override, message):
@@ -179,3 +179,75 @@ def test_test_accuracy_is_the_share_right_in_inference_mode_and_keeps_the_runnin
 def test_checkpoint_every_below_one_is_refused(root, tmp_path):
     with pytest.raises(ConfigError, match="eval.checkpoint_every"):
         depth.train(_small(root, "eval.checkpoint_every=0"), tmp_path)
+
+
+def _trainings(seeds, x, y, test, norm="batchnorm"):
+    """The depth study's training of ``seeds`` side by side and of each seed alone, in float64
+    (1 and 3 hidden layers of 16 units)."""
+    factory = bn.get_norm_layer(norm, dims=1)
+
+    def nets(seed):
+        torch.manual_seed(seed)
+        return torch.nn.ModuleList(DeepMLP(d, 16, "relu", factory, in_features=x.shape[1]).double() for d in (1, 3))  # fmt: skip
+
+    def fixed(seed):
+        return depth.fixed_batch_indices(seed, len(y), 20)
+
+    def sampler(seed):
+        return depth.IIDBatches(len(y), 20, depth.derive_seed(seed, "train"))
+
+    alone = []
+    for s in seeds:
+        net = nets(s)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, foreach=True)
+        f = fixed(s)
+        alone.append(depth.DepthTraining(net, opt, sampler(s), x, y, x[f], y[f], test))
+    per_seed = [nets(s) for s in seeds]
+    stacks = torch.nn.ModuleList(depth.stack_copies(c) for c in zip(*per_seed))
+    views = [depth.copy_views(st, c) for st, c in zip(stacks, zip(*per_seed))]
+    opt = torch.optim.SGD(stacks.parameters(), lr=0.1, foreach=True)
+    side = depth.StackedDepthTraining(stacks, views, opt, [sampler(s) for s in seeds], x, y, [fixed(s) for s in seeds], test)  # fmt: skip
+    return side, alone
+
+
+@pytest.mark.parametrize("norm", ["batchnorm", "none"])
+def test_seeds_side_by_side_train_and_measure_what_each_seed_alone_does(norm):
+    """Three seeds stacked: every step's losses and every evaluation's fixed-batch loss,
+    gradient ratio and test accuracy are each seed's own run's (float64), depth by depth."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 12, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 10, (200,), generator=g)
+    test = [(x[:50] + 0.1, y[:50])]
+    seeds = [3, 0, 7]
+    side, alone = _trainings(seeds, x, y, test, norm)
+    for step in range(6):
+        losses = side.step(step, next(side.batches(step)))["loss"]
+        each = [t.step(step, next(t.batches(step)))["loss"] for t in alone]  # [seed][depth]
+        expected = [each[k][d] for d in range(2) for k in range(len(seeds))]
+        assert losses == pytest.approx(expected, rel=1e-10)
+        measured = side.evaluate(step)
+        own = [t.evaluate(step) for t in alone]
+        for i, m in enumerate(measured):
+            d, k = divmod(i, len(seeds))
+            assert m.keys() == own[k][d].keys()
+            for key, value in own[k][d].items():
+                assert m[key] == pytest.approx(value, rel=1e-9), (key, d, k)
+
+
+@pytest.mark.slow
+def test_a_list_of_seeds_writes_one_run_per_seed_and_depth(root, tmp_path):
+    seeds = _small(root, "seed=[0,1]", "eval.test_examples=30")
+    summaries = depth.train(seeds, tmp_path / "side")
+    assert [(s["depth"], s["seed"]) for s in summaries] == [(1, 0), (1, 1), (3, 0), (3, 1)]
+    alone = {
+        (a["depth"], seed): a
+        for seed in (0, 1)
+        for a in depth.train(_small(root, f"seed={seed}", "eval.test_examples=30"), tmp_path / f"s{seed}")
+    }  # fmt: skip
+    for s in summaries:
+        run = tmp_path / "side" / f"seed{s['seed']}" / f"depth{s['depth']}"
+        assert json.loads((run / "summary.json").read_text()) == s
+        own = alone[(s["depth"], s["seed"])]
+        assert s["setup"] == own["setup"] and s["test_acc_subset"] == own["test_acc_subset"]
+        for key in ("grad_ratio_init", "grad_ratio", "final_train_loss"):
+            assert s[key] == pytest.approx(own[key], rel=1e-4), key
