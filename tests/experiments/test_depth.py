@@ -72,20 +72,28 @@ def test_the_ratio_is_the_first_over_the_last_layers_gradient_norm(root):
     assert ratio == pytest.approx((first.norm() / last.norm()).item())
 
 
+def _run_dir(out: Path, summary: dict, side_by_side: bool) -> Path:
+    return out / (f"seed{summary['seed']}" if side_by_side else "") / f"depth{summary['depth']}"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("every,n,at", [(1, 3, 3), (4, 1, 4)])  # checkpoint n is step at's
-def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, every, n, at):
+@pytest.mark.parametrize(
+    "every,n,at,seeds",
+    [(1, 3, 3, "seed=0"), (4, 1, 4, "seed=0"), (1, 3, 3, "seed=[0,1]")],
+)  # checkpoint n is step at's
+def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, every, n, at, seeds):
     from tests.interrupt import killed_after_checkpoint
 
-    run = ("train.steps=6", f"eval.checkpoint_every={every}")
+    run = ("train.steps=6", f"eval.checkpoint_every={every}", seeds)
     full = depth.train(_small(root, *run), tmp_path / "full")
     with killed_after_checkpoint(monkeypatch, n=n), pytest.raises(KeyboardInterrupt):
         depth.train(_small(root, *run), tmp_path / "killed")
     assert torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=False)["step"] == at
     resumed = depth.train(_small(root, *run, "resume=true"), tmp_path / "killed")
+    side = "[" in seeds
     for a, b in zip(full, resumed, strict=True):
-        assert metric_rows(tmp_path / "full" / f"depth{a['depth']}") == metric_rows(
-            tmp_path / "killed" / f"depth{b['depth']}"
+        assert metric_rows(_run_dir(tmp_path / "full", a, side)) == metric_rows(
+            _run_dir(tmp_path / "killed", b, side)
         )
         assert a["grad_ratio"] == b["grad_ratio"]
 
@@ -94,6 +102,23 @@ def test_resume_after_kill_matches_uninterrupted(root, tmp_path, monkeypatch, ev
 def test_a_diverging_network_stops_and_the_others_go_on(root, tmp_path):
     summaries = depth.train(_small(root, "setup=deep_mlp", "train.lr=1e6"), tmp_path)
     assert any(s["diverged"] for s in summaries)
+
+
+@pytest.mark.slow
+def test_a_diverging_copy_side_by_side_ends_where_its_seed_alone_does(root, tmp_path):
+    """Seeds side by side: a copy whose loss stops being finite diverges at its own run's step,
+    and the copies beside it (the other seed's, the shallow depth's) train as they would alone."""
+    run = ("setup=deep_mlp", "model.depths=[1,6]", "train.lr=3", "train.steps=8", "eval.test_examples=30", "eval.every=4")  # fmt: skip
+    side = depth.train(_small(root, *run, "seed=[0,1]"), tmp_path / "side")
+    alone = [a for seed in (0, 1) for a in depth.train(_small(root, *run, f"seed={seed}"), tmp_path / f"s{seed}")]  # fmt: skip
+    own = {(a["depth"], a["seed"]): a for a in alone}
+    assert any(s["diverged"] for s in side) and not all(s["diverged"] for s in side)
+    for s in side:
+        a = own[(s["depth"], s["seed"])]
+        assert (s["diverged"], s["steps_done"]) == (a["diverged"], a["steps_done"])
+        if not s["diverged"]:
+            assert s["test_acc_subset"] == a["test_acc_subset"]
+            assert s["grad_ratio"] == pytest.approx(a["grad_ratio"], rel=1e-4, nan_ok=True)
 
 
 @pytest.mark.parametrize(
@@ -117,9 +142,11 @@ def test_collector_and_figure(root, tmp_path, monkeypatch):
                 _small(root, f"setup={setup}", f"model.activation={act}"),
                 tmp_path / "sweep" / f"{setup}_{act}",
             )
+    depth.train(_small(root, "setup=deep_mlp_bn", "seed=[1,2]"), tmp_path / "sweep" / "side")
     out = tmp_path / "results"
     [summary] = collect(study("depth"), tmp_path / "sweep", out, "test", None)
     assert summary["setups"]["deep_mlp_bn_relu_d3"]["depth"] == 3
+    assert summary["setups"]["deep_mlp_bn_relu_d3"]["seeds"] == [0, 1, 2]  # the stack's, nested
     from scripts import plot_depth, plotting
 
     monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
