@@ -489,6 +489,11 @@ CONFIRM_BN_ONLY = {
 LR_READ = {"bn32": "0.01,0.1", "nonorm": "0.1"}
 CONFIRM_LR_MLP = confirmatory_seeds(7)  # the Figure 1 MLP with and without BN across learning rates
 CONFIRM_LR_RELU = confirmatory_seeds(17)  # the mechanism study's ReLU MLP, the same
+# The learning-rate control's rows that read the whole grid (the largest rate at which each seed
+# trains, and the Figure 1 MLP's smallest rate): the pilot's grid again, on fresh seeds (the
+# confirmatory seeds above run only the rates their rows read).
+CONFIRM_LR_GRID = confirmatory_seeds(5)  # the conv net's and the ReLU MLP's every-seed rows
+CONFIRM_LR_GRID_MLP = confirmatory_seeds(60)  # the Figure 1 MLP's: also its smallest rate's test
 # The rates the MLPs' confirmatory rows read, fixed by their pilots (scripts/claims/
 # what_bn_buys_mlp.py; a test holds them to what the pilots give). The Figure 1 MLP: the shared
 # rate, 3, BN's best, 3, and no BN's best, 1. The ReLU MLP: the shared rate, 1, BN's best, 1, and
@@ -976,6 +981,18 @@ STUDIES: tuple[Study, ...] = (
                 "lr-control-relu-confirmatory", f"Confirmatory seeds: the ReLU MLP across learning rates ({len(CONFIRM_LR_RELU)} seeds)",
                 f"{CONFIRMATORY}/what_bn_buys/relu/mnist.csv", "confirm-lr-control-relu",
             ),
+            Section(
+                "lr-grid-confirmatory", f"Confirmatory seeds over the whole grid: the conv net ({len(CONFIRM_LR_GRID)} seeds)",
+                f"{CONFIRMATORY}/what_bn_buys/lr_control_grid/fashion_mnist.csv", "confirm-lr-grid",
+            ),
+            Section(
+                "lr-grid-mlp-confirmatory", f"Confirmatory seeds over the whole grid: the Figure 1 MLP ({len(CONFIRM_LR_GRID_MLP)} seeds)",
+                f"{CONFIRMATORY}/what_bn_buys/mlp_grid/mnist.csv", "confirm-lr-grid-mlp",
+            ),
+            Section(
+                "lr-grid-relu-confirmatory", f"Confirmatory seeds over the whole grid: the ReLU MLP ({len(CONFIRM_LR_GRID)} seeds)",
+                f"{CONFIRMATORY}/what_bn_buys/relu_grid/mnist.csv", "confirm-lr-grid-relu",
+            ),
         ),
         {
             "bn32": "BN", "nonorm": "no BN", "bn": "BN (sigmoid MLP)", "baseline": "no BN (sigmoid MLP)",
@@ -1058,6 +1075,37 @@ STUDIES: tuple[Study, ...] = (
                 ),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/relu/mnist.csv", sweep=True),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_RELU,
+            ),
+            # The rows that read every rate of a grid, on fresh seeds: each pilot's jobs again.
+            Reproduction(
+                "confirm-lr-grid", f"confirmatory seeds of the conv net's every-seed row: BN and no BN x {len(CONFIRM_LR_GRID)} seeds over the whole grid; results/confirmatory/what_bn_buys/lr_control_grid/",
+                module="renorm", data=("fashion_mnist",),
+                stages=(tuple(
+                    Job(s, (f"setup={s}", _seeds(CONFIRM_LR_GRID), f"train.lr={LR_GRID}", "data=fashion_mnist"), sweep=True, estimate_s=600)
+                    for s in ("bn32", "nonorm")
+                ),),
+                collect=Collect(f"{CONFIRMATORY}/what_bn_buys/lr_control_grid/fashion_mnist.csv", sweep=True),
+                seeds=CONFIRM_LR_GRID,
+            ),
+            Reproduction(
+                "confirm-lr-grid-mlp", f"confirmatory seeds of the Figure 1 MLP's rows over the whole grid: BN and no BN x {len(CONFIRM_LR_GRID_MLP)} seeds; results/confirmatory/what_bn_buys/mlp_grid/",
+                module="mnist", data=("mnist",),
+                stages=(tuple(
+                    Job(f"{s}_{i}", (f"setup={s}", _seeds(chunk), f"train.lr={LR_GRID_MLP}", *LR_MLP_RUN), sweep=True, estimate_s=12 * len(chunk) * len(LR_GRID_MLP.split(",")))
+                    for s in ("bn", "baseline") for i, chunk in enumerate(_parts(CONFIRM_LR_GRID_MLP, in_jobs(CONFIRM_LR_GRID_MLP)))
+                ),),
+                collect=Collect(f"{CONFIRMATORY}/what_bn_buys/mlp_grid/mnist.csv", sweep=True),
+                seeds=CONFIRM_LR_GRID_MLP,
+            ),
+            Reproduction(
+                "confirm-lr-grid-relu", f"confirmatory seeds of the ReLU MLP's every-seed row: BN and no BN x {len(CONFIRM_LR_GRID)} seeds over the whole grid; results/confirmatory/what_bn_buys/relu_grid/",
+                module="mechanism", data=("mnist",),
+                stages=(tuple(
+                    Job(s, (f"setup={s}", f"seed={','.join(map(str, CONFIRM_LR_GRID))}", f"train.lr={LR_GRID_RELU}", *LR_RELU_RUN), sweep=True, estimate_s=15 * len(CONFIRM_LR_GRID) * len(LR_GRID_RELU.split(",")))
+                    for s in ("mech_relu_bn", "mech_relu_baseline")
+                ),),
+                collect=Collect(f"{CONFIRMATORY}/what_bn_buys/relu_grid/mnist.csv", sweep=True),
+                seeds=CONFIRM_LR_GRID,
             ),
         ),
     ),

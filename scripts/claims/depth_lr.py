@@ -22,7 +22,7 @@ from experiments.studies import DEPTH_LR_EVERY, DEPTH_LR_GRID, DEPTH_LR_STEPS, D
 from scripts.analysis import committed
 from scripts.analysis.windows import Plan
 from scripts.claims.claim import Claim, Measured
-from scripts.claims.rules import EverySeed
+from scripts.claims.rules import EVERY_SEED_DESIGN, EverySeed
 
 PATH, FILE = "mechanism/depth_lr", "mnist.csv"
 RATES = tuple(float(r) for r in DEPTH_LR_GRID.split(","))
@@ -160,19 +160,12 @@ METHOD = (
     f"{DEPTH_LR_EVERY} steps below ln 10 / 2 = {TRAINS_LOSS:.2f}); decided seed by seed on the grid"
 )
 CONFIRM = ("confirm-depth-lr",)
-DESIGN = (
-    "A yes/no outcome per seed, no interval: reproduced only if every one of five fresh seeds "
-    "shows it (were the property to hold in half the seeds or fewer, all five would with "
-    "probability 1/32 or less); one seed without it makes the row not reproduced, a verdict five "
-    "seeds bound no error for (a property holding in 90% of seeds misses in one of five 41% of "
-    "the time). Five is the fewest seeds any confirmatory row runs."
-)
 SECTION = {
     "section": "depth-lr",
     "figure": "depth_lr.png",
     "alternatives": ("training-loss criterion of trainability",),
     "confirm": CONFIRM,
-    "design": DESIGN,
+    "design": EVERY_SEED_DESIGN,
 }
 SOURCE = "Yang et al. 2019, Sec. 1 and 6"
 CLAIMS = [

@@ -300,26 +300,45 @@ class NotLower:
 class EverySeed:
     """A property checked run by run (no interval applies: a yes/no outcome): reproduced if
     every seed has it, not reproduced if one lacks it; no test, so outside the multiplicity
-    family."""
+    family. With ``censored`` (when a seed's runs cannot show the property either way) a seed
+    may be ``None``: with no seed lacking it, such a seed leaves the row inconclusive, which
+    more seeds would not change."""
 
     key: str
     what: str
+    censored: str = ""
 
     def condition(self) -> str:
         return f"every seed shows {self.what}"
 
     def text(self) -> str:
-        return f"reproduced if {self.condition()}; not reproduced if a seed lacks it"
+        rule = f"reproduced if {self.condition()}; not reproduced if a seed lacks it"
+        return (
+            f"{rule}; inconclusive if none lacks it and {self.censored}" if self.censored else rule
+        )
 
     def decide(self, values: Values) -> Decision:
         seen = values[self.key]
         if not seen:  # no seed to look at
             return Decision(Verdict.INCONCLUSIVE, undecidable=True)
-        return Decision(Verdict.REPRODUCED if all(seen) else Verdict.NOT_REPRODUCED)
+        if any(v is False for v in seen):
+            return Decision(Verdict.NOT_REPRODUCED)
+        if any(v is None for v in seen):
+            return Decision(Verdict.INCONCLUSIVE, undecidable=True)
+        return Decision(Verdict.REPRODUCED)
 
     def variants(self) -> Iterator[tuple[str, EverySeed]]:
         return iter(())
 
+
+# The design of a confirmatory row decided by :class:`EverySeed`, on :data:`FEWEST` fresh seeds
+EVERY_SEED_DESIGN = (
+    "A yes/no outcome per seed, no interval: reproduced only if every one of five fresh seeds "
+    "shows it (were the property to hold in half the seeds or fewer, all five would with "
+    "probability 1/32 or less); one seed without it makes the row not reproduced, a verdict five "
+    "seeds bound no error for (a property holding in 90% of seeds misses in one of five 41% of "
+    "the time). Five is the fewest seeds any confirmatory row runs."
+)
 
 Leaf = Compare | Equivalent | NotLower | EverySeed
 

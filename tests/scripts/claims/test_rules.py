@@ -178,6 +178,11 @@ def test_every_seed():
     assert rule.decide({"ok": [True, False]}).verdict is N
     assert rule.decide({"ok": []}).verdict is I  # no seed: nothing to decide on
     assert rule.decide({"ok": [True]}).p is None  # outside the multiplicity family
+    censored = EverySeed("ok", "the property", censored="a seed cannot show it")
+    assert censored.decide({"ok": [True, None]}).verdict is I  # none lacks it, one cannot tell
+    assert censored.decide({"ok": [None, False]}).verdict is N  # one lacks it
+    assert censored.text().endswith("inconclusive if none lacks it and a seed cannot show it")
+    assert "inconclusive" not in rule.text()
 
 
 TWO = All((Compare("a", "a", effect=0.01), Compare("b", "b", effect=0.01)))

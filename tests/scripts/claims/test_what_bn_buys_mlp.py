@@ -13,14 +13,14 @@ from scripts.claims import what_bn_buys as w
 from scripts.claims import what_bn_buys_mlp as m
 
 REPO = Path(__file__).resolve().parents[3]
-NET = w.Net("synthetic", "sweep.csv", (0.01, 0.1, 1.0), "withbn", "plain", "lr")
+NET = w.Net("synthetic", "sweep.csv", (0.01, 0.1, 1.0), "withbn", "plain", "synthetic_grid", "lr")
 # seed -> rate -> final accuracy (None: diverged)
 WITH_BN = {0: {0.01: 0.95, 0.1: 0.97, 1.0: 0.96}, 1: {0.01: 0.94, 0.1: 0.97, 1.0: 0.95}}
 PLAIN = {0: {0.01: 0.60, 0.1: 0.96, 1.0: None}, 1: {0.01: 0.40, 0.1: 0.95, 1.0: 0.3}}
 
 
-def _write(root, net: w.Net, data: dict) -> None:
-    folder = root / net.path
+def _write(root, net: w.Net, data: dict, folder: str | None = None) -> None:
+    folder = root / (folder or net.path)
     folder.mkdir(parents=True)
     with (folder / net.file).open("w", newline="") as f:
         out = csv.writer(f)
@@ -133,3 +133,53 @@ def test_the_pilot_ran_every_rate_of_the_grid_on_every_seed(monkeypatch, net):
     for seeds in data.values():
         assert sorted(seeds) == list(studies.SEEDS5)
         assert all(set(by_rate) == set(net.rates) for by_rate in seeds.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "net", "seeds"),
+    [
+        ("confirm-lr-grid", w.CONV, studies.CONFIRM_LR_GRID),
+        ("confirm-lr-grid-mlp", m.MLP, studies.CONFIRM_LR_GRID_MLP),
+        ("confirm-lr-grid-relu", m.RELU, studies.CONFIRM_LR_GRID),
+    ],
+)
+def test_the_whole_grid_confirmatory_reproductions_run_every_cell_on_their_seeds(name, net, seeds):
+    """Every rate of the pilot's grid, both networks, every confirmatory seed, collected where
+    the rows that read the whole grid look."""
+    r = studies.REPRODUCTIONS[name]
+    assert r.seeds == seeds
+    assert r.collect.out == f"{studies.CONFIRMATORY}/{net.grid}/{net.file}"
+    cells = set()
+    for job in r.stages[0]:
+        args = dict(a.split("=", 1) for a in job.args)
+        ids = args["seed"].strip("[]").split(",")
+        cells |= {
+            (args["setup"], float(x), int(i)) for x in args["train.lr"].split(",") for i in ids
+        }
+    assert cells == {(k, x, i) for k in (net.bn, net.plain) for x in net.rates for i in seeds}
+
+
+def test_a_confirmatory_plan_reads_the_whole_grid_only_where_asked(tmp_path):
+    """The pilot's folder for the pilot; for the confirmatory seeds, the whole grid's folder
+    where a row reads every rate, the read rates' folder otherwise."""
+    pilot, confirm = tmp_path / "pilot", tmp_path / "confirm"
+    _write(pilot, NET, {"withbn": WITH_BN, "plain": PLAIN})
+    _write(confirm, NET, {"withbn": {7: WITH_BN[0]}, "plain": {7: PLAIN[0]}})
+    _write(confirm, NET, {"withbn": {9: WITH_BN[1]}, "plain": {9: PLAIN[1]}}, NET.grid)
+    at = {"pilot": replace(PLAN, root=str(pilot)), "confirm": replace(PLAN, root=str(confirm))}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(w, "PLAN", at["pilot"])
+        assert sorted(w.runs(at["pilot"], NET, whole_grid=True)["plain"]) == [0, 1]
+        assert sorted(w.runs(at["confirm"], NET)["plain"]) == [7]
+        assert sorted(w.runs(at["confirm"], NET, whole_grid=True)["plain"]) == [9]
+        assert w.stops_earlier(NET)(at["confirm"]).values["no BN stops earlier"] == [True]
+
+
+@pytest.mark.parametrize(
+    ("bn", "plain", "earlier"),
+    [(1.0, 0.1, True), (0.1, 0.1, False), (0.1, 1.0, False), (1.0, 1.0, None), (0.0, 0.0, None)],
+)
+def test_a_seed_the_grid_cannot_decide_is_censored(bn, plain, earlier):
+    """Both networks training at the grid's largest rate, or at none: the grid cannot tell
+    which stops first (None); equal below the top, no BN does not stop earlier."""
+    assert w.stops_earlier_at(bn, plain, NET.rates) is earlier
