@@ -48,6 +48,7 @@ class Model:
     width: float = MISSING
     separable_stem: bool = MISSING
     stem_stride: int = MISSING
+    pool_columns: int = 1
 
 
 @dataclass
@@ -104,6 +105,7 @@ def check(cfg: DictConfig) -> None:
             ),
             (m.activation in ("relu", "sigmoid"), f"model.activation={m.activation!r} must be relu or sigmoid"),
             (m.stem_stride in (1, 2, 4, 8), f"model.stem_stride={m.stem_stride} must be 1, 2, 4 or 8"),
+            (m.pool_columns >= 1, f"model.pool_columns={m.pool_columns} must be at least 1"),
             (
                 cfg.sampler.shard_size >= t.batch_size and cfg.sampler.shard_size % t.batch_size == 0,
                 f"sampler.shard_size={cfg.sampler.shard_size} must be a multiple of "
@@ -143,6 +145,7 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> BNIncept
         dropout=m.dropout,
         in_channels=in_channels,
         stem_stride=m.stem_stride,
+        pool_columns=m.pool_columns,
     )
     return apply_norm_options(model, cfg.norm)
 

@@ -122,8 +122,11 @@ class BNInception(nn.Module):
         stem_stride: the stem's total stride: ``8`` is the paper's (a stride-2 first conv and
             two stride-2 max pools: 224 px in, 28x28 at module 3a); ``4`` drops the second
             pool, ``2`` both pools, ``1`` every stride (for small inputs such as 32x32).
+        pool_columns: the columns the last feature map is averaged into (``1``: global average
+            pooling, the paper's); ``3`` keeps one per item of a triple
+            (:mod:`experiments.kit.triples`, whose class depends on which item is where).
 
-    Every convolution and pool is padded and the head is global average pooling, so any input
+    Every convolution and pool is padded and the head is an adaptive average pooling, so any input
     size works, down to 1x1 (below the total stride, ``stem_stride`` x 4, the last modules see a
     single position). Weights are initialized for the nonlinearity
     (:meth:`reset_weights`), so the networks without BN start with the same activation scale.
@@ -140,6 +143,7 @@ class BNInception(nn.Module):
         dropout: float = 0.0,
         in_channels: int = 3,
         stem_stride: int = 8,
+        pool_columns: int = 1,
     ) -> None:
         super().__init__()
         if activation not in ("relu", "sigmoid"):
@@ -148,6 +152,8 @@ class BNInception(nn.Module):
             raise ValueError(f"width={width} must be positive")
         if stem_stride not in (1, 2, 4, 8):
             raise ValueError(f"stem_stride={stem_stride} must be 1, 2, 4 or 8")
+        if pool_columns < 1:
+            raise ValueError(f"pool_columns={pool_columns} must be at least 1")
         make_norm = norm_layer if norm_layer is not None else bn.get_norm_layer("none")
         act = nn.ReLU if activation == "relu" else nn.Sigmoid
 
@@ -193,9 +199,9 @@ class BNInception(nn.Module):
             c = m.out_channels
         self.inception = nn.ModuleDict(modules)
         self.out_channels = c
-        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.pool = nn.AdaptiveAvgPool2d(1 if pool_columns == 1 else (1, pool_columns))
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.fc = nn.Linear(c, num_classes)
+        self.fc = nn.Linear(c * pool_columns, num_classes)
         self.reset_weights(activation)
 
     def reset_weights(self, activation: str = "relu") -> None:

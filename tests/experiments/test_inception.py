@@ -266,6 +266,7 @@ def test_diverged_run_stops_cleanly(idx_root, tmp_path):
         ("model.activation=tanh", "model.activation='tanh'"),
         ("sampler.shard_size=12", "sampler.shard_size=12"),
         ("model.stem_stride=3", "model.stem_stride=3"),
+        ("model.pool_columns=0", "model.pool_columns=0"),
         ("train.batch_size=1", "train.batch_size=1"),
         ("train.reference_batch=0", "train.reference_batch=0"),
         ("data.image_size=0", "data.image_size=0"),

@@ -99,3 +99,26 @@ def test_any_input_size_down_to_the_ranges_lowest_trains(stem_stride):
     side = int(RANGES["data.image_size"].low)
     model = BNInception(3, width=0.05, stem_stride=stem_stride).train()
     model(torch.randn(2, 3, side, side)).sum().backward()
+
+
+@pytest.mark.parametrize("columns", [1, 3])
+def test_the_head_keeps_one_column_per_item_of_a_triple(columns):
+    """32x96 triples (three 32 px items side by side) and 1,000 classes: the classifier sees each
+    channel's mean over each item's third of the last feature map (one column per item; with
+    one, the global mean), so it can tell which item is where."""
+    torch.manual_seed(0)
+    model = BNInception(1000, width=0.0625, stem_stride=2, pool_columns=columns).eval()
+    assert model.fc.in_features == model.out_channels * columns
+    x = torch.randn(2, 3, 32, 96)
+    with torch.no_grad():
+        features = model.features(x)
+        pooled = torch.flatten(model.pool(features), 1)
+        assert model(x).shape == (2, 1000)
+    n, c, h, w = features.shape
+    thirds = features.reshape(n, c, h, columns, w // columns).mean(dim=(2, 4))
+    torch.testing.assert_close(pooled, thirds.flatten(1))
+
+
+def test_a_head_of_no_columns_is_refused():
+    with pytest.raises(ValueError, match=r"^pool_columns=0 must be at least 1"):
+        BNInception(10, pool_columns=0)

@@ -25,12 +25,13 @@ from tests.experiments.nets.test_stacked import copy_batches
 K, N, SIZE = 3, 8, 16
 
 # The study's setups' networks (configs/inception/setup/): BN-x5 (BN, no LRN), Inception (no
-# norm, LRN), BN-x5-Sigmoid, and BN-Baseline (BN and LRN).
+# norm, LRN), BN-x5-Sigmoid, BN-Baseline (BN and LRN), and BN-x5 with a column per triple's item.
 VARIANTS = {
     "bn_x5": {"norm_layer": bn.BatchNorm2d},
     "inception": {"norm_layer": None, "lrn": True},
     "bn_x5_sigmoid": {"norm_layer": bn.BatchNorm2d, "activation": "sigmoid"},
     "bn_baseline": {"norm_layer": bn.BatchNorm2d, "lrn": True},
+    "bn_x5_columns": {"norm_layer": bn.BatchNorm2d, "pool_columns": 3},  # the triples' head
 }
 
 
