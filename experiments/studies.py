@@ -331,6 +331,12 @@ INCEPTION_CONTROLS = ("inception_x5", "bn_baseline_x5")
 # Exploratory arms beside them: Inception's learning rate swept (x1, x2, x5; and BN-x30's x30)
 # and BN-x5's decay speed-up ablated (6, the recipe's; 2; 1).
 INCEPTION_ABLATIONS = ("inception_x2", "inception_x30", "bn_x5_decay1", "bn_x5_decay2")
+# The BN-Inception family on the 1,000-class stand-in (experiments/kit/triples.py: 32 x 96 at
+# this scale, the head one pooled column per item), Figure 2's four arms to their own plateaus
+# under Figure 3's protocol: does Inception plateau later and lower than the BN variants there?
+# A step costs about three Fashion-MNIST steps (three times the pixels).
+INCEPTION_TRIPLES_ARMS = ("inception", "bn_baseline", "bn_x5", "bn_x30")
+INCEPTION_TRIPLES = ("data=mnist_triples", "model.pool_columns=3")
 # Inception's 20k-step protocol at CPU scale: a test subset every 100 steps, stop at a plateau of
 # 0.3 pp over the last third (from step 3,000), cap 8,000 steps.
 CONVERGED = (
@@ -795,6 +801,11 @@ STUDIES: tuple[Study, ...] = (
                 "inception-cpu", "A fixed budget of 3,000 steps", "inception/fashion_mnist_cpu", "reproduce-inception-cpu",
                 (Figure("inception_fig2_fashion_mnist_cpu.png", "Figure 2 at a fixed budget"),),
             ),
+            Section(
+                "inception-triples", "On 1,000 classes: MNIST triples, every arm to its plateau (2 seeds)",
+                "inception/mnist_triples", "reproduce-inception-triples",
+                (Figure("inception_fig2_mnist_triples.png", "Figure 2 on 1,000 classes: each arm's test-subset accuracy until its plateau or the cap"),),
+            ),
         ),
         {
             "inception": "Inception", "bn_baseline": "BN-Baseline", "bn_x5": "BN-x5", "bn_x30": "BN-x30",
@@ -858,6 +869,14 @@ STUDIES: tuple[Study, ...] = (
                               for v in (*INCEPTION_VARIANTS, *INCEPTION_CONTROLS) for s in CONFIRM_INCEPTION),),
                 collect=Collect(f"{CONFIRMATORY}/inception/fashion_mnist_converged"), plots=(("plot_inception",),),
                 seeds=CONFIRM_INCEPTION, most_seeds=INCEPTION_AFFORDABLE,
+            ),
+            # The same protocol on 1,000 classes (no claim reads it): two seeds of each arm.
+            Reproduction(
+                "reproduce-inception-triples", f"BN-Inception on 1,000 classes: {len(INCEPTION_TRIPLES_ARMS)} arms x 2 seeds on MNIST triples to their plateaus; results/inception/mnist_triples/",
+                data=("mnist",),
+                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *FIG3, *INCEPTION_TRIPLES), estimate_s=3 * 2700)
+                              for v in INCEPTION_TRIPLES_ARMS for s in (0, 1)),),
+                collect=Collect("inception/mnist_triples"), plots=(("plot_inception",),),
             ),
             # The same protocol's exploratory arms (no claim reads them): two seeds each.
             Reproduction(
