@@ -49,7 +49,7 @@ def figure2(setting: Path) -> Path:
         _converged_accuracy_panel(axes[0], data, summary["converged"], variants, setting)
         _loss_panel(axes[1], data, variants, per_seed=True)
         _converged_steps_panel(axes[2], summary["converged"], variants, setting)
-        protocol = "converged protocol (Inception to a plateau, the others to its maximum)"
+        protocol = _converged_protocol(summary["converged"])
     else:
         _accuracy_panel(axes[0], data, summary, variants)
         _loss_panel(axes[1], data, variants)
@@ -132,6 +132,13 @@ def _steps_panel(ax, summary: dict, variants: list[str]) -> None:
 
 def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]:
     return [v[metric] for (s, _), v in sorted(data.items()) if s == setup and metric in v]
+
+
+def _converged_protocol(c: dict) -> str:
+    """The protocol's name: the paper's, or a fixed budget where every run ended at the cap."""
+    if all(r["ended_by"] == "cap" for e in c["setups"].values() for r in e["seeds"]):
+        return f"every arm {c['cap']:,} steps, Inception's maximum the target"
+    return "converged protocol (Inception to a plateau, the others to its maximum)"
 
 
 def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], folder: Path) -> None:
