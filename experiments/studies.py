@@ -528,6 +528,7 @@ TRIPLES_DATA = "mnist_triples"
 TRIPLES_DOSES = {k: v for k, v in NONIID_DOSES.items() if k <= 8}
 TRIPLES_SETUPS = ("bn32", "brn32", "noniid_bn", "noniid_bn_halves", "noniid_brn", "noniid4_bn", "noniid8_bn")  # fmt: skip
 TRIPLES_STEPS = 6000
+TRIPLES_SEED_S = 72  # a seed's run, side by side, two jobs at a time on 2 cores (the pilot's)
 TRIPLES_RUN = (
     f"data={TRIPLES_DATA}", "model.pool_columns=3", f"train.steps={TRIPLES_STEPS}",
     f"train.lr_decay_every={TRIPLES_STEPS // 6}", f"eval.every={TRIPLES_STEPS // 4}",
@@ -1296,13 +1297,13 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "reproduce-triples", f"Batch Renorm Sec. 4.3 on 1,000 classes: {len(TRIPLES_SETUPS)} setups x 5 seeds side by side on MNIST triples, {TRIPLES_STEPS:,} steps (pilot); results/triples/",
                 module="renorm", data=("mnist",),
-                stages=(seeds_side_by_side(TRIPLES_SETUPS, SEEDS5, 72, *TRIPLES_RUN),),
+                stages=(seeds_side_by_side(TRIPLES_SETUPS, SEEDS5, TRIPLES_SEED_S, *TRIPLES_RUN),),
                 collect=Collect("triples"), plots=(("plot_triples",),),
             ),
             Reproduction(
                 "confirm-triples", f"confirmatory seeds of the non-i.i.d. claims on 1,000 classes: {len(CONFIRM_TRIPLES_SETUPS)} setups x {len(CONFIRM_TRIPLES)} seeds; results/confirmatory/triples/",
                 module="renorm", data=("mnist",),
-                stages=(seeds_side_by_side(CONFIRM_TRIPLES_SETUPS, CONFIRM_TRIPLES, 72, *TRIPLES_RUN, parts=in_jobs(CONFIRM_TRIPLES)),),
+                stages=(seeds_side_by_side(CONFIRM_TRIPLES_SETUPS, CONFIRM_TRIPLES, TRIPLES_SEED_S, *TRIPLES_RUN, parts=in_jobs(CONFIRM_TRIPLES)),),
                 collect=Collect(f"{CONFIRMATORY}/triples"), plots=(("plot_triples",),), seeds=CONFIRM_TRIPLES,
             ),
         ),

@@ -4,9 +4,9 @@
 
 ``triples_noniid.png``: (a) every arm's final test accuracy at inference (moving averages) and,
 where measured, in training mode on test minibatches built like its training ones, at the
-paper's 16 labels x 2 and i.i.d. (points on an axis of their own range); (b) the final accuracies against the labels per minibatch of
-32. Each a mean over seeds with its 95% t-interval, the pilot beside the confirmatory seeds once
-they have run.
+paper's 16 labels x 2 and i.i.d. (points on an axis of their own range); (b) the final
+accuracies against the labels per minibatch of 32. Each a mean over seeds with its 95%
+t-interval, the pilot beside the confirmatory seeds once they have run.
 """
 
 from __future__ import annotations

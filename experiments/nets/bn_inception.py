@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 import bn
 from experiments.nets.lrn import LocalResponseNorm
+from experiments.nets.pooling import column_pooling
 from experiments.nets.stacked import cat_per_copy
 
 
@@ -152,8 +153,6 @@ class BNInception(nn.Module):
             raise ValueError(f"width={width} must be positive")
         if stem_stride not in (1, 2, 4, 8):
             raise ValueError(f"stem_stride={stem_stride} must be 1, 2, 4 or 8")
-        if pool_columns < 1:
-            raise ValueError(f"pool_columns={pool_columns} must be at least 1")
         make_norm = norm_layer if norm_layer is not None else bn.get_norm_layer("none")
         act = nn.ReLU if activation == "relu" else nn.Sigmoid
 
@@ -199,7 +198,7 @@ class BNInception(nn.Module):
             c = m.out_channels
         self.inception = nn.ModuleDict(modules)
         self.out_channels = c
-        self.pool = nn.AdaptiveAvgPool2d(1 if pool_columns == 1 else (1, pool_columns))
+        self.pool = column_pooling(pool_columns)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.fc = nn.Linear(c * pool_columns, num_classes)
         self.reset_weights(activation)

@@ -8,6 +8,7 @@ from torch import nn
 
 import bn
 from experiments.nets.norms import freeze_norm_scale
+from experiments.nets.pooling import column_pooling
 
 NORM_POSITIONS = ("before", "after")
 
@@ -80,10 +81,7 @@ class SmallConvNet(nn.Sequential):
             stride = first_stride if i == 0 else 2
             layers += block(conv(c_in, c, 3, stride, padding=1, bias=bias(norm)), norm)
             c_in = c
-        if pool_columns < 1:
-            raise ValueError(f"pool_columns={pool_columns} must be at least 1")
-        pool = 1 if pool_columns == 1 else (1, pool_columns)
-        layers += [nn.AdaptiveAvgPool2d(pool), nn.Flatten()]
+        layers += [column_pooling(pool_columns), nn.Flatten()]
         norm = norm_of(linear_norm_layer, hidden)
         layers += block(linear(c_in * pool_columns, hidden, bias=bias(norm)), norm)
         layers.append(nn.Linear(hidden, num_classes))
