@@ -499,6 +499,36 @@ CONFIRM_LR_GRID_MLP = confirmatory_seeds(60)  # the Figure 1 MLP's: also its sma
 # no BN's best, 0.3.
 LR_READ_MLP = {"bn": "3", "baseline": "1,3"}
 LR_READ_RELU = {"mech_relu_bn": "1", "mech_relu_baseline": "0.3,1"}
+
+
+@dataclass(frozen=True)
+class LRControl:
+    """One network's learning-rate control: its setups with BN and without, the grid its pilot
+    sweeps, the run's other arguments, how a job names its seeds (side by side, or one after
+    another) and the wall seconds of one seed at one rate."""
+
+    setups: tuple[str, str]
+    grid: str
+    run: tuple[str, ...]
+    seeds_arg: Callable[[tuple[int, ...]], str]
+    seed_rate_s: float
+
+    def jobs(self, seeds: tuple[int, ...], rates: dict[str, str] | None = None, chunked: bool = False) -> tuple[Job, ...]:  # fmt: skip
+        """Each setup at its ``rates`` (comma lists; the whole grid by default) over ``seeds``: a
+        job a setup, or with ``chunked`` a job a setup and part of at most SEEDS_PER_JOB seeds."""
+        parts = _parts(seeds, in_jobs(seeds)) if chunked else [seeds]
+        return tuple(
+            Job(f"{s}_{i}" if chunked else s, (f"setup={s}", self.seeds_arg(part), f"train.lr={r}", *self.run), sweep=True,
+                estimate_s=self.seed_rate_s * len(part) * len(r.split(",")))
+            for s, r in (rates or dict.fromkeys(self.setups, self.grid)).items() for i, part in enumerate(parts)
+        )  # fmt: skip
+
+
+LR_CONV = LRControl(("bn32", "nonorm"), LR_GRID, ("data=fashion_mnist",), _seeds, 40)
+LR_MLP = LRControl(("bn", "baseline"), LR_GRID_MLP, LR_MLP_RUN, _seeds, 12)
+LR_RELU = LRControl(
+    ("mech_relu_bn", "mech_relu_baseline"), LR_GRID_RELU, LR_RELU_RUN, lambda seeds: f"seed={','.join(map(str, seeds))}", 15
+)  # fmt: skip
 # The metrics the confirmatory claims read from the MLPs' curves (their runs.csv would otherwise
 # hold every probe of every evaluation of every seed: tens of MB); the summaries keep everything.
 MECHANISM_CLAIMED = (
@@ -1046,10 +1076,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "lr-control", f"BN and no BN in the conv net across initial learning rates {', '.join(LR_GRID.split(','))}, 5 seeds side by side (pilot); results/what_bn_buys/lr_control/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(tuple(
-                    Job(s, (f"setup={s}", f"seed=[{','.join(map(str, SEEDS5))}]", f"train.lr={LR_GRID}", "data=fashion_mnist"), sweep=True, estimate_s=600)
-                    for s in ("bn32", "nonorm")
-                ),),
+                stages=(LR_CONV.jobs(SEEDS5),),
                 collect=Collect(
                     "what_bn_buys/lr_control/fashion_mnist.csv", sweep=True,
                     curves="what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
@@ -1059,11 +1086,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "confirm-lr-control", f"confirmatory seeds of the learning-rate control: BN and no BN x {len(CONFIRM_LR)} seeds at the rates the rows read; results/confirmatory/what_bn_buys/lr_control/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(tuple(
-                    Job(f"{s}_{i}", (f"setup={s}", f"seed=[{','.join(map(str, chunk))}]", f"train.lr={rates}", "data=fashion_mnist"), sweep=True, estimate_s=40 * len(chunk) * len(rates.split(",")))
-                    for s, rates in LR_READ.items() for i, chunk in enumerate(_parts(CONFIRM_LR, in_jobs(CONFIRM_LR)))
-                ),),
-
+                stages=(LR_CONV.jobs(CONFIRM_LR, LR_READ, chunked=True),),
                 collect=Collect(
                     f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist.csv", sweep=True,
                     curves=f"{CONFIRMATORY}/what_bn_buys/lr_control/fashion_mnist_curves.csv", curve_metrics=("test/acc", "train/loss"),
@@ -1074,38 +1097,26 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "lr-control-mlp", f"BN and no BN in the Figure 1 MLP across initial learning rates {', '.join(LR_GRID_MLP.split(','))}, 5 seeds side by side, 10k steps (pilot); results/what_bn_buys/mlp/",
                 module="mnist", data=("mnist",),
-                stages=(tuple(
-                    Job(s, (f"setup={s}", _seeds(SEEDS5), f"train.lr={LR_GRID_MLP}", *LR_MLP_RUN), sweep=True, estimate_s=60 * len(LR_GRID_MLP.split(",")))
-                    for s in ("bn", "baseline")
-                ),),
+                stages=(LR_MLP.jobs(SEEDS5),),
                 collect=Collect("what_bn_buys/mlp/mnist.csv", sweep=True), plots=(("plot_what_bn_buys",),),
             ),
             Reproduction(
                 "lr-control-relu", f"BN and no BN in the mechanism study's ReLU MLP across initial learning rates {', '.join(LR_GRID_RELU.split(','))}, 5 seeds, 5,000 steps (pilot); results/what_bn_buys/relu/",
                 module="mechanism", data=("mnist",),
-                stages=(tuple(
-                    Job(s, (f"setup={s}", f"seed={','.join(map(str, SEEDS5))}", f"train.lr={LR_GRID_RELU}", *LR_RELU_RUN), sweep=True, estimate_s=15 * len(SEEDS5) * len(LR_GRID_RELU.split(",")))
-                    for s in ("mech_relu_bn", "mech_relu_baseline")
-                ),),
+                stages=(LR_RELU.jobs(SEEDS5),),
                 collect=Collect("what_bn_buys/relu/mnist.csv", sweep=True), plots=(("plot_what_bn_buys",),),
             ),
             Reproduction(
                 "confirm-lr-control-mlp", f"confirmatory seeds of the Figure 1 MLP across learning rates: BN and no BN x {len(CONFIRM_LR_MLP)} seeds at the rates the rows read; results/confirmatory/what_bn_buys/mlp/",
                 module="mnist", data=("mnist",),
-                stages=(tuple(
-                    Job(f"{s}_{i}", (f"setup={s}", _seeds(chunk), f"train.lr={rates}", *LR_MLP_RUN), sweep=True, estimate_s=12 * len(chunk) * len(rates.split(",")))
-                    for s, rates in LR_READ_MLP.items() for i, chunk in enumerate(_parts(CONFIRM_LR_MLP, in_jobs(CONFIRM_LR_MLP)))
-                ),),
+                stages=(LR_MLP.jobs(CONFIRM_LR_MLP, LR_READ_MLP, chunked=True),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/mlp/mnist.csv", sweep=True),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_MLP,
             ),
             Reproduction(
                 "confirm-lr-control-relu", f"confirmatory seeds of the ReLU MLP across learning rates: BN and no BN x {len(CONFIRM_LR_RELU)} seeds at the rates the rows read; results/confirmatory/what_bn_buys/relu/",
                 module="mechanism", data=("mnist",),
-                stages=(tuple(
-                    Job(f"{s}_{i}", (f"setup={s}", f"seed={','.join(map(str, chunk))}", f"train.lr={rates}", *LR_RELU_RUN), sweep=True, estimate_s=15 * len(chunk) * len(rates.split(",")))
-                    for s, rates in LR_READ_RELU.items() for i, chunk in enumerate(_parts(CONFIRM_LR_RELU, in_jobs(CONFIRM_LR_RELU)))
-                ),),
+                stages=(LR_RELU.jobs(CONFIRM_LR_RELU, LR_READ_RELU, chunked=True),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/relu/mnist.csv", sweep=True),
                 plots=(("plot_what_bn_buys",),), seeds=CONFIRM_LR_RELU,
             ),
@@ -1113,30 +1124,21 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "confirm-lr-grid", f"confirmatory seeds of the conv net's every-seed row: BN and no BN x {len(CONFIRM_LR_GRID)} seeds over the whole grid; results/confirmatory/what_bn_buys/lr_control_grid/",
                 module="renorm", data=("fashion_mnist",),
-                stages=(tuple(
-                    Job(s, (f"setup={s}", _seeds(CONFIRM_LR_GRID), f"train.lr={LR_GRID}", "data=fashion_mnist"), sweep=True, estimate_s=600)
-                    for s in ("bn32", "nonorm")
-                ),),
+                stages=(LR_CONV.jobs(CONFIRM_LR_GRID),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/lr_control_grid/fashion_mnist.csv", sweep=True),
                 seeds=CONFIRM_LR_GRID,
             ),
             Reproduction(
                 "confirm-lr-grid-mlp", f"confirmatory seeds of the Figure 1 MLP's rows over the whole grid: BN and no BN x {len(CONFIRM_LR_GRID_MLP)} seeds; results/confirmatory/what_bn_buys/mlp_grid/",
                 module="mnist", data=("mnist",),
-                stages=(tuple(
-                    Job(f"{s}_{i}", (f"setup={s}", _seeds(chunk), f"train.lr={LR_GRID_MLP}", *LR_MLP_RUN), sweep=True, estimate_s=12 * len(chunk) * len(LR_GRID_MLP.split(",")))
-                    for s in ("bn", "baseline") for i, chunk in enumerate(_parts(CONFIRM_LR_GRID_MLP, in_jobs(CONFIRM_LR_GRID_MLP)))
-                ),),
+                stages=(LR_MLP.jobs(CONFIRM_LR_GRID_MLP, chunked=True),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/mlp_grid/mnist.csv", sweep=True),
                 seeds=CONFIRM_LR_GRID_MLP,
             ),
             Reproduction(
                 "confirm-lr-grid-relu", f"confirmatory seeds of the ReLU MLP's every-seed row: BN and no BN x {len(CONFIRM_LR_GRID)} seeds over the whole grid; results/confirmatory/what_bn_buys/relu_grid/",
                 module="mechanism", data=("mnist",),
-                stages=(tuple(
-                    Job(s, (f"setup={s}", f"seed={','.join(map(str, CONFIRM_LR_GRID))}", f"train.lr={LR_GRID_RELU}", *LR_RELU_RUN), sweep=True, estimate_s=15 * len(CONFIRM_LR_GRID) * len(LR_GRID_RELU.split(",")))
-                    for s in ("mech_relu_bn", "mech_relu_baseline")
-                ),),
+                stages=(LR_RELU.jobs(CONFIRM_LR_GRID),),
                 collect=Collect(f"{CONFIRMATORY}/what_bn_buys/relu_grid/mnist.csv", sweep=True),
                 seeds=CONFIRM_LR_GRID,
             ),
