@@ -28,11 +28,12 @@ from pathlib import Path
 
 import yaml
 
+from experiments.kit.data import in_memory_classes
 from experiments.kit.errors import CollectError, OneLineError
 from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
 from experiments.papers import BN_FIG3
-from scripts.analysis.steps_to_target import inception_max, rule
+from scripts.analysis.steps_to_target import chance_ceiling, inception_max, rule
 
 BASELINE = "inception"
 SUBSET = "test/acc_subset"  # the converged protocol's curve
@@ -220,7 +221,9 @@ def extend_converged(summary: dict, runs: list[tuple[Path, dict]], out: Path) ->
         k: [read_curve(r / "metrics.csv", SUBSET) for r, _ in rs] for k, rs in by_setup.items()
     }
     rows = {k: [seed_row(c, s) for c, (_, s) in zip(curves[k], rs)] for k, rs in by_setup.items()}
-    settings = {**eval_settings(runs), "cap": max(s["steps"] for _, s in runs)}
+    settings = {
+        **eval_settings(runs), "cap": max(s["steps"] for _, s in runs), "classes": in_memory_classes(summary["data"]),
+    }  # fmt: skip
     summary["converged"] = converged_figure(curves, rows, settings)
     summary["parameters"] = {s[RUN_KEY]: s["parameters"] for _, s in runs}
     _write_table(out, converged_table(summary))
@@ -230,11 +233,26 @@ def converged_figure(
     curves: dict[str, list[list[tuple[int, float]]]], rows: dict[str, list[dict]], settings: dict
 ) -> dict:
     """``summary["converged"]`` from every setup's seeds' test-subset curves and their
-    :func:`seed_row`, in seed order; ``settings``: ``test_subset``, ``eval_every`` and ``cap``."""
-    target = inception_max(curves[BASELINE])
+    :func:`seed_row`, in seed order; ``settings``: ``test_subset``, ``eval_every``, ``cap`` and
+    ``classes`` (None: unknown). Where Inception's maximum is within chance's reach
+    (:func:`~scripts.analysis.steps_to_target.chance_ceiling`), there is no target (None) and no
+    run has steps to it."""
+    target, target_rule = inception_max(curves[BASELINE]), f"{rule()}, on the test subset"
+    if settings["classes"] is not None:
+        ceiling = chance_ceiling(settings["classes"], settings["test_subset"])
+        if target <= ceiling:
+            target_rule = (
+                f"none: Inception's maximum ({target_rule}), {target:.2%}, is within chance's "
+                f"reach, {ceiling:.2%} ({1 / settings['classes']:.2%} and four standard errors)"
+            )
+            target = None
     seeds = {
         k: [
-            {"seed": r["seed"], "steps_to_target": steps_to(c, target), **_without(r, "seed")}
+            {
+                "seed": r["seed"],
+                "steps_to_target": target and steps_to(c, target),
+                **_without(r, "seed"),
+            }
             for c, r in zip(curves[k], rs)
         ]
         for k, rs in rows.items()
@@ -242,7 +260,7 @@ def converged_figure(
     base = [r["steps_to_target"] for r in seeds[BASELINE]]
     return {
         "target": target,
-        "target_rule": f"{rule()}, on the test subset",
+        "target_rule": target_rule,
         "stop_target": stop_level(curves[BASELINE]),
         **settings,
         "setups": {k: converged_entry(v, base) for k, v in seeds.items()},
@@ -263,18 +281,29 @@ def eval_settings(runs: list[tuple[Path, dict]]) -> dict:
     return {"test_subset": saved["test_subset"], "eval_every": saved["every"]}
 
 
+def protocol_name(c: dict) -> str:
+    """The protocol of ``summary["converged"]``: the paper's, or a fixed budget where every run
+    ended at the cap."""
+    if all(r["ended_by"] == "cap" for e in c["setups"].values() for r in e["seeds"]):
+        return f"every arm {c['cap']:,} steps" + (
+            "" if c["target"] is None else ", Inception's maximum the target"
+        )
+    return "converged protocol (Inception to a plateau, the others to its maximum)"
+
+
 def converged_table(summary: dict) -> str:
     """The converged protocol's Figure 3 as markdown, the paper's numbers beside ours."""
     c = summary["converged"]
+    target = "none" if c["target"] is None else f"{c['target']:.2%}"
     lines = [
-        f"BN paper Figure 3, converged protocol at CPU scale: {summary['data']}, width "
+        f"BN paper Figure 3, {protocol_name(c)} at CPU scale: {summary['data']}, width "
         f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}, "
         f"cap {c['cap']} steps; curves on {c['test_subset']} fixed test images every "
-        f"{c['eval_every']} steps. Target: {c['target']:.2%} ({c['target_rule']}). A run ended by "
+        f"{c['eval_every']} steps. Target: {target} ({c['target_rule']}). A run ended by "
         f'"target" reached train.stop.target, {c["stop_target"]:.2%}: the lowest of the '
         "Inception seeds' single best evaluations, never below the target.",
         "",
-        f"| variant | ours: steps to {c['target']:.2%} (per seed) | ours: speed-up (range over seed pairs) "
+        f"| variant | ours: steps to {target} (per seed) | ours: speed-up (range over seed pairs) "
         "| ours: best on the subset until the run ended | ours: full test at the end | how the runs ended "
         "| paper: steps to 72.2% | paper: max accuracy |",
         "|---|---|---|---|---|---|---|---|",
@@ -288,7 +317,9 @@ def converged_table(summary: dict) -> str:
             f"{e['steps_to_target']['mean']:.0f}"
             if e["steps_to_target"] is not None
             else ("never" if e["reached"].startswith("0/") else f"{e['reached']} seeds")
-        )
+        ) + f" ({per_seed})"
+        if c["target"] is None:
+            steps = "–"
         speed = (
             ""
             if e["speedup"] is None or v == BASELINE
@@ -297,7 +328,7 @@ def converged_table(summary: dict) -> str:
         p_steps, p_acc = _paper_cells(v, "×")
         ended = ", ".join(f"{r['ended_by']} at {r['steps_done']}" for r in e["seeds"])
         lines.append(
-            f"| {v} | {steps} ({per_seed}) | {speed} | {e['max_acc_subset']['mean']:.2%} "
+            f"| {v} | {steps} | {speed} | {e['max_acc_subset']['mean']:.2%} "
             f"| {_mean(e['test_acc_end'])} | {ended} | {p_steps} | {p_acc} |"
         )
     return "\n".join(lines) + "\n"
@@ -343,7 +374,9 @@ def refresh(folder: Path) -> None:
         rows = {
             k: [_without(r, "steps_to_target") for r in e["seeds"]] for k, e in c["setups"].items()
         }
-        settings = {k: c[k] for k in ("test_subset", "eval_every", "cap")}
+        settings = {
+            **{k: c[k] for k in ("test_subset", "eval_every", "cap")}, "classes": in_memory_classes(summary["data"]),
+        }  # fmt: skip
         summary["converged"] = converged_figure(curves, rows, settings)
         _write_table(folder, converged_table(summary))
     else:

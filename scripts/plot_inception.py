@@ -17,12 +17,13 @@ at the target or on a plateau, so the seeds' curves end at different steps) draw
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 from matplotlib.ticker import PercentFormatter
 
-from experiments.inception_fig3 import BASELINE, parameter_range
+from experiments.inception_fig3 import BASELINE, parameter_range, protocol_name
 from experiments.kit.errors import MissingResult
 from experiments.papers import BN_FIG3
 from experiments.studies import study
@@ -46,10 +47,15 @@ def figure2(setting: Path) -> Path:
     variants = [v for v in INCEPTION.setups if has(data, v)]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
     if "converged" in summary:
-        _converged_accuracy_panel(axes[0], data, summary["converged"], variants, setting)
+        c = summary["converged"]
+        _converged_accuracy_panel(axes[0], data, c, variants, setting)
         _loss_panel(axes[1], data, variants, per_seed=True)
-        _converged_steps_panel(axes[2], summary["converged"], variants, setting)
-        protocol = _converged_protocol(summary["converged"])
+        if c["target"] is None:
+            _chance_lines(axes[0], axes[1], c["classes"])
+            _best_panel(axes[2], c, variants)
+        else:
+            _converged_steps_panel(axes[2], c, variants, setting)
+        protocol = protocol_name(summary["converged"])
     else:
         _accuracy_panel(axes[0], data, summary, variants)
         _loss_panel(axes[1], data, variants)
@@ -134,26 +140,20 @@ def _seed_curves(data: dict, setup: str, metric: str) -> list[tuple[list, list]]
     return [v[metric] for (s, _), v in sorted(data.items()) if s == setup and metric in v]
 
 
-def _converged_protocol(c: dict) -> str:
-    """The protocol's name: the paper's, or a fixed budget where every run ended at the cap."""
-    if all(r["ended_by"] == "cap" for e in c["setups"].values() for r in e["seeds"]):
-        return f"every arm {c['cap']:,} steps, Inception's maximum the target"
-    return "converged protocol (Inception to a plateau, the others to its maximum)"
-
-
 def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], folder: Path) -> None:
-    threshold = fig3.threshold(folder=folder)
     for v in variants:
         color, style, label = STYLE[v].color, STYLE[v].line, INCEPTION.legend(v)
         for i, (steps, acc) in enumerate(_seed_curves(data, v, SUBSET)):
             ax.plot(steps, acc, color=color, ls=style, lw=1, label=label if i == 0 else None)
-        for step in fig3.steps(v, threshold, folder).values():
-            if step is not None:
-                ax.plot([step], [threshold], "o", color=color, ms=4)
-    ax.axhline(
-        threshold, color="k", lw=0.7, ls="--",
-        label=f"Inception's max {threshold:.2%}\n(its lowest seed's smoothed plateau)",
-    )  # fmt: skip
+        if c["target"] is not None:
+            for step in fig3.steps(v, c["target"], folder).values():
+                if step is not None:
+                    ax.plot([step], [c["target"]], "o", color=color, ms=4)
+    if c["target"] is not None:
+        ax.axhline(
+            c["target"], color="k", lw=0.7, ls="--",
+            label=f"Inception's max {c['target']:.2%}\n(its lowest seed's smoothed plateau)",
+        )  # fmt: skip
     ax.set(
         xlabel="training step",
         ylabel=f"accuracy on {c['test_subset']} fixed test images",
@@ -161,6 +161,34 @@ def _converged_accuracy_panel(ax, data: dict, c: dict, variants: list[str], fold
         ylim=(0, 1),
     )
     ax.legend(loc="lower right", fontsize=7)
+
+
+def _chance_lines(acc_ax, loss_ax, classes: int) -> None:
+    """Chance on the accuracy panel (drawn on a log scale, where chance and the arms that learn
+    both show) and on the loss panel (ln classes: uniform predictions)."""
+    acc_ax.set(yscale="log", ylim=(0.3 / classes, 1))
+    acc_ax.axhline(1 / classes, color="k", lw=0.7, ls=":", label=f"chance, 1/{classes:,}")
+    acc_ax.legend(loc="lower right", fontsize=7)
+    loss_ax.axhline(math.log(classes), color="k", lw=0.7, ls=":", label=f"chance, ln {classes:,}")
+    loss_ax.legend(loc="lower left", fontsize=7)
+
+
+def _best_panel(ax, c: dict, variants: list[str]) -> None:
+    """Each arm's best evaluation on the test subset, seed by seed, where Inception never left
+    chance and there is no target to count steps to."""
+    for i, v in enumerate(variants):
+        best = [r["max_acc_subset"] for r in c["setups"][v]["seeds"]]
+        ax.barh(i, np.mean(best), height=0.5, color=STYLE[v].color, alpha=0.6)
+        ax.plot(best, [i] * len(best), "k.", ms=5)
+        ax.text(max(best) * 1.15, i, ", ".join(f"{b:.2%}" for b in best), va="center", fontsize=7)
+    ax.axvline(1 / c["classes"], color="k", lw=0.7, ls=":")
+    ax.set_yticks(range(len(variants)), [INCEPTION.legend(v) for v in variants])
+    ax.invert_yaxis()
+    ax.set(
+        xscale="log", xlim=(0.3 / c["classes"], 3),
+        xlabel="best accuracy on the test subset (bars: seed mean; dots: seeds; dotted: chance)",
+        title="(c) each arm's best; no target: Inception never left chance",
+    )  # fmt: skip
 
 
 def _converged_steps_panel(ax, c: dict, variants: list[str], folder: Path) -> None:

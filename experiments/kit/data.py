@@ -28,6 +28,14 @@ from experiments.kit.seeds import derive_seed, fixed_seed
 CLASSES = 10  # MNIST's and Fashion-MNIST's
 
 
+def in_memory_classes(name: str) -> int | None:
+    """The classes of ``data.name`` when it is an in-memory dataset (MNIST, Fashion-MNIST or their
+    triples); None for an image folder, whose classes are its folders."""
+    if name in triples.BASES:
+        return triples.CLASSES
+    return CLASSES if name in triples.BASES.values() else None
+
+
 @dataclass
 class Split:
     images: torch.Tensor  # (N, 28, 28) uint8

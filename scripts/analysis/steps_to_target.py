@@ -13,6 +13,7 @@ stopped at it has crossed this target too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -41,6 +42,18 @@ def inception_max(seed_curves: Iterable[Mapping[int, float]], plan: Plan = PLAN)
     ``plan.smoothing`` evaluations (moved by the plan's offset, a robustness alternative)."""
     plateaus = [max(smoothed(dict(c), plan.smoothing).values()) for c in seed_curves]
     return min(plateaus) + plan.threshold_offset
+
+
+CHANCE_SE = 4  # a target this few standard errors above chance is no target
+
+
+def chance_ceiling(classes: int, images: int) -> float:
+    """The highest accuracy a network at chance plausibly scores on ``images`` test images of
+    ``classes`` balanced classes: chance plus :data:`CHANCE_SE` binomial standard errors of one
+    evaluation. Inception's maximum at or below it is no target: the steps to it would be the
+    steps to a lucky evaluation."""
+    p = 1 / classes
+    return p + CHANCE_SE * math.sqrt(p * (1 - p) / images)
 
 
 def rule(plan: Plan = PLAN) -> str:

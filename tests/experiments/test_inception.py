@@ -614,14 +614,19 @@ def test_seeds_side_by_side_refuse_what_each_run_would_do_alone(idx_root, tmp_pa
     assert not (tmp_path / "metrics.csv").exists()
 
 
-def test_figure_2_names_a_budget_where_every_run_ended_at_the_cap():
+def test_figure_3_names_a_budget_where_every_run_ended_at_the_cap():
     """Figure 3's analysis (Inception's maximum the target) also reads runs that all went to
-    the cap; the figure must not call that the paper's converged protocol."""
-    from scripts.plot_inception import _converged_protocol
+    the cap; the figure and the table must not call that the paper's converged protocol, nor name
+    a target where there is none."""
 
-    def summary(*ended):
+    def summary(*ended, target=0.8):
         seeds = [{"ended_by": e} for e in ended]
-        return {"cap": 8000, "setups": {"inception": {"seeds": seeds[:1]}, "bn_x5": {"seeds": seeds[1:]}}}  # fmt: skip
+        return {"cap": 8000, "target": target, "setups": {"inception": {"seeds": seeds[:1]}, "bn_x5": {"seeds": seeds[1:]}}}  # fmt: skip
 
-    assert _converged_protocol(summary("cap", "cap", "cap")) == "every arm 8,000 steps, Inception's maximum the target"  # fmt: skip
-    assert _converged_protocol(summary("plateau", "target", "cap")).startswith("converged protocol")
+    assert inception_fig3.protocol_name(summary("cap", "cap", "cap")) == "every arm 8,000 steps, Inception's maximum the target"  # fmt: skip
+    assert (
+        inception_fig3.protocol_name(summary("cap", "cap", target=None)) == "every arm 8,000 steps"
+    )
+    assert inception_fig3.protocol_name(summary("plateau", "target", "cap")).startswith(
+        "converged protocol"
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments import inception_fig3
+from experiments.kit import data
 from scripts.analysis import steps_to_target
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "inception"
@@ -48,13 +49,42 @@ def test_the_target_is_the_claims_inception_maximum_below_the_stopping_level():
     curves = {"inception": inception, "bn_x5": bn}
     done = {"steps_done": 300, "diverged": False}
     rows = {k: [inception_fig3.seed_row(c, {"seed": i, **done}) for i, c in enumerate(cs)] for k, cs in curves.items()}  # fmt: skip
-    settings = {"test_subset": 10, "eval_every": 100, "cap": 300}
+    settings = {"test_subset": 10, "eval_every": 100, "cap": 300, "classes": 10}
     c = inception_fig3.converged_figure(curves, rows, settings)
     # a centred moving average of 5 evaluations (fewer at the ends): seed 0 peaks at the last one
     assert c["target"] == steps_to_target.inception_max([dict(k) for k in inception])
     assert c["target"] == pytest.approx(2.5 / 3) and c["stop_target"] == 0.9
     assert [r["steps_to_target"] for r in c["setups"]["inception"]["seeds"]] == [200, 0]
     assert [r["steps_to_target"] for r in c["setups"]["bn_x5"]["seeds"]] == [200]
+
+
+def test_an_inception_maximum_within_chance_is_no_target():
+    """1,000 classes on 5,000 images: chance is 0.1% and its reach 0.1% + 4 x 0.045% = 0.28%.
+    An Inception whose best smoothed evaluation is 0.2% gives no target and no steps to it; one at
+    0.5% gives both."""
+    assert steps_to_target.chance_ceiling(1000, 5000) == pytest.approx(0.001 + 4 * (0.001 * 0.999 / 5000) ** 0.5)  # fmt: skip
+    settings = {"test_subset": 5000, "eval_every": 100, "cap": 300, "classes": 1000}
+    done = {"steps_done": 300, "diverged": False}
+    bn = [[(0, 0.001), (100, 0.1), (200, 0.3), (300, 0.4)]]
+    for level, target in ((0.002, None), (0.005, 0.005)):
+        inception = [[(s, level) for s in (0, 100, 200, 300)]] * 2
+        curves = {"inception": inception, "bn_x30": bn}
+        rows = {k: [inception_fig3.seed_row(c, {"seed": i, **done}) for i, c in enumerate(cs)] for k, cs in curves.items()}  # fmt: skip
+        c = inception_fig3.converged_figure(curves, rows, settings)
+        assert c["target"] == (None if target is None else pytest.approx(target))
+        steps = [r["steps_to_target"] for r in c["setups"]["bn_x30"]["seeds"]]
+        assert steps == ([None] if target is None else [100])
+        assert c["target_rule"].startswith("none: ") == (target is None)
+        summary = {"data": "mnist_triples", "width": 0.125, "global_batch": 32, "parameters": {"inception": 1}, "converged": c}  # fmt: skip
+        table = inception_fig3.converged_table(summary)
+        assert ("Target: none" in table) == (target is None)
+        assert ("every arm 300 steps, Inception's maximum the target" in table) == (
+            target is not None
+        )
+
+
+def test_the_classes_of_each_in_memory_dataset():
+    assert [data.in_memory_classes(n) for n in ("mnist", "fashion_mnist", "mnist_triples", "image_folder")] == [10, 10, 1000, None]  # fmt: skip
 
 
 def test_the_committed_figure3_and_the_claims_read_one_target():
