@@ -915,7 +915,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "reproduce-inception-triples", f"BN-Inception on 1,000 classes: {len(INCEPTION_TRIPLES_ARMS)} arms x 2 seeds on MNIST triples, {TRIPLES_STEPS:,} steps each; results/inception/mnist_triples/",
                 data=("mnist",),
-                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *INCEPTION_TRIPLES), estimate_s=2900)
+                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *INCEPTION_TRIPLES), estimate_s=1600)
                               for v in INCEPTION_TRIPLES_ARMS for s in (0, 1)),),
                 collect=Collect("inception/mnist_triples"), plots=(("plot_inception",),),
             ),

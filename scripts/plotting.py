@@ -36,7 +36,11 @@ from scripts.analysis.stats import Estimate
 
 FIGURES = Path("results/figures")
 _set: str | None = None  # the figure set being drawn (figure_set), inherited by draw's workers
-TITLES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
+TITLES = {
+    "mnist": "MNIST",
+    "fashion_mnist": "Fashion-MNIST",
+    "mnist_triples": "MNIST triples (1,000 classes)",
+}
 plt.rcParams.update(
     {
         "figure.dpi": 110,
