@@ -33,7 +33,7 @@ from experiments.kit.errors import CollectError, OneLineError
 from experiments.kit.results import RUN_KEY, find_runs, seed_stats
 from experiments.kit.runlog import read_curve
 from experiments.papers import BN_FIG3
-from scripts.analysis.steps_to_target import chance_ceiling, inception_max, rule
+from scripts.analysis.steps_to_target import CHANCE_SE, chance_ceiling, inception_max, rule
 
 BASELINE = "inception"
 SUBSET = "test/acc_subset"  # the converged protocol's curve
@@ -243,7 +243,7 @@ def converged_figure(
         if target <= ceiling:
             target_rule = (
                 f"Inception's maximum ({target_rule}), {target:.2%}, is within chance's "
-                f"reach, {ceiling:.2%} ({1 / settings['classes']:.2%} and four standard errors)"
+                f"reach, {ceiling:.2%} ({1 / settings['classes']:.2%} and {CHANCE_SE} standard errors)"
             )
             target = None
     seeds = {
@@ -281,10 +281,15 @@ def eval_settings(runs: list[tuple[Path, dict]]) -> dict:
     return {"test_subset": saved["test_subset"], "eval_every": saved["every"]}
 
 
+def _endings(c: dict) -> set[str]:
+    """How the runs of ``summary["converged"]`` ended (:func:`seed_row`'s ``ended_by``)."""
+    return {r["ended_by"] for e in c["setups"].values() for r in e["seeds"]}
+
+
 def protocol_name(c: dict) -> str:
     """The protocol of ``summary["converged"]``: the paper's, or a fixed budget where every run
     ended at the cap."""
-    if all(r["ended_by"] == "cap" for e in c["setups"].values() for r in e["seeds"]):
+    if _endings(c) == {"cap"}:
         return f"every arm {c['cap']:,} steps" + (
             "" if c["target"] is None else ", Inception's maximum the target"
         )
@@ -298,7 +303,7 @@ def converged_table(summary: dict) -> str:
     stopped = (
         f' A run ended by "target" reached train.stop.target, {c["stop_target"]:.2%}: the lowest of the '
         "Inception seeds' single best evaluations, never below the target."
-        if any(r["ended_by"] == "target" for e in c["setups"].values() for r in e["seeds"])
+        if "target" in _endings(c)
         else ""
     )
     lines = [

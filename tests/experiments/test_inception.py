@@ -514,6 +514,9 @@ def test_a_reached_target_stops_the_run(idx_root, tmp_path):
 
 @pytest.mark.slow
 def test_converged_collector_from_real_runs(idx_root, tmp_path, capsys, monkeypatch):
+    # Runs this short are at chance, whose reach on 16 test images (40%) would leave no target:
+    # this test holds the path with one (test_inception_fig3 holds the one without).
+    monkeypatch.setattr(inception_fig3, "chance_ceiling", lambda classes, images: 0.0)
     common = (*_idx(idx_root), "eval.test_subset=16", "train.steps=6", "train.stop.plateau=0.5")
     for seed in (0, 1):
         inception.train(
