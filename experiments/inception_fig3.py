@@ -250,7 +250,7 @@ def converged_figure(
         k: [
             {
                 "seed": r["seed"],
-                "steps_to_target": target and steps_to(c, target),
+                "steps_to_target": None if target is None else steps_to(c, target),
                 **_without(r, "seed"),
             }
             for c, r in zip(curves[k], rs)

@@ -192,7 +192,7 @@ def _best_panel(ax, c: dict, variants: list[str]) -> None:
 
 
 def _converged_steps_panel(ax, c: dict, variants: list[str], folder: Path) -> None:
-    threshold = fig3.threshold(folder=folder)
+    threshold = c["target"]
     rows = [v for v in variants if v != "inception_sigmoid"]
     base_paper = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"]
     base = np.mean(list(fig3.steps(BASELINE, threshold, folder).values()))

@@ -397,10 +397,15 @@ def load_splits(
             triples.triple_split(x_train, train_images.labels, "train"),
             triples.triple_split(x_test, test_images.labels, "test"),
             channels,
-            triples.CLASSES,
+            in_memory_classes(str(data.name)),
         )
     train = TensorSplit(x_train, train_images.labels)
-    return train, TensorSplit(x_test, test_images.labels), channels, CLASSES
+    return (
+        train,
+        TensorSplit(x_test, test_images.labels),
+        channels,
+        in_memory_classes(str(data.name)),
+    )
 
 
 if __name__ == "__main__":
