@@ -5,9 +5,9 @@
 The page opens with the verdict counts and a table of contents; the claims table comes from the
 claims themselves (``scripts.claims``), each claim linked to its study's section and figure;
 then one section per study of the registry (``experiments.studies``): the command and commit
-that produced it, each setup's numbers with their 95% t-interval over seeds beside the paper's,
-and its figures (PNG embedded as data; the vector files, SVG, linked). It opens offline in any
-browser; links point only at files in ``results/``.
+that produced it, each setup's numbers with their 95% t-interval over seeds (two seeds: both
+values) beside the paper's, and its figures (PNG embedded as data; the vector files, SVG,
+linked). It opens offline in any browser; links point only at files in ``results/``.
 """
 
 from __future__ import annotations
@@ -100,14 +100,18 @@ THROUGHPUT = ("steps_per_s", "examples_per_s")
 
 
 def spread(key: str, stat: dict) -> str:
-    """A seed statistic as ``mean [95% t-interval]``, or the one value of a single seed; a
-    speed (:data:`THROUGHPUT`) as its value, or ``mean (range low–high)`` when runs differ."""
+    """A seed statistic as ``mean [95% t-interval]``, the one value of a single seed, or two
+    seeds' mean and both values (a t-interval of one degree of freedom reaches far beyond what an
+    accuracy can be); a speed (:data:`THROUGHPUT`) as its value, or ``mean (range low–high)``
+    when runs differ."""
     values = [v for v in stat.get("per_seed", []) if v is not None and math.isfinite(v)]
     if key in THROUGHPUT and len(set(values)) > 1:
         low, high = min(values), max(values)
         return f"{_number(key, stat['mean'])} (range {_number(key, low)}–{_number(key, high)})"
     if len(values) < 2 or key in THROUGHPUT:
         return _number(key, stat["mean"]) if values else "–"
+    if len(values) == 2:
+        return f"{_number(key, stat['mean'])} ({', '.join(_number(key, v) for v in values)})"
     e = Estimate.of(values)
     low, high = e.interval()
     return f"{_number(key, e.mean)} [{_number(key, low)}, {_number(key, high)}]"
@@ -166,7 +170,7 @@ def setups_table(summary: dict, labels: dict[str, str], paper: dict | None = Non
     columns = [
         (
             column_name(k),
-            "value or mean (range)" if k in THROUGHPUT else "mean [95% t-interval]",
+            "value or mean (range)" if k in THROUGHPUT else "mean [95% t-interval] or (two seeds)",
         )
         for k in keys
     ]

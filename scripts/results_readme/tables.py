@@ -5,10 +5,12 @@ table, the summary's other tables, and a few a section's anchor asks for (:data:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from experiments.kit.errors import BadResults
+from scripts.analysis import time_to_accuracy as tta
 from scripts.analysis.stats import LEVEL, Estimate
+from scripts.analysis.windows import PLAN
 from scripts.report import (
     STUDY_TABLES,
     THROUGHPUT,
@@ -17,7 +19,6 @@ from scripts.report import (
     spread,
     stat_columns,
 )
-from scripts.report import _number as number_text
 from scripts.results_readme.sections import SectionError, SectionView, read_sweep, swept
 from scripts.results_readme.text import finite, geometric_mean, num, pct
 
@@ -42,17 +43,6 @@ def _same(setups: dict[str, dict], a: str, b: str) -> bool:
     return all(e.get(a) == e.get(b) for e in setups.values())
 
 
-def cell(key: str, stat: dict) -> str:
-    """A final number as the report shows it (mean and t-interval over seeds), except that two
-    seeds show their mean and both values: a t-interval of one degree of freedom reaches far
-    beyond what an accuracy can be."""
-    values = finite(stat.get("per_seed", []))
-    if len(values) == 2 and key not in THROUGHPUT:
-        both = ", ".join(number_text(key, v) for v in values)
-        return f"{number_text(key, stat['mean'])} ({both})"
-    return spread(key, stat)
-
-
 def setups_table(s: SectionView) -> Table | None:
     """Each setup's final numbers beside the paper's where the summary holds them. Speeds are
     left out: they measure the machine, not the method."""
@@ -66,7 +56,7 @@ def setups_table(s: SectionView) -> Table | None:
     for name, e in setups.items():
         n, bad = len(e["seeds"]), sum(bool(d) for d in e.get("diverged", []))
         row = [f"{s.label(name)} (`{name}`)", f"{n}" + (f" ({bad} diverged)" if bad else "")]
-        row += [cell(k, e[k]) if isinstance(e.get(k), dict) else "–" for k in keys]
+        row += [spread(k, e[k]) if isinstance(e.get(k), dict) else "–" for k in keys]
         if paper:
             row.append(paper_text(paper[name]) if name in paper else "–")
         rows.append(row)
@@ -252,11 +242,51 @@ def init_scale_small_tables(s: SectionView) -> list[Table]:
     return out
 
 
+def inception_ablation_tables(s: SectionView) -> list[Table]:
+    """Figure 3's exploratory arms read as its claims read the confirmatory seeds: per arm, its
+    initial learning rate and decay interval, and per seed its smoothed maximum on the test
+    subset, its steps to each of the fixed targets and how its run ended."""
+    plan = replace(PLAN, root=str(s.root))
+    ended = {k: e["seeds"] for k, e in s.summary["converged"]["setups"].items()}
+    rows = []
+    for arm, e in s.setups.items():
+        config = e["config"]
+        best = tta.maxima(plan, arm, s.path)
+        reach = [tta.reaches(plan, arm, t, s.path) for t in tta.TARGETS]
+        rows.append(
+            [
+                s.label(arm),
+                f"{config['train.lr'] * config['train.lr_mult']:g}",
+                num(e["lr_decay_every"]),
+                ", ".join(pct(best[seed], 1) for seed in e["seeds"]),
+                *(
+                    ", ".join(
+                        num(r[seed].steps) if r[seed].reached else "never" for seed in e["seeds"]
+                    )
+                    for r in reach
+                ),
+                ", ".join(f"{r['ended_by']} at {num(r['steps_done'])}" for r in ended[arm]),
+            ]
+        )
+    targets = [f"steps to {t:.0%}" for t in tta.TARGETS]
+    return [
+        Table(
+            ["arm", "initial rate", "decays every", "smoothed maximum", *targets, "how it ended"],
+            rows,
+            f"Per seed ({s.seeds()}): the maximum of the test-subset curve smoothed over "
+            f"{plan.smoothing} evaluations, the first evaluation at or above each fixed target "
+            "(*never*: not within the run), and how the run ended; the rate decays ×"
+            f"{s.shared('train.lr_decay_factor'):g} every so many steps.",
+        )
+    ]
+
+
 # Tables beyond the generic ones, by section anchor (a test holds every key to the registry):
 # anchor -> (its tables, whether they replace the generic table of the setups).
 SPECIAL: dict[str, tuple[Callable[[SectionView], list[Table]], bool]] = {
     "depth": (depth_tables, True),
     "init-scale-small": (init_scale_small_tables, False),
+    "inception-ablations": (inception_ablation_tables, False),
 }
 
 

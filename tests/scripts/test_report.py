@@ -73,6 +73,8 @@ def test_spread_is_the_t_interval_over_seeds():
         pytest.approx(100 * ci[1], abs=0.005),
     )
     assert report.spread("test_acc", {"mean": 0.9, "per_seed": [0.9]}) == "90.00%"
+    two = report.spread("test_acc", {"mean": 0.95, "per_seed": [0.94, 0.96]})
+    assert two == "95.00% (94.00%, 96.00%)"  # no interval of one degree of freedom
 
 
 def test_a_speed_gets_its_range_or_its_value_not_an_interval():

@@ -227,3 +227,46 @@ def test_a_sweep_reads_its_studys_accuracy_column_in_its_labels_order(results, m
     (results / "toy/sweep.csv").write_text(SWEEP)  # the accuracy under the usual name: refused
     with pytest.raises(SystemExit, match="not a sweep's CSV \\(no acc_subset column\\)"):
         cli.main([])
+
+
+def test_the_inception_ablations_table_reads_each_seeds_curve_at_the_fixed_targets(tmp_path):
+    from experiments.studies import study
+    from scripts.analysis import time_to_accuracy as tta
+    from scripts.results_readme.tables import inception_ablation_tables
+
+    inception = study("inception")
+    section = next(x for x in inception.sections if x.anchor == "inception-ablations")
+    folder = tmp_path / section.path
+    folder.mkdir(parents=True)
+    # seed 0 climbs 0.7 -> 0.85 over 1,000 steps; seed 1 stalls at 0.79
+    curves = {
+        0: {step: 0.7 + 0.15 * step / 1000 for step in range(0, 1001, 100)},
+        1: {step: min(0.79, 0.7 + 0.15 * step / 1000) for step in range(0, 1001, 100)},
+    }
+    rows = [
+        f"inception_x2,{seed},{step},{tta.METRIC},{v}"
+        for seed, c in curves.items()
+        for step, v in c.items()
+    ]
+    (folder / "runs.csv").write_text("setup,seed,step,metric,value\n" + "\n".join(rows) + "\n")
+    config = {"train.lr": 0.0015, "train.lr_mult": 2.0, "train.lr_decay_factor": 0.96}
+    ended = [{"ended_by": "cap", "steps_done": 1000}, {"ended_by": "plateau", "steps_done": 1000}]
+    setup = {"seeds": [0, 1], "diverged": [False, False], "config": config, "lr_decay_every": 80}
+    summary = {
+        "steps": 1000,
+        "setups": {"inception_x2": setup},
+        "converged": {"setups": {"inception_x2": {"seeds": ended}}},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    view = SectionView(section, inception, tmp_path, summary=summary)
+
+    [table] = inception_ablation_tables(view)
+    row = dict(zip(table.head, table.rows[0]))
+    assert row["arm"] == inception.labels["inception_x2"]
+    assert row["initial rate"] == "0.003" and row["decays every"] == "80"
+    # the smoothed maximum of seed 0 is the mean of its last three evaluations (a 5-wide window, cut at the end)
+    assert row["smoothed maximum"] == f"{(0.835 + 0.85 + 0.82) / 3:.1%}, 79.0%"
+    assert row["steps to 75%"] == "400, 400"  # 0.7 + 0.015 * 4 = 0.76 (0.745 at step 300)
+    assert row["steps to 80%"] == "700, never"
+    assert row["steps to 84%"] == "1,000, never"
+    assert row["how it ended"] == "cap at 1,000, plateau at 1,000"
