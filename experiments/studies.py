@@ -576,13 +576,14 @@ CONFIRM_TRIPLES_SETUPS = ("bn32", "noniid_bn", "noniid_brn", "noniid4_bn", "noni
 # The BN-Inception family on the same triples (its head one pooled column per item), Figure 2's
 # four arms: does Inception plateau later and lower than the BN variants there? Not on Figure 3's
 # schedule as it then was (decay every 80 steps, 8,000): the recipe's 6x faster decay puts
-# BN-x5's rate at 0.96^76 = 0.045x its start by step 1,000, where an exploratory run of it (at 89a5587) was still at
-# chance (0.56% against 0.1%), like Inception and BN-Baseline at their 0.0015; the paper's BN-x5
-# reached Inception's maximum in 1/15 of Inception's run, at about 0.2x its rate. Here the decay is
-# stretched to the task: BN-x5 and BN-x30 decay every 60 steps, so they end at 0.96^100 = 0.017x,
-# the fraction Figure 3's Inception ends at, while Inception and BN-Baseline (every 360) end at
-# 0.96^16 = 0.52x, still unannealed. Both halves of the paper's schedule cannot fit a 6,000-step
-# run on a 1,000-class task; this keeps the BN variants' and reports Inception's as unfinished.
+# BN-x5's rate at 0.96^76 = 0.045x its start by step 1,000, where an exploratory run of it (at
+# 89a5587) was still at chance (0.56% against 0.1%), like Inception and BN-Baseline at their
+# 0.0015; the paper's BN-x5 reached Inception's maximum in 1/15 of Inception's run, at about 0.2x
+# its rate. Here the decay is stretched to the task: BN-x5 and BN-x30 decay every 60 steps, so
+# they end at 0.96^100 = 0.017x, the fraction Figure 3's Inception ends at, while Inception and
+# BN-Baseline (every 360) end at 0.96^16 = 0.52x, still unannealed. Both halves of the paper's
+# schedule cannot fit a 6,000-step run on a 1,000-class task; this keeps the BN variants' and
+# reports Inception's as unfinished.
 INCEPTION_TRIPLES_ARMS = ("inception", "bn_baseline", "bn_x5", "bn_x30")
 INCEPTION_TRIPLES_DECAY = 360  # steps between decays of Inception's schedule (the x6 arms: 60)
 INCEPTION_TRIPLES = (
