@@ -2,9 +2,7 @@
 entering at the cap, speed-ups unpaired (Welch for confirmatory seeds, the pilot's pooled SD for
 the pilot), smoothed maxima, and the share of a speed-up with Fieller's set."""
 
-import csv
 import dataclasses
-import json
 import math
 import statistics
 
@@ -15,23 +13,14 @@ from experiments.kit.errors import MissingResult
 from scripts.analysis import time_to_accuracy as tta
 from scripts.analysis.stats import pooled_sd
 from scripts.analysis.windows import PLAN
+from tests.scripts.analysis.fig3_collection import write_fig3
 
 CAP = 1000
 
 
 def _write(root, arms: dict[str, dict[int, dict[int, float]]], folder: str = tta.FOLDER) -> None:
     """A collection under ``root``: per arm, per seed, its test-subset curve."""
-    out = root / folder
-    out.mkdir(parents=True)
-    setups = {k: {"seeds": sorted(v), "diverged": [False] * len(v)} for k, v in arms.items()}
-    (out / "summary.json").write_text(json.dumps({"steps": CAP, "setups": setups}))
-    with (out / "runs.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["setup", "seed", "step", "metric", "value"])
-        for k, seeds in arms.items():
-            for seed, curve in seeds.items():
-                for step, v in curve.items():
-                    w.writerow([k, seed, step, tta.METRIC, v])
+    write_fig3(root, arms, CAP, folder=folder)
 
 
 def _ramp(reach_at: int, top: float = 0.9) -> dict[int, float]:

@@ -1,17 +1,15 @@
 """scripts/claims/bn_paper.py: every Figure 3 row decided end to end, pilot and confirmatory
 seeds, on a generated confirmatory collection laid out as `make confirm-inception` writes it."""
 
-import csv
 import dataclasses
-import json
 
 import pytest
 
 from experiments.studies import CONFIRM_INCEPTION, INCEPTION_CONTROLS, INCEPTION_VARIANTS
-from scripts.analysis import time_to_accuracy as tta
 from scripts.analysis.windows import PLAN
 from scripts.claims import bn_paper, claim
 from scripts.claims.rules import Verdict
+from tests.scripts.analysis.fig3_collection import write_fig3
 
 CAP = 32000
 # Per arm: (the step at which its curve levels off, where it levels off); None: flat at chance.
@@ -43,27 +41,11 @@ def _curve(arm: str, seed: int) -> dict[int, float]:
 def confirmed(tmp_path, monkeypatch):
     """The generated collection under a confirmatory root the claims read."""
     root = tmp_path / "confirmatory"
-    out = root / tta.FOLDER
-    out.mkdir(parents=True)
-    seeds = list(CONFIRM_INCEPTION)
     arms = (*INCEPTION_VARIANTS, *INCEPTION_CONTROLS)
     assert set(arms) == set(ARMS)
-    curves = {a: {s: _curve(a, s) for s in seeds} for a in arms}
-    setups = {
-        a: {
-            "seeds": seeds,
-            "diverged": [False] * len(seeds),
-            "test_acc": {"per_seed": [c[max(c)] for c in curves[a].values()]},
-        }
-        for a in arms
-    }
-    (out / "summary.json").write_text(json.dumps({"steps": CAP, "setups": setups}))
-    with (out / "runs.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["setup", "seed", "step", "metric", "value"])
-        for a, by_seed in curves.items():
-            for s, c in by_seed.items():
-                w.writerows([a, s, step, tta.METRIC, v] for step, v in c.items())
+    curves = {a: {s: _curve(a, s) for s in CONFIRM_INCEPTION} for a in arms}
+    final = {a: {"test_acc": {"per_seed": [c[max(c)] for c in curves[a].values()]}} for a in arms}
+    write_fig3(root, curves, CAP, final)
     monkeypatch.setattr(claim, "CONFIRMED", dataclasses.replace(PLAN, root=str(root)))
     return root
 
