@@ -250,12 +250,20 @@ def test_the_inception_ablations_table_reads_each_seeds_curve_at_the_fixed_targe
     ]
     (folder / "runs.csv").write_text("setup,seed,step,metric,value\n" + "\n".join(rows) + "\n")
     config = {"train.lr": 0.0015, "train.lr_mult": 2.0, "train.lr_decay_factor": 0.96}
-    ended = [{"ended_by": "cap", "steps_done": 1000}, {"ended_by": "plateau", "steps_done": 1000}]
+    ended = [
+        {"ended_by": "cap", "steps_done": 1000, "max_acc_subset": 0.85},
+        {"ended_by": "plateau", "steps_done": 1000, "max_acc_subset": 0.79},
+    ]
     setup = {"seeds": [0, 1], "diverged": [False, False], "config": config, "lr_decay_every": 80}
     summary = {
         "steps": 1000,
         "setups": {"inception_x2": setup},
-        "converged": {"setups": {"inception_x2": {"seeds": ended}}},
+        "converged": {
+            "cap": 1000,
+            "test_subset": 5000,
+            "eval_every": 100,
+            "setups": {"inception_x2": {"seeds": ended}},
+        },
     }
     (folder / "summary.json").write_text(json.dumps(summary))
     view = SectionView(section, inception, tmp_path, summary=summary)
@@ -270,3 +278,10 @@ def test_the_inception_ablations_table_reads_each_seeds_curve_at_the_fixed_targe
     assert row["steps to 80%"] == "700, never"
     assert row["steps to 84%"] == "1,000, never"
     assert row["how it ended"] == "cap at 1,000, plateau at 1,000"
+    # the prose names each rate of the sweep with its seeds' best evaluations, and no divergence
+    macro = document.prose_macros(document.environment())["inception_ablations"]
+    prose = reflow(document._prose(macro, view))
+    assert "Inception without BN at ×2 the rate" in prose and "×2 85.00% and 79.00%." in prose
+    assert "No run diverged" in prose
+    setup["diverged"] = [False, True]
+    assert f"{inception.labels['inception_x2']} diverged" in document._prose(macro, view)
