@@ -368,7 +368,13 @@ FIG3_SCHEDULE = (
 # without BN, flat at chance (the pilot's plateaus). The others train to about 24,000 steps. The
 # estimates order the jobs, longest first (seconds on a 2-core Xeon, 0.13 s a step).
 FIG3_SHORT_ARMS = ("bn_x5", "bn_x30", "bn_x5_sigmoid", "inception_sigmoid")
-FIG3_ESTIMATE_S = {True: 600, False: 3100}  # by whether the arm is one of FIG3_SHORT_ARMS
+
+
+def fig3_estimate_s(arm: str) -> int:
+    """A Figure 3 protocol job's estimated seconds: short arms stop early (FIG3_SHORT_ARMS)."""
+    return 600 if arm in FIG3_SHORT_ARMS else 3100
+
+
 FIG3 = (*FIG3_SCHEDULE, f"train.stop.plateau={FIG3_PLATEAU}", "train.stop.min_steps=1000")
 # The batch-size study: the examples g each BN (or Batch Renorm) layer normalizes over inside the
 # gradient's minibatch of 32 -> the setup (microbatch g; g = 32 is the whole minibatch), and the
@@ -923,7 +929,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "confirm-inception", f"confirmatory seeds of BN paper Fig. 3 at CPU scale: {len(INCEPTION_VARIANTS) + len(INCEPTION_CONTROLS)} arms x {len(CONFIRM_INCEPTION)} seeds to their plateaus; results/confirmatory/inception/fashion_mnist_converged/",
                 data=("fashion_mnist",),
-                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *FIG3), estimate_s=FIG3_ESTIMATE_S[v in FIG3_SHORT_ARMS])
+                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *FIG3), estimate_s=fig3_estimate_s(v))
                               for v in (*INCEPTION_VARIANTS, *INCEPTION_CONTROLS) for s in CONFIRM_INCEPTION),),
                 collect=Collect(f"{CONFIRMATORY}/inception/fashion_mnist_converged"), plots=(("plot_inception",),),
                 seeds=CONFIRM_INCEPTION, most_seeds=INCEPTION_AFFORDABLE,
@@ -940,7 +946,7 @@ STUDIES: tuple[Study, ...] = (
             Reproduction(
                 "reproduce-inception-ablations", "Figure 3's exploratory arms at CPU scale: Inception's learning rate x1, x2, x5 and x30, BN-x5's decay 1x, 2x and 6x (the recipe's) as fast, 2 seeds each; results/inception/fashion_mnist_ablations/",
                 data=("fashion_mnist",),
-                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *FIG3), estimate_s=FIG3_ESTIMATE_S[v in FIG3_SHORT_ARMS])
+                stages=(tuple(Job(f"{v}/seed{s}", (f"setup={v}", f"seed={s}", *FIG3), estimate_s=fig3_estimate_s(v))
                               for v in (*INCEPTION_ABLATION_REFERENCES, *INCEPTION_ABLATIONS) for s in (0, 1)),),
                 collect=Collect("inception/fashion_mnist_ablations"), plots=(("plot_inception",),),
             ),
