@@ -33,17 +33,22 @@ def test_run_kills_the_whole_process_group_at_its_limit(tmp_path):
 @pytest.mark.slow
 def test_kill_run_kills_every_process_with_the_token_and_no_other(tmp_path):
     token = f"hydra.run.dir={tmp_path}"
-    sleep = "import time; time.sleep(60)"
-    mine = subprocess.Popen([sys.executable, "-c", sleep, token])
-    other = subprocess.Popen([sys.executable, "-c", sleep, token + "x"])
+    sleep = "import time; print('up', flush=True); time.sleep(60)"
+    mine = subprocess.Popen([sys.executable, "-c", sleep, token], stdout=subprocess.PIPE)
+    other = subprocess.Popen([sys.executable, "-c", sleep, token + "x"], stdout=subprocess.PIPE)
     try:
+        # Popen returns once exec has begun, but the kernel fills /proc/<pid>/cmdline a moment
+        # later: under load a scan at once can read it empty. Wait until both run Python code.
+        assert mine.stdout.readline() == b"up\n" and other.stdout.readline() == b"up\n"
         gpu_check.kill_run(token)
         assert mine.wait(timeout=10) == -9
         time.sleep(0.2)
         assert other.poll() is None
     finally:
-        other.kill()
-        other.wait()
+        for proc in (mine, other):
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
 
 
 def test_the_stage_shares_cover_the_budget():
