@@ -49,6 +49,7 @@ class Model:
     separable_stem: bool = MISSING
     stem_stride: int = MISSING
     pool_columns: int = 1
+    fuse_reductions: bool = False
 
 
 @dataclass
@@ -147,7 +148,8 @@ def build_model(cfg: DictConfig, in_channels: int, num_classes: int) -> BNIncept
         stem_stride=m.stem_stride,
         pool_columns=m.pool_columns,
     )
-    return apply_norm_options(model, cfg.norm)
+    model = apply_norm_options(model, cfg.norm)
+    return model.fuse_reductions() if m.fuse_reductions else model
 
 
 _WEIGHTED = (nn.Conv2d, nn.Linear, GroupedLinear)  # the layers whose weights get L2

@@ -17,8 +17,11 @@ ratio peer / study as the median of each round's ratio (a round's study and peer
 back; above 1: the study is cheaper). Target: the Figure 1 MLP at >= 4x. For the conv net,
 BN-Inception and the depth study it also times the study with five seeds side by side in one
 process (``seed=[0,1,2,3,4]``, the way ``make reproduce-renorm`` runs the conv net), per
-run-step; Batch Renorm per microbatch has no peer (``torch.nn`` has no such layer), so its row compares the
-study's two routes.
+run-step, BN-Inception's with each module's 1x1 reductions fused (``model.fuse_reductions=true``:
+the same network, one wide product instead of three narrow ones). BN-Inception is evaluated as
+Figure 3's confirmatory runs are (``FIG3_SCHEDULE``'s ``eval.*``: 5,000 test images every 100
+steps), the peer on as many images as often. Batch Renorm per microbatch has no peer
+(``torch.nn`` has no such layer), so its row compares the study's two routes.
 
 For the Figure 1 MLP it also states the compute floor of a run-step: its arithmetic (forward,
 backward and update; the binary first layer's additions counted as they are done, one per set
@@ -45,7 +48,7 @@ import torch.nn.functional as F
 
 from experiments.kit.data import compact_inputs, ensure_dataset, load_split
 from experiments.nets import kernels
-from experiments.studies import DEPTH_LR_EVERY, DEPTH_LR_RUN, DEPTH_LR_TEST
+from experiments.studies import DEPTH_LR_EVERY, DEPTH_LR_RUN, DEPTH_LR_TEST, FIG3_SCHEDULE
 from scripts.bench_layers import write_report
 
 
@@ -67,7 +70,8 @@ class Case:
     peer: list[str] | None  # the peer's module and arguments (steps and data appended)
     data: str  # which of the prepared tensors files the peer reads
     lengths: tuple[int, int]  # run lengths in steps; their difference is what is timed
-    stacked: tuple[str, int] | None = None  # the study's seeds-side-by-side route: (seed, runs)
+    # the study's seeds-side-by-side route: (its overrides, runs a process)
+    stacked: tuple[tuple[str, ...], int] | None = None
 
     def routes(self) -> list[str]:
         return ["study", *(["stacked"] if self.stacked else []), *(["peer"] if self.peer else [])]
@@ -90,32 +94,46 @@ def cases() -> list[Case]:
             "conv", "Batch Renorm study's conv net, BN, batch 32",
             ["experiments.renorm", "setup=bn32", "eval.every=300", *off], 1,
             ["scripts.peers.convnet", "--eval-every", "300", "--train-eval", "5000"], "images",
-            (300, 1200), ("seed=[0,1,2,3,4]", 5),
+            (300, 1200), (FIVE_SEEDS, 5),
         ),
         Case(
             "conv_brn_micro4", "the same conv net, Batch Renorm per microbatch of 4",
             ["experiments.renorm", "setup=brn_micro4", "eval.every=300", *off], 1,
-            None, "images", (300, 1200), ("seed=[0,1,2,3,4]", 5),
+            None, "images", (300, 1200), (FIVE_SEEDS, 5),
         ),
         Case(
-            "inception", "BN-Inception at CPU scale, BN-Baseline",
-            ["experiments.inception", "setup=bn_baseline", "eval.every=100", *off], 1,
-            ["scripts.peers.inception", "--eval-every", "100", "--train-eval", "2000"], "rgb32",
-            (100, 300), ("seed=[0,1,2,3,4]", 5),
+            "inception", "BN-Inception at CPU scale, BN-Baseline, Figure 3's evaluations",
+            ["experiments.inception", "setup=bn_baseline", *FIG3_EVAL, *off], 1,
+            ["scripts.peers.inception", *fig3_eval_peer()], "rgb32",
+            (100, 300), ((*FIVE_SEEDS, "model.fuse_reductions=true"), 5),
         ),
         # the gradient ratio and the fixed batch's loss every step (reproduce-depth), the peer
         # measuring the same; 20 and 120 steps: the study checkpoints every 100
         Case(
             "depth", "depth study, six deep MLPs with BN (one run)",
             ["experiments.depth", "setup=deep_mlp_bn", *off], 1,
-            ["scripts.peers.deep_mlp", "--ratio"], "gray", (20, 120), ("seed=[0,1,2,3,4]", 5),
+            ["scripts.peers.deep_mlp", "--ratio"], "gray", (20, 120), (FIVE_SEEDS, 5),
         ),
         Case(
             "depth_lr", "depth study at the learning-rate grid's cadence, BN, lr 0.1",
             ["experiments.depth", "setup=deep_mlp_bn", *depth_lr_study(), *off], 1,
             ["scripts.peers.deep_mlp", *depth_lr_peer()], "gray", (DEPTH_LR_EVERY, 4 * DEPTH_LR_EVERY),
-            ("seed=[0,1,2,3,4]", 5),
+            (FIVE_SEEDS, 5),
         ),
+    ]  # fmt: skip
+
+
+FIVE_SEEDS = ("seed=[0,1,2,3,4]",)
+# BN-Inception evaluated as Figure 3's confirmatory runs are (make confirm-inception)
+FIG3_EVAL = tuple(a for a in FIG3_SCHEDULE if a.startswith("eval."))
+
+
+def fig3_eval_peer() -> list[str]:
+    """The peer's evaluations at Figure 3's cadence: as many test images, as many training ones."""
+    e = dict(a.split("=", 1) for a in FIG3_EVAL)
+    return [
+        "--eval-every", e["eval.every"], "--test-subset", e["eval.test_subset"],
+        "--train-eval", e["eval.train_subset"],
     ]  # fmt: skip
 
 
@@ -273,7 +291,7 @@ def main() -> None:
                 run_dir = scratch / f"{case.key}-r{r}-{steps}"
                 commands = {
                     "study": [*py, *case.study, f"train.steps={steps}", f"hydra.run.dir={run_dir}"],
-                    "stacked": [*py, *case.study, case.stacked[0] if case.stacked else "", f"train.steps={steps}", f"hydra.run.dir={run_dir}-stacked"],
+                    "stacked": [*py, *case.study, *(case.stacked[0] if case.stacked else ()), f"train.steps={steps}", f"hydra.run.dir={run_dir}-stacked"],
                     "peer": [*py, *(case.peer or []), "--steps", str(steps), "--data", str(files[case.data])],
                 }  # fmt: skip
                 for route in case.routes():

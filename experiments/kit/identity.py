@@ -68,6 +68,7 @@ ADDED_LATER: dict[str, Any] = {
     "model.pool_columns": 1,
     "train.trainable": "all",
     "train.first_images": 0,
+    "model.fuse_reductions": False,
 }
 
 

@@ -159,6 +159,21 @@ def cat_per_copy(xs: Sequence[Tensor], copies: int) -> Tensor:
     return torch.cat([x.reshape(n, copies, -1, h, w) for x in xs], 2).reshape(n, -1, h, w)
 
 
+def split_per_copy(x: Tensor, sizes: Sequence[int], copies: int) -> list[Tensor]:
+    """The inverse of :func:`cat_per_copy`: ``(N, copies·Σsizes, H, W)``, copy ``k``'s channels
+    in block ``k`` → one ``(N, copies·sizes[i], H, W)`` per size, copy ``k`` in block ``k`` of
+    each. One copy: views of ``x``; several: channels-last ``x`` gives channels-last parts."""
+    if copies == 1:
+        return list(x.split(list(sizes), 1))
+    n, _, h, w = x.shape
+    if x.stride(1) == 1:  # channels last: (N, H, W, K, Σsizes)
+        parts = x.permute(0, 2, 3, 1).reshape(n, h, w, copies, -1).split(list(sizes), 4)
+        last = torch.channels_last
+        return [p.reshape(n, h, w, -1).permute(0, 3, 1, 2).contiguous(memory_format=last) for p in parts]  # fmt: skip
+    parts = x.reshape(n, copies, -1, h, w).split(list(sizes), 2)
+    return [p.reshape(n, -1, h, w).contiguous() for p in parts]
+
+
 def _layer_names(net: nn.Module) -> list[str]:
     """The names of ``net``'s layers: its modules without modules of their own."""
     return [name for name, m in net.named_modules() if not any(True for _ in m.children())]
@@ -208,7 +223,7 @@ def _stack_layer(layers: list[nn.Module]) -> nn.Module:
                 out.bias.copy_(torch.stack([m.bias for m in layers]))
         return out.to(first.weight.dtype)
     if isinstance(first, (nn.modules.batchnorm._NormBase, nn.GroupNorm)):
-        return _stack_norm(layers)
+        return concat_norms(layers)
     if isinstance(first, nn.LocalResponseNorm):
         if any(getattr(m, "copies", 1) != 1 for m in layers):
             raise ValueError("stack_copies: a LocalResponseNorm already of several copies")
@@ -224,9 +239,35 @@ def _stack_conv(layers: list[nn.Conv2d], names: tuple[str, ...] = ("weight", "bi
     first, k = layers[0], len(layers)
     if first.padding_mode != "zeros":
         raise ValueError("stack_copies: a convolution with padding_mode other than zeros")
+    return _conv_of(layers, k * first.in_channels, k * first.groups, names)
+
+
+def concat_convs(convs: Sequence[nn.Conv2d]) -> nn.Conv2d:
+    """One convolution computing ``convs`` side by side on their common input: their output
+    channels concatenated in order, each computed from the same weights (and bias) as before.
+    They must share their class, input channels, kernel, stride, padding and dilation, have
+    ``groups=1`` and zero padding, and all have a bias or none; else ``ValueError``."""
+    first = convs[0]
+    keys = ("in_channels", "kernel_size", "stride", "padding", "dilation", "groups", "padding_mode")
+    if any(
+        type(c) is not type(first)
+        or any(getattr(c, key) != getattr(first, key) for key in keys)
+        or (c.bias is None) != (first.bias is None)
+        for c in convs
+    ):
+        raise ValueError("concat_convs: the convolutions differ in more than their output channels")
+    if first.groups != 1 or first.padding_mode != "zeros" or isinstance(first, bn.WeightNormConv2d):
+        raise ValueError("concat_convs: only plain convolutions with groups=1 and zero padding")
+    return _conv_of(convs, first.in_channels, first.groups, ("weight", "bias"))
+
+
+def _conv_of(layers, in_channels: int, groups: int, names: tuple[str, ...]) -> nn.Conv2d:
+    """A convolution of ``layers[0]``'s class and geometry on ``in_channels`` in ``groups``
+    groups, with the layers' output channels: each tensor in ``names`` the layers' concatenated."""
+    first = layers[0]
     out = type(first)(
-        k * first.in_channels, k * first.out_channels, first.kernel_size, first.stride,
-        first.padding, first.dilation, k * first.groups, first.bias is not None,
+        in_channels, sum(m.out_channels for m in layers), first.kernel_size, first.stride,
+        first.padding, first.dilation, groups, first.bias is not None,
         dtype=getattr(first, names[0]).dtype,
     )  # fmt: skip
     with torch.no_grad():
@@ -237,26 +278,41 @@ def _stack_conv(layers: list[nn.Conv2d], names: tuple[str, ...] = ("weight", "bi
     return out
 
 
-def _stack_norm(layers: list[nn.Module]) -> nn.Module:
-    """The first layer's copy (class and options kept) with every per-channel tensor the
-    concatenation of the copies' and ``K`` times the channels (and groups)."""
-    first, k = layers[0], len(layers)
+def concat_norms(layers: Sequence[nn.Module]) -> nn.Module:
+    """One norm layer over the channels of ``layers`` side by side: ``layers[0]``'s class and
+    options, every per-channel tensor (``γ``, ``β``, running statistics) the layers'
+    concatenated. It normalizes each channel as its own layer did: the copies of a stack
+    (:func:`stack_copies`), or parallel branches reading one input
+    (:meth:`~experiments.nets.bn_inception.InceptionModule.fuse_reductions`). Every batch norm
+    (of :mod:`bn` or torch) keeps its statistics per channel (and per microbatch); a group norm
+    gets the layers' groups, so all must be of one size (no group then spans two layers).
+    Another norm raises ``ValueError``."""
+    first = layers[0]
+    if any(type(m) is not type(first) for m in layers):
+        raise ValueError(f"concat_norms: layers of different types: {[type(m).__name__ for m in layers]}")  # fmt: skip
+    if isinstance(first, nn.Identity):
+        return nn.Identity()
     out = copy.deepcopy(first)
     if isinstance(first, nn.GroupNorm):
-        out.num_groups, out.num_channels = k * first.num_groups, k * first.num_channels
+        if len({m.num_channels // m.num_groups for m in layers}) > 1:
+            raise ValueError("concat_norms: group norms whose groups differ in size")
+        out.num_groups = sum(m.num_groups for m in layers)
+        out.num_channels = sum(m.num_channels for m in layers)
+    elif isinstance(first, nn.modules.batchnorm._NormBase):
+        out.num_features = sum(m.num_features for m in layers)
     else:
-        out.num_features = k * first.num_features
+        raise ValueError(f"concat_norms: cannot join {type(first).__name__} layers channel-wise")
     with torch.no_grad():
         for name, tensor in list(first.named_parameters(recurse=False)):
-            stacked = torch.cat([getattr(m, name) for m in layers])
-            setattr(out, name, nn.Parameter(stacked, requires_grad=tensor.requires_grad))
+            joined = torch.cat([getattr(m, name) for m in layers])
+            setattr(out, name, nn.Parameter(joined, requires_grad=tensor.requires_grad))
         for name, tensor in list(first.named_buffers(recurse=False)):
             if tensor is None:
                 continue
             values = [getattr(m, name) for m in layers]
-            if tensor.dim() == 0:  # a step counter: the copies are in lockstep
+            if tensor.dim() == 0:  # a step counter: the layers are in lockstep
                 if any(not torch.equal(v, tensor) for v in values):
-                    raise ValueError(f"stack_copies: the copies' {name} differ")
+                    raise ValueError(f"concat_norms: the layers' {name} differ")
                 continue
             out.register_buffer(name, torch.cat(values))
     return out

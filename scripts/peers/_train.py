@@ -29,6 +29,9 @@ def arguments(
     ap.add_argument(
         "--train-eval", type=int, default=0, help="also the accuracy on N training images"
     )
+    ap.add_argument(
+        "--test-subset", type=int, default=0, help="test accuracy on the first N images (0: all)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     if extra is not None:
         extra(ap)
@@ -41,6 +44,8 @@ def train(args: argparse.Namespace, model: nn.Module, loss_fn: Callable | None =
     torch.set_num_threads(1)
     data = torch.load(args.data, weights_only=True)
     x_train, y_train, x_test, y_test = (data[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+    if args.test_subset:
+        x_test, y_test = x_test[: args.test_subset], y_test[: args.test_subset]
     fmt = (
         torch.channels_last
         if args.channels_last and x_train.dim() == 4

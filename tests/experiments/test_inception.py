@@ -165,6 +165,18 @@ def test_gpu_scale_builds_the_full_width_network():
     assert model(torch.randn(2, 3, 224, 224)).shape == (2, 1000)
 
 
+def test_fuse_reductions_builds_the_same_weights_fused():
+    torch.manual_seed(0)
+    plain = inception.build_model(_cfg(["setup=bn_x30"]), 3, 10)
+    torch.manual_seed(0)
+    fused = inception.build_model(_cfg(["setup=bn_x30", "model.fuse_reductions=true"]), 3, 10)
+    assert all(m.reduce is None for m in plain.inception.values())
+    assert all(m.reduce is not None for m in fused.inception.values())
+    m, f = plain.inception["4a"], fused.inception["4a"]
+    want = torch.cat([m.branch1x1[0].weight, m.branch3x3[0][0].weight, m.branch_double[0][0].weight])  # fmt: skip
+    assert torch.equal(f.reduce[0].weight, want)
+
+
 # --- the recipe's augmentation ------------------------------------------------------------------
 
 
@@ -606,6 +618,27 @@ def test_seeds_side_by_side_are_the_separate_runs_one_folder_each(idx_root, tmp_
         collected[name] = summary["setups"]["bn_baseline"]
     assert collected["stacked"].keys() == collected["alone"].keys()
     assert collected["stacked"]["seeds"] == collected["alone"]["seeds"] == [3, 5]
+
+
+@pytest.mark.slow
+def test_fused_reductions_start_where_the_plain_runs_start(idx_root, tmp_path):
+    """model.fuse_reductions=true, seeds side by side: each seed's folder starts (step 0, the
+    same weights as its plain run, fused) with the plain run's evaluations up to float rounding,
+    and records the setting."""
+    overrides = (*_idx(idx_root), "setup=bn_baseline")
+    fused = tmp_path / "fused"
+    inception.train(_small(*overrides, "seed=[3,5]", "model.fuse_reductions=true"), fused)
+    for seed in (3, 5):
+        inception.train(_small(*overrides, f"seed={seed}"), tmp_path / f"plain{seed}")
+        at0 = [
+            {r["metric"]: float(r["value"]) for r in metric_rows(run) if int(r["step"]) == 0}
+            for run in (fused / f"seed{seed}", tmp_path / f"plain{seed}")
+        ]
+        assert at0[0].keys() == at0[1].keys() and at0[0]
+        for metric, value in at0[1].items():
+            assert at0[0][metric] == pytest.approx(value, rel=1e-4, abs=1e-6), metric
+        saved = json.loads((fused / f"seed{seed}" / "summary.json").read_text())
+        assert saved["config"]["model.fuse_reductions"] is True
 
 
 @pytest.mark.slow

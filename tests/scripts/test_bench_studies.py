@@ -173,3 +173,18 @@ def test_the_deep_mlp_peer_measures_the_ratio_and_the_test_accuracy(tmp_path, mo
     monkeypatch.setattr(sys, "argv", argv)
     deep_mlp.main()
     assert "for 2 steps each" in capsys.readouterr().out
+
+
+def test_the_inception_case_evaluates_as_figure_3_on_both_sides():
+    """Study and peer evaluate as many test and training images as often as Figure 3's
+    confirmatory runs; the stacked route fuses the modules' 1x1 reductions."""
+    from experiments.studies import FIG3_SCHEDULE
+
+    case = {c.key: c for c in bench_studies.cases()}["inception"]
+    study_args = dict(a.split("=", 1) for a in case.study[1:])
+    schedule = dict(a.split("=", 1) for a in FIG3_SCHEDULE)
+    peer = case.peer[1:]
+    option = lambda name: peer[peer.index(name) + 1]  # noqa: E731
+    for key, flag in [("eval.every", "--eval-every"), ("eval.test_subset", "--test-subset"), ("eval.train_subset", "--train-eval")]:  # fmt: skip
+        assert study_args[key] == option(flag) == schedule[key], key
+    assert "model.fuse_reductions=true" in case.stacked[0] and case.stacked[1] == 5

@@ -1,9 +1,13 @@
-"""BN-Inception's architecture (BN paper Figure 5): shapes, widths and parameter count."""
+"""BN-Inception's architecture (BN paper Figure 5): shapes, widths and parameter count, and the
+fused form of its modules' 1x1 reductions."""
+
+import copy
 
 import pytest
 import torch
 
 import bn
+from experiments.inception import build_optimizer
 from experiments.nets.bn_inception import TABLE, BNInception, count_parameters
 
 # Per-branch widths of Figure 5, summed: the table's output column says 576/576/1024 for 4c/4d/4e.
@@ -122,3 +126,70 @@ def test_the_head_keeps_one_column_per_item_of_a_triple(columns):
 def test_a_head_of_no_columns_is_refused():
     with pytest.raises(ValueError, match=r"^pool_columns=0 must be at least 1"):
         BNInception(10, pool_columns=0)
+
+
+def _fused_pair(norm: str, activation: str, seed: int = 0) -> tuple[BNInception, BNInception]:
+    """A float64 BN-Inception of the study's CPU shape, and the same network fused."""
+    torch.manual_seed(seed)
+    plain = BNInception(10, bn.get_norm_layer(norm), activation, width=0.0625, stem_stride=2)
+    plain = plain.double()
+    return plain, copy.deepcopy(plain).fuse_reductions()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "nhwc"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("norm", "activation"),
+    [("batchnorm", "relu"), ("batchrenorm", "relu"), ("none", "relu"), ("batchnorm", "sigmoid")],
+)
+def test_fused_reductions_train_as_the_plain_network(norm, activation, memory_format):
+    """Each module's 1x1 units on its input as one unit: three SGD steps (momentum, the study's
+    L2 on conv and linear weights only) give the plain network's losses, and after them its
+    outputs in evaluation and its norms' running statistics, in float64."""
+    plain, fused = (n.to(memory_format=memory_format) for n in _fused_pair(norm, activation))
+    assert count_parameters(fused) == count_parameters(plain)
+    assert all(m.reduce is not None and m.branch1x1 is None for m in fused.inception.values())
+    opts = [build_optimizer(n, 0.05, 0.9, 1e-2) for n in (plain, fused)]
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(8, 3, 16, 16, dtype=torch.float64, generator=generator)
+        x = x.contiguous(memory_format=memory_format)
+        y = torch.randint(0, 10, (8,), generator=generator)
+        losses = []
+        for net, opt in zip((plain, fused), opts):
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0], rtol=1e-11, atol=1e-12)
+    x = torch.randn(8, 3, 16, 16, dtype=torch.float64).contiguous(memory_format=memory_format)
+    with torch.no_grad():
+        torch.testing.assert_close(fused.eval()(x), plain.eval()(x), rtol=1e-10, atol=1e-12)
+    for name, m in plain.inception.items():
+        heads = [u[1] for u in (m.branch1x1, m.branch3x3[0], m.branch_double[0]) if u is not None]
+        for key, value in fused.inception[name].reduce[1].state_dict().items():
+            want = torch.cat([h.state_dict()[key] for h in heads]) if value.dim() else heads[0].state_dict()[key]  # fmt: skip
+            torch.testing.assert_close(value, want, rtol=1e-10, atol=1e-12, msg=f"{name} {key}")
+
+
+def test_the_fused_network_is_the_plain_one_with_its_parameters_moved():
+    plain, fused = _fused_pair("batchnorm", "relu")
+    x = torch.randn(4, 3, 16, 16, dtype=torch.float64)
+    torch.testing.assert_close(fused(x), plain(x), rtol=1e-10, atol=1e-12)
+    names = dict(fused.named_parameters())
+    fused.fuse_reductions()
+    assert dict(fused.named_parameters()) == names
+    m, f = plain.inception["3a"], fused.inception["3a"]
+    assert f.reduce_sizes == [m.branch1x1[0].out_channels, m.branch3x3[0][0].out_channels, m.branch_double[0][0].out_channels]  # fmt: skip
+    want = torch.cat([m.branch1x1[0].weight, m.branch3x3[0][0].weight, m.branch_double[0][0].weight])  # fmt: skip
+    assert torch.equal(f.reduce[0].weight, want)
+    assert torch.equal(f.branch3x3[0][0].weight, m.branch3x3[1][0].weight)
+    assert len(fused.inception["3c"].reduce_sizes) == 2  # 3c and 4e have no 1x1 branch
+
+
+def test_a_norm_that_mixes_channels_cannot_be_fused():
+    torch.manual_seed(0)
+    net = BNInception(10, bn.get_norm_layer("layernorm"), width=0.0625, stem_stride=2)
+    with pytest.raises(ValueError, match="group norms whose groups differ in size"):
+        net.fuse_reductions()

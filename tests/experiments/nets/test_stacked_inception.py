@@ -15,9 +15,11 @@ from experiments.nets.lrn import LocalResponseNorm
 from experiments.nets.stacked import (
     GroupedLinear,
     cat_per_copy,
+    concat_convs,
     copy_losses,
     copy_views,
     split_copies,
+    split_per_copy,
     stack_copies,
 )
 from tests.experiments.nets.test_stacked import copy_batches
@@ -32,14 +34,19 @@ VARIANTS = {
     "bn_x5_sigmoid": {"norm_layer": bn.BatchNorm2d, "activation": "sigmoid"},
     "bn_baseline": {"norm_layer": bn.BatchNorm2d, "lrn": True},
     "bn_x5_columns": {"norm_layer": bn.BatchNorm2d, "pool_columns": 3},  # the triples' head
+    # each module's 1x1 reductions fused (model.fuse_reductions), stacked and alone
+    "bn_baseline_fused": {"norm_layer": bn.BatchNorm2d, "lrn": True, "fuse": True},
 }
 
 
 def _nets(options: dict, seeds=range(K)) -> list[BNInception]:
+    options = dict(options)
+    fuse = options.pop("fuse", False)
     nets = []
     for seed in seeds:
         torch.manual_seed(seed)
-        nets.append(BNInception(10, width=0.0625, stem_stride=2, **options).double())
+        net = BNInception(10, width=0.0625, stem_stride=2, **options).double()
+        nets.append(net.fuse_reductions() if fuse else net)
     return nets
 
 
@@ -138,6 +145,30 @@ def test_cat_per_copy_keeps_each_copys_channels_together():
     last = cat_per_copy([x.contiguous(memory_format=torch.channels_last) for x in xs], K)
     assert torch.equal(last, want) and last.is_contiguous(memory_format=torch.channels_last)
     assert torch.equal(cat_per_copy(xs, 1), torch.cat(xs, 1))
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "nhwc"])  # fmt: skip
+def test_split_per_copy_undoes_cat_per_copy(memory_format):
+    sizes = (2, 1, 4)
+    x = torch.randn(2, K * sum(sizes), 3, 3).contiguous(memory_format=memory_format)
+    parts = split_per_copy(x, sizes, K)
+    for part, c in zip(parts, sizes):
+        assert part.shape == (2, K * c, 3, 3)
+        assert part.is_contiguous(memory_format=memory_format)
+    for k, own in enumerate(x.chunk(K, 1)):
+        for part, want in zip(parts, own.split(sizes, 1)):
+            assert torch.equal(part.chunk(K, 1)[k], want)
+    assert torch.equal(cat_per_copy(parts, K), x)
+    assert [p.shape[1] for p in split_per_copy(x, (10, 11), 1)] == [10, 11]
+
+
+def test_concat_convs_refuses_convolutions_that_differ_in_more_than_their_outputs():
+    assert concat_convs([nn.Conv2d(4, 2, 1), nn.Conv2d(4, 3, 1)]).weight.shape == (5, 4, 1, 1)
+    for other in (nn.Conv2d(5, 2, 1), nn.Conv2d(4, 2, 3), nn.Conv2d(4, 2, 1, bias=False)):
+        with pytest.raises(ValueError, match="differ in more than their output channels"):
+            concat_convs([nn.Conv2d(4, 2, 1), other])
+    with pytest.raises(ValueError, match="groups=1"):
+        concat_convs([nn.Conv2d(4, 2, 1, groups=2), nn.Conv2d(4, 2, 1, groups=2)])
 
 
 def test_stacked_lrn_windows_stay_inside_each_copy():
