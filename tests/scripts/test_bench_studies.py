@@ -52,6 +52,25 @@ def test_each_peer_is_the_studys_network(peer, study):
         assert shapes == theirs
 
 
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_the_inception_peer_computes_the_studys_bn_baseline(mode):
+    """The same weights give the same outputs: BN before every ReLU, the stem's two LRN layers
+    and dropout 0.4 (the same mask from the same seed) included."""
+    torch.manual_seed(0)
+    norm = bn.get_norm_layer("batchnorm", momentum=0.01, eps=1e-3)
+    study = BNInception(10, norm, width=0.125, stem_stride=2, lrn=True, dropout=0.4)
+    peer = inception.network()
+    with torch.no_grad():
+        for mine, theirs in zip(peer.parameters(), study.parameters(), strict=True):
+            mine.copy_(theirs)
+    x = torch.randn(4, 3, 32, 32)
+    outputs = []
+    for net in (peer, study):
+        torch.manual_seed(1)
+        outputs.append(net.train(mode == "train")(x))
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+
+
 def _tiny_data(path: Path, shape: tuple[int, ...]) -> Path:
     g = torch.Generator().manual_seed(0)
     data = {
