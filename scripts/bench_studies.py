@@ -18,9 +18,9 @@ back; above 1: the study is cheaper). Target: the Figure 1 MLP at >= 4x. For the
 BN-Inception and the depth study it also times the study with five seeds side by side in one
 process (``seed=[0,1,2,3,4]``, the way ``make reproduce-renorm`` runs the conv net), per
 run-step, BN-Inception's with each module's 1x1 reductions fused (``model.fuse_reductions=true``:
-the same network, one wide product instead of three narrow ones). BN-Inception is evaluated as
-Figure 3's confirmatory runs are (``FIG3_SCHEDULE``'s ``eval.*``: 5,000 test images every 100
-steps), the peer on as many images as often. Batch Renorm per microbatch has no peer
+the same network, one wide product instead of two or three narrow ones). BN-Inception is
+evaluated as Figure 3's confirmatory runs are (``FIG3_SCHEDULE``'s ``eval.*``: 5,000 test images
+every 100 steps), the peer on as many images as often. Batch Renorm per microbatch has no peer
 (``torch.nn`` has no such layer), so its row compares the study's two routes.
 
 For the Figure 1 MLP it also states the compute floor of a run-step: its arithmetic (forward,
