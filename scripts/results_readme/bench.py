@@ -164,12 +164,16 @@ BENCHES = (
 
 
 def _machine(rows: list[dict]) -> str:
-    """The machines a file's rows name (its ``cpu`` and ``torch`` columns)."""
-    found = dict.fromkeys(
-        ", ".join(x for x in (r.get("cpu"), f"torch {r['torch']}" if r.get("torch") else "") if x)
-        for r in rows
-    )
-    return "; ".join(m for m in found if m)
+    """The machines a file's rows name (its ``cpu`` and ``torch`` columns); where they name
+    several and the rows have a ``key``, each machine with its rows' keys."""
+    found: dict[str, list[str]] = {}
+    for r in rows:
+        machine = ", ".join(x for x in (r.get("cpu"), f"torch {r['torch']}" if r.get("torch") else "") if x)  # fmt: skip
+        found.setdefault(machine, []).append(r.get("key", ""))
+    found.pop("", None)
+    if len(found) < 2 or not all(r.get("key") for r in rows):
+        return "; ".join(found)
+    return "; ".join(f"{m} ({', '.join(f'`{k}`' for k in keys)})" for m, keys in found.items())
 
 
 def benches(root: Path) -> list[dict[str, Any]]:

@@ -285,3 +285,15 @@ def test_the_inception_ablations_table_reads_each_seeds_curve_at_the_fixed_targe
     assert "No run diverged" in prose
     setup["diverged"] = [False, True]
     assert f"{inception.labels['inception_x2']} diverged" in document._prose(macro, view)
+
+
+def test_a_bench_timed_on_several_machines_names_each_ones_rows():
+    from scripts.results_readme.bench import _machine
+
+    epyc = {"key": "mlp", "cpu": "AMD EPYC", "torch": "2.14"}
+    assert _machine([epyc, {**epyc, "key": "conv"}]) == "AMD EPYC, torch 2.14"
+    rows = [epyc, {**epyc, "key": "conv"}, {"key": "inception", "cpu": "Xeon", "torch": "2.14"}]
+    assert _machine(rows) == "AMD EPYC, torch 2.14 (`mlp`, `conv`); Xeon, torch 2.14 (`inception`)"
+    assert _machine([{"setting": "a", "cpu": ""}]) == ""
+    keyless = [{"route": "peer", "cpu": "AMD EPYC"}, {"route": "peer", "cpu": "Xeon"}]
+    assert _machine(keyless) == "AMD EPYC; Xeon"
