@@ -147,15 +147,19 @@ def test_the_layout_bench_times_both_layouts_and_names_the_faster(tiny_data, tmp
         assert {r["faster"] for r in pair} == {quicker}
 
 
+def _sides(case):
+    """A case's study overrides as ``{key: value}``, and the value its peer gives a flag."""
+    peer = case.peer[1:]
+    return dict(a.split("=", 1) for a in case.study[1:]), lambda flag: peer[peer.index(flag) + 1]
+
+
 def test_the_depth_cases_measure_what_the_study_does_at_its_cadence():
     from experiments.studies import DEPTH_LR_RUN, study
 
     by_key = {c.key: c for c in bench_studies.cases()}
     assert "--ratio" in by_key["depth"].peer  # every step: the ratio on both sides
     case = by_key["depth_lr"]
-    study_args = dict(a.split("=", 1) for a in case.study[1:])
-    peer = case.peer[1:]
-    option = lambda name: peer[peer.index(name) + 1]  # noqa: E731
+    study_args, option = _sides(case)
     grid = study("depth_lr").reproductions[0].stages[0][0].args
     assert all(
         a in grid
@@ -169,7 +173,7 @@ def test_the_depth_cases_measure_what_the_study_does_at_its_cadence():
     assert str(float(study_args["train.lr"])) in {
         str(float(r)) for r in grid[2].split("=")[1].split(",")
     }
-    assert "--ratio" in peer and case.lengths[1] - case.lengths[0] == 3 * int(
+    assert "--ratio" in case.peer and case.lengths[1] - case.lengths[0] == 3 * int(
         study_args["eval.every"]
     )
 
@@ -200,10 +204,8 @@ def test_the_inception_case_evaluates_as_figure_3_on_both_sides():
     from experiments.studies import FIG3_SCHEDULE
 
     case = {c.key: c for c in bench_studies.cases()}["inception"]
-    study_args = dict(a.split("=", 1) for a in case.study[1:])
+    study_args, option = _sides(case)
     schedule = dict(a.split("=", 1) for a in FIG3_SCHEDULE)
-    peer = case.peer[1:]
-    option = lambda name: peer[peer.index(name) + 1]  # noqa: E731
     for key, flag in [("eval.every", "--eval-every"), ("eval.test_subset", "--test-subset"), ("eval.train_subset", "--train-eval")]:  # fmt: skip
         assert study_args[key] == option(flag) == schedule[key], key
     assert "model.fuse_reductions=true" in case.stacked[0] and case.stacked[1] == 5
