@@ -1,6 +1,7 @@
 """Training throughput of BN-Inception against torchvision's GoogLeNet (with BN), in one run.
 
     python -m scripts.bench_inception [--device cpu|cuda] [--rounds 5] [--out results/bench]
+        [--settings SETTING,...]
 
 A training step is forward, backward and an SGD-with-momentum update on random data. On CPU,
 at the study's CPU input (32x32 RGB, batch 32, ``channels_last``):
@@ -133,12 +134,14 @@ CUDA_SETTINGS = {  # name: (channels_last, bfloat16 autocast, torch.compile)
 }
 
 
-def cuda_rows(rounds: int) -> Iterator[list[dict]]:
-    """The rows of each setting in turn (compiling takes a while: the eager ones come first)."""
+def cuda_rows(rounds: int, settings: list[str]) -> Iterator[list[dict]]:
+    """The rows of each of ``settings`` (names in ``CUDA_SETTINGS``) in turn (compiling takes a
+    while: the eager ones come first)."""
     batch, classes = 32, 1000
     ref = googlenet(classes)
     width = matched_width(count_parameters(ref), classes)
-    for setting, (cl, amp, compiled_) in CUDA_SETTINGS.items():
+    for setting in settings:
+        cl, amp, compiled_ = CUDA_SETTINGS[setting]
         rows = []
         torch.manual_seed(0)
         fmt = torch.channels_last if cl else torch.contiguous_format
@@ -176,13 +179,23 @@ def main() -> None:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    ap.add_argument(
+        "--settings",
+        default=",".join(CUDA_SETTINGS),
+        help=f"with --device cuda: a comma-separated subset of {','.join(CUDA_SETTINGS)}",
+    )
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench_inception: --device cuda, but torch sees no CUDA GPU")
+    settings = args.settings.split(",")
+    if unknown := [s for s in settings if s not in CUDA_SETTINGS]:
+        raise SystemExit(
+            f"bench_inception: unknown setting(s) {unknown}; choose from {list(CUDA_SETTINGS)}"
+        )
     if args.device == "cuda":
         rows = []
-        for more in cuda_rows(args.rounds):  # each setting's rows saved as soon as they exist
-            rows += more
+        for more in cuda_rows(args.rounds, settings):
+            rows += more  # each setting's rows saved as soon as they exist
             write_report(args.out / "inception_cuda.csv", rows, None)
     else:
         rows = cpu_rows(args.rounds)

@@ -8,7 +8,8 @@ round, at a ResNet's and an MLP's shapes; memory is the bytes of tensors autogra
 backward pass (the activation memory a layer adds to training, deduplicated by storage). On CUDA:
 the median round timed with CUDA events after a warm-up, at BN-Inception's shapes (batch 32,
 224 px), in float32 and with bfloat16 inputs under autocast (as a conv feeds BN in mixed
-precision); memory is the peak allocated during a forward+backward.
+precision), and in float32 Batch Renorm under ``torch.compile`` too (its per-channel
+arithmetic fused); memory is the peak allocated during a forward+backward.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ TARGETS = {
     "conv": {"bn fast": 1.05, "brn": 1.05, "brn microbatch=4": 1.3},
     "fc": {"bn fast": 1.05, "brn": 1.25, "brn microbatch=4": 1.52},
 }
+# On CUDA, Batch Renorm's per-channel arithmetic (r, d, their clipping, the moving averages) is
+# about 90 small kernel launches a step; torch.compile fuses them. Timed in float32 only, beside
+# the eager layers, to the eager layers' targets (each shape compiles anew: about 20 s apiece).
+COMPILED = ("brn", "brn microbatch=4")
 
 
 def layers(c: int, dims: int) -> dict[str, Callable[[], nn.Module]]:
@@ -110,8 +115,11 @@ def bench_shape(shape, device: str, rounds: int, dtype: torch.dtype = torch.floa
     half type runs under autocast)."""
     x = torch.randn(shape, device=device).to(dtype).requires_grad_(True)
     gy = torch.randn(shape, device=device).to(dtype)
-    made = {name: make().to(device) for name, make in layers(shape[1], len(shape)).items()}
+    makers = layers(shape[1], len(shape))
+    made = {name: make().to(device) for name, make in makers.items()}
     cuda = device == "cuda"
+    if cuda and dtype == torch.float32:
+        made |= {f"{n} compiled": torch.compile(makers[n]().to(device)) for n in COMPILED}
     iters = (20 if cuda else 5) if x.numel() > 1e6 else (100 if cuda else 300)
     half = dtype != torch.float32
     autocast = (lambda: torch.autocast(device, dtype)) if half else contextlib.nullcontext
@@ -153,7 +161,9 @@ def bench_shape(shape, device: str, rounds: int, dtype: torch.dtype = torch.floa
                 "time_ratio": round(t / t_ref, 3),
                 "mem_MiB": round(mem[name] / 2**20, 3),
                 "mem_ratio": round(mem[name] / m_ref, 3),
-                "target": TARGETS["conv" if len(shape) > 2 else "fc"].get(name, ""),
+                "target": TARGETS["conv" if len(shape) > 2 else "fc"].get(
+                    name.removesuffix(" compiled"), ""
+                ),
             }
         )
     return rows
@@ -180,7 +190,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {where}")
     print(compiled.status())
     print("forward+backward; ratios against torch.nn.BatchNorm in the same run")
-    header = f"{'device':6} {'shape':>16} {'dtype':8} {'layer':18} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
+    header = f"{'device':6} {'shape':>16} {'dtype':8} {'layer':26} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
     print(header)
     failed = []
     for r in rows:
@@ -193,7 +203,7 @@ def main() -> None:
                     f"{r['device']} {r['shape']} {r['dtype']} {r['layer']}: {r['time_ratio']}x"
                 )
         print(
-            f"{r['device']:6} {r['shape']:>16} {r['dtype']:8} {r['layer']:18} {r['ms']:9.3f} "
+            f"{r['device']:6} {r['shape']:>16} {r['dtype']:8} {r['layer']:26} {r['ms']:9.3f} "
             f"{r['time_ratio']:7.2f} {r['mem_MiB']:8.2f} {r['mem_ratio']:6.2f}  {verdict}"
         )
     write_report(args.out / f"layers_{args.device}.csv", rows, failed)
