@@ -1,6 +1,7 @@
 """Benchmark bn's layers against torch.nn.BatchNorm (forward + backward), in one run.
 
     python -m scripts.bench_layers [--device cpu|cuda] [--rounds 30] [--out results/bench]
+        [--compile-mode default|reduce-overhead|max-autotune]
 
 Ratios are against torch.nn.BatchNorm1d/2d measured in the same run, every layer timed in each
 of interleaved rounds (so drift on a busy machine hits all of them alike). On the CPU: the best
@@ -110,16 +111,23 @@ def step_timer(device: str) -> Callable[[Callable[[], None]], float]:
     return events
 
 
-def bench_shape(shape, device: str, rounds: int, dtype: torch.dtype = torch.float32) -> list[dict]:
+def bench_shape(
+    shape, device: str, rounds: int, dtype: torch.dtype = torch.float32, mode: str = "default"
+) -> list[dict]:
     """Every layer at one input ``shape``; ``dtype``: the input's (parameters stay float32; a
-    half type runs under autocast)."""
+    half type runs under autocast); ``mode``: ``torch.compile``'s, for the compiled rows."""
     x = torch.randn(shape, device=device).to(dtype).requires_grad_(True)
     gy = torch.randn(shape, device=device).to(dtype)
     makers = layers(shape[1], len(shape))
     made = {name: make().to(device) for name, make in makers.items()}
     cuda = device == "cuda"
     if cuda and dtype == torch.float32:
-        made |= {f"{n} compiled": torch.compile(makers[n]().to(device)) for n in COMPILED}
+        made |= {
+            f"{n} compiled" + ("" if mode == "default" else f" ({mode})"): torch.compile(
+                makers[n]().to(device), mode=mode
+            )
+            for n in COMPILED
+        }
     iters = (20 if cuda else 5) if x.numel() > 1e6 else (100 if cuda else 300)
     half = dtype != torch.float32
     autocast = (lambda: torch.autocast(device, dtype)) if half else contextlib.nullcontext
@@ -162,7 +170,7 @@ def bench_shape(shape, device: str, rounds: int, dtype: torch.dtype = torch.floa
                 "mem_MiB": round(mem[name] / 2**20, 3),
                 "mem_ratio": round(mem[name] / m_ref, 3),
                 "target": TARGETS["conv" if len(shape) > 2 else "fc"].get(
-                    name.removesuffix(" compiled"), ""
+                    name.split(" compiled")[0], ""
                 ),
             }
         )
@@ -174,6 +182,12 @@ def main() -> None:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
+    ap.add_argument(
+        "--compile-mode",
+        default="default",
+        choices=("default", "reduce-overhead", "max-autotune"),
+        help="torch.compile's mode for the compiled rows (CUDA only; reduce-overhead: CUDA graphs)",
+    )
     args = ap.parse_args()
     if args.device == "cuda":
         if not torch.cuda.is_available():
@@ -185,12 +199,14 @@ def main() -> None:
         where = (
             f"{torch.get_num_threads()} CPU threads, {platform.processor() or platform.machine()}"
         )
-    rows = [r for s, d in runs for r in bench_shape(s, args.device, args.rounds, d)]
+    rows = [
+        r for s, d in runs for r in bench_shape(s, args.device, args.rounds, d, args.compile_mode)
+    ]
 
     print(f"torch {torch.__version__}, {where}")
     print(compiled.status())
     print("forward+backward; ratios against torch.nn.BatchNorm in the same run")
-    header = f"{'device':6} {'shape':>16} {'dtype':8} {'layer':26} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
+    header = f"{'device':6} {'shape':>16} {'dtype':8} {'layer':44} {'ms':>9} {'time x':>7} {'mem MiB':>8} {'mem x':>6}  target"
     print(header)
     failed = []
     for r in rows:
@@ -203,7 +219,7 @@ def main() -> None:
                     f"{r['device']} {r['shape']} {r['dtype']} {r['layer']}: {r['time_ratio']}x"
                 )
         print(
-            f"{r['device']:6} {r['shape']:>16} {r['dtype']:8} {r['layer']:26} {r['ms']:9.3f} "
+            f"{r['device']:6} {r['shape']:>16} {r['dtype']:8} {r['layer']:44} {r['ms']:9.3f} "
             f"{r['time_ratio']:7.2f} {r['mem_MiB']:8.2f} {r['mem_ratio']:6.2f}  {verdict}"
         )
     write_report(args.out / f"layers_{args.device}.csv", rows, failed)

@@ -5,8 +5,8 @@ timed on the GPU.
     python -m scripts.gpu_check OUT [--budget 560] [--stages tests,layers,inception,e2e,study]
 
 For a machine with one CUDA GPU, its own torch (2.11 or later) and the research packages this
-repo needs beside torch (Hydra, omegaconf; W&B is not needed: every run here has
-``logger.mode=disabled``). The study stage reads Fashion-MNIST from ``data/`` (``python -m
+repo needs beside torch (Hydra, omegaconf, and expecttest, which torch's own test helpers import
+for the ``ModuleInfo`` tests; W&B is not needed: every run here has ``logger.mode=disabled``). The study stage reads Fashion-MNIST from ``data/`` (``python -m
 experiments.kit.data fashion_mnist`` fetches it). Each stage runs under its own time limit, a
 share of ``--budget`` seconds, so a hang costs only that stage, and a failed stage does not stop
 the next. OUT receives eight files: ``checks.txt`` (the machine, then one line per stage: exit
