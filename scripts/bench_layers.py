@@ -45,6 +45,12 @@ TARGETS = {
 COMPILED = ("brn", "brn microbatch=4")
 
 
+def target(layer: str, shape) -> float | str:
+    """The time target of a row, a multiple of torch's layer (``""``: none): a compiled layer's
+    is its eager layer's."""
+    return TARGETS["conv" if len(shape) > 2 else "fc"].get(layer.split(" compiled")[0], "")
+
+
 def layers(c: int, dims: int) -> dict[str, Callable[[], nn.Module]]:
     torch_cls, bn_cls, brn_cls = (
         (nn.BatchNorm2d, bn.BatchNorm2d, bn.BatchRenorm2d)
@@ -187,9 +193,7 @@ def bench_shape(
                 "time_ratio": round(t / t_ref, 3),
                 "mem_MiB": round(mem[name] / 2**20, 3),
                 "mem_ratio": round(mem[name] / m_ref, 3),
-                "target": TARGETS["conv" if len(shape) > 2 else "fc"].get(
-                    name.split(" compiled")[0], ""
-                ),
+                "target": target(name, shape),
             }
         )
     return rows
