@@ -31,6 +31,7 @@ def test_a_compiled_layer_is_held_to_its_eager_layers_target(layer, shape, expec
     assert bench_layers.target(layer, shape) == expected
 
 
+@pytest.mark.slow
 def test_the_cpu_bench_times_the_eager_layers_alone():
     """Compiled rows are CUDA's: the CPU's fast Batch Renorm is the compiled C++ kernel."""
     rows = bench_layers.bench_shape((4, 3, 2, 2), "cpu", rounds=1)
