@@ -375,7 +375,12 @@ def fig3_estimate_s(arm: str) -> int:
     return 600 if arm in FIG3_SHORT_ARMS else 3100
 
 
-FIG3 = (*FIG3_SCHEDULE, f"train.stop.plateau={FIG3_PLATEAU}", "train.stop.min_steps=1000")
+FIG3_MIN_STEPS = 1000  # the plateau rule's first check: a run flat at chance stops there
+FIG3 = (
+    *FIG3_SCHEDULE,
+    f"train.stop.plateau={FIG3_PLATEAU}",
+    f"train.stop.min_steps={FIG3_MIN_STEPS}",
+)
 # The batch-size study: the examples g each BN (or Batch Renorm) layer normalizes over inside the
 # gradient's minibatch of 32 -> the setup (microbatch g; g = 32 is the whole minibatch), and the
 # per-example norms, the same at every g. Every BN run also evaluated with Precise BN, example

@@ -30,7 +30,6 @@ from experiments.studies import study
 from scripts.analysis import committed
 from scripts.analysis import steps_to_target as fig3
 from scripts.analysis import time_to_accuracy as tta
-from scripts.analysis.committed import Diverged
 from scripts.analysis.windows import CONFIRMED, PLAN
 from scripts.plotting import TITLES, figure_set, has, plt, read_curves, save, series
 
@@ -262,12 +261,21 @@ def figure3_curve() -> Path:
             curve = tta.curve(plan, v)
             x = np.array([100 * s.target for s in curve]) + 0.12 * (j - 1.5) + 0.5 * k
             mid = np.array([10**s.estimate.mean for s in curve])
-            ends = np.array([[10**e for e in s.estimate.interval()] for s in curve])
+            # no interval (no spread at all): a bare point
+            ends = np.array(
+                [[10**e for e in s.estimate.interval() or (s.estimate.mean,) * 2] for s in curve]
+            )
             ax.errorbar(
                 x, mid, yerr=[mid - ends[:, 0], ends[:, 1] - mid], color=STYLE[v].color,
                 ls=STYLE[v].line, marker=marker, ms=4, capsize=2, mfc="none" if k == 0 else None,
                 label=f"{INCEPTION.legend(v)}, {name} ({curve[0].seeds[1]} seeds)",
             )  # fmt: skip
+            # where runs never reached a target: the other end of the censored estimate
+            other = [
+                (x_, 10**s.refuting.mean) for x_, s in zip(x, curve) if s.refuting != s.estimate
+            ]
+            if other:
+                ax.plot(*zip(*other), "x", color=STYLE[v].color, ms=4)
             paper = BN_FIG3["setups"].get(v, {}).get("steps_to_baseline_max")
             if paper and k == 0:
                 factor = BN_FIG3["setups"][BASELINE]["steps_to_baseline_max"] / paper
@@ -277,7 +285,9 @@ def figure3_curve() -> Path:
     ax.axvline(100 * tta.HEADLINE, color="k", lw=0.7, ls="--")
     ax.set_yscale("log")
     ax.set(
-        xlabel="target: accuracy on the fixed test subset (%); dashed: the target the rows decide at",
+        xlabel="target: accuracy on the fixed test subset (%); dashed: the target the rows decide at\n"
+        "points: runs that never reached a target at their last evaluation (Inception) or the cap "
+        "(the variant); x: the other way round",
         ylabel="speed-up over Inception (ratio of geometric-mean steps)",
         title="(a) steps to each target, Inception's over the variant's (95% intervals)",
     )
@@ -287,11 +297,7 @@ def figure3_curve() -> Path:
         for i, v in enumerate(MAXIMA):
             if not _held(plan, v):
                 continue
-            try:
-                best = list(tta.maxima(plan, v).values())
-            except Diverged:
-                low.append((i + (0.2 if k else -0.2), f"{name}: diverged"))
-                continue
+            best = list(tta.maxima(plan, v).values())  # a diverged run's: chance
             y = i + (0.2 if k else -0.2)
             if max(best) < NEAR_CHANCE:
                 low.append((y, f"{name}: {', '.join(f'{b:.1%}' for b in best)} (chance)"))

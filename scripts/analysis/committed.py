@@ -161,11 +161,15 @@ def diverged(path: str, setup: str, root: Path = RESULTS) -> dict[int, bool]:
     return {seed: seed in bad for seed in s["seeds"]}
 
 
-def series(path: str, setup: str, metric: str, root: Path = RESULTS) -> dict[int, dict[int, float]]:
+def series(
+    path: str, setup: str, metric: str, root: Path = RESULTS, keep_diverged: bool = False
+) -> dict[int, dict[int, float]]:
     """``{seed: {step: value}}`` of one setup's metric, for exactly the seeds its summary lists:
     BadResults if the summary has no such setup (a summary of another study), a KeyError (a
     bug, not a missing result) if the committed runs never logged it, a SeedMismatch if some of
-    the summary's seeds did not, and Diverged if one of them diverged (its curve stops there)."""
+    the summary's seeds did not, and Diverged if one of them diverged (its curve stops there),
+    unless ``keep_diverged``: then a diverged seed's curve is given as far as it goes, for a
+    measure that says how such a run enters (:func:`diverged` names them)."""
     by_seed = curves(path, root).get((setup, metric))
     listed = _setup(path, setup, root)["seeds"]
     if not by_seed:
@@ -175,7 +179,7 @@ def series(path: str, setup: str, metric: str, root: Path = RESULTS) -> dict[int
             f"{root / path}: {setup}'s {metric} holds seeds {sorted(by_seed)}, its summary.json "
             f"lists {sorted(listed)} (a runs.csv that does not match its summary)"
         )
-    if bad := _diverged(path, setup, root):
+    if (bad := _diverged(path, setup, root)) and not keep_diverged:
         raise Diverged(f"{setup} seed(s) {bad} diverged in {root / path}: no curve measure")
     return by_seed
 

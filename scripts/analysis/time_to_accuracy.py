@@ -8,19 +8,27 @@ confirmatory runs (:data:`TARGETS`), and the headline speed-up at :data:`HEADLIN
 
 - **Steps to a target**: a run's first evaluation at or above it, on the fixed test subset the
   runs are evaluated on (``test/acc_subset``).
-- **A run that never reaches it** enters at the cap (``train.steps``, the last step any run of
-  the protocol may reach): an Inception run so censored makes the speed-up smaller than it is
-  (conservative for "faster"); a variant's is counted as slow as any run could be seen to be.
-  Every row says how many runs were censored.
+- **A run that never reaches it** (it stopped at its plateau, or diverged, first) is censored:
+  its steps are somewhere between its last evaluation and, at most, the cap (``train.steps``,
+  the last step any run of the protocol may reach). A comparison is read at both ends, each
+  the one least favourable to the verdict it decides (:class:`Speedup`): "faster" is shown
+  with Inception's censored runs at their last evaluation and the variant's at the cap; it is
+  refuted only with Inception's at the cap and the variant's at their last evaluation.
+  Uncensored, the two are one estimate. Every row says how many runs were censored.
+- **A diverged run** (a non-finite loss) enters as far as its curve goes: censored at its last
+  evaluation for every target it had not reached, and with a maximum at chance (the network it
+  leaves predicts no better).
 - **The speed-up** is Inception's steps over the variant's as a difference of mean log10 steps
   (the ratio of geometric means). The arms share no data order (BN-x5 reshuffles within shards,
   Inception does not), so nothing pairs seed ``i`` of one with seed ``i`` of the other: the
   comparison is unpaired. The confirmatory seeds are compared by Welch's test; the pilot, with
   one or two seeds an arm, by the pooled within-arm SD of every arm of the protocol
   (:func:`scripts.analysis.stats.pooled`), which is also the spread its power calculation uses.
-- **A variant's maximum** is the largest value of its curve smoothed by a centred moving average
-  of the plan's ``smoothing`` evaluations (one evaluation on the subset is noisy), compared
-  between arms the same way.
+- **A variant's maximum** is the largest value of its curve after initialization (step 0 left
+  out) smoothed by a centred moving average of the plan's ``smoothing`` evaluations (one
+  evaluation on the subset is noisy), compared between arms the same way.
+- **The seeds** of every arm must be the registered ones (:data:`SEEDS` for the confirmatory
+  collection): a missing or extra seed is an error, not a smaller sample.
 """
 
 from __future__ import annotations
@@ -28,11 +36,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.kit.errors import MissingResult
-from experiments.studies import CONFIRMATORY
+from experiments.kit.errors import BadResults, MissingResult
+from experiments.studies import CONFIRM_INCEPTION, CONFIRMATORY
 from scripts.analysis import committed
 from scripts.analysis.stats import Estimate, Ratio, fieller_of, pooled, pooled_sd, welch
 from scripts.analysis.windows import Plan, first_step, smoothed
@@ -46,11 +54,14 @@ TARGETS = (0.75, 0.78, 0.80, 0.82, 0.84)
 # The headline speed-up (the paper's "steps to Inception's maximum"): the highest target every
 # pilot Inception seed reached well before the cap (at 4,300 and 2,600 steps of 8,000).
 HEADLINE = 0.82
+SEEDS = CONFIRM_INCEPTION  # every arm's seeds in the confirmatory collection
+CHANCE = 0.1  # ten classes: a diverged run's maximum
 
 
 @dataclass(frozen=True)
 class Reach:
-    """One run's steps to a target: when it first reached it, or the cap if it never did."""
+    """One run's steps to a target: when it first reached it, or, if it never did, its last
+    evaluation (its steps to the target are more, at most the cap)."""
 
     steps: int
     reached: bool
@@ -79,27 +90,39 @@ def cap(plan: Plan, folder: str = FOLDER) -> int:
 
 
 def curves(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, dict[int, float]]:
+    """Per seed, its test-subset curve; a diverged seed's as far as it goes. BadResults if the
+    confirmatory collection's seeds are not the registered ones."""
     require_arms(plan, setup, folder=folder)
-    return dict(sorted(committed.series(folder, setup, METRIC, plan.results).items()))
+    by_seed = committed.series(folder, setup, METRIC, plan.results, keep_diverged=True)
+    if confirmatory(plan) and sorted(by_seed) != sorted(SEEDS):
+        raise BadResults(
+            f"{plan.results / folder}: {setup} holds seeds {sorted(by_seed)}, not the registered "
+            f"confirmatory seeds {SEEDS[0]}–{SEEDS[-1]} ({len(SEEDS)}): a missing run is not one to skip"
+        )
+    return dict(sorted(by_seed.items()))
 
 
 def reaches(plan: Plan, setup: str, target: float, folder: str = FOLDER) -> dict[int, Reach]:
-    """Per seed, its steps to ``target`` (the plan's offset added), censored at the cap."""
-    level, last = target + plan.threshold_offset, cap(plan, folder)
+    """Per seed, its steps to ``target`` (the plan's offset added), or its last evaluation if
+    it never reached it."""
+    level = target + plan.threshold_offset
     out = {}
     for seed, curve in curves(plan, setup, folder).items():
         step = first_step(curve, level)
-        out[seed] = Reach(last, False) if step is None else Reach(step, True)
+        out[seed] = Reach(max(curve), False) if step is None else Reach(step, True)
     return out
 
 
-def _log_steps(r: dict[int, Reach]) -> list[float]:
-    return [math.log10(max(x.steps, 1)) for x in r.values()]
+def _log_steps(r: dict[int, Reach], censored_at: int | None) -> list[float]:
+    """log10 steps, a censored run's at ``censored_at`` (None: at its last evaluation)."""
+    at = lambda x: x.steps if x.reached or censored_at is None else censored_at  # noqa: E731
+    return [math.log10(max(at(x), 1)) for x in r.values()]
 
 
 def arm_log_steps(plan: Plan, setup: str, target: float, folder: str = FOLDER) -> list[float]:
-    """Per seed, log10 of its steps to ``target`` (:func:`reaches`)."""
-    return _log_steps(reaches(plan, setup, target, folder))
+    """Per seed, log10 of its steps to ``target`` (:func:`reaches`), a censored run's at the
+    cap: the values whose spread the pilot pools and the share of a speed-up reads."""
+    return _log_steps(reaches(plan, setup, target, folder), cap(plan, folder))
 
 
 # The pilot's arms that train (the sigmoid network without BN stays at chance and reaches no
@@ -129,23 +152,41 @@ def pooled_spread(family: Callable[[str], list[float]]) -> tuple[float, int]:
 
 @dataclass(frozen=True)
 class Speedup:
-    """A variant's speed-up over Inception at one target (a log10 estimate) and its censored
-    runs."""
+    """A variant's speed-up over a base arm at one target (log10 estimates) and its censored
+    runs. ``estimate`` is the smaller end (the base's censored runs at their last evaluation,
+    the variant's at the cap): what "faster" is shown on. ``refuting`` is the larger end (the
+    base's at the cap, the variant's at their last evaluation): what it is refuted on. An end
+    with no spread at all (every run of both arms at one step) has no interval."""
 
     target: float
     estimate: Estimate
+    refuting: Estimate
     base_censored: int
     variant_censored: int
-    seeds: tuple[int, int]  # (Inception's, the variant's)
+    seeds: tuple[int, int]  # (the base's, the variant's)
 
-    def text(self) -> str:
+    def text(self, base: str = "Inception") -> str:
         censored = [
             f"{n} {who} run{'s' * (n > 1)} never reached it"
-            for n, who in ((self.base_censored, "Inception"), (self.variant_censored, "variant"))
+            for n, who in ((self.base_censored, base), (self.variant_censored, "variant"))
             if n
         ]
-        extra = f"; {', '.join(censored)}" if censored else ""
-        return f"{self.target:.0%}: {self.estimate.text()}{extra}"
+        if not censored:
+            return f"{self.target:.0%}: {self.estimate.text()}"
+        return (
+            f"{self.target:.0%}: {_shown(self.estimate)} to {_shown(self.refuting)} "
+            f"(censored runs at either end; {', '.join(censored)})"
+        )
+
+
+def _shown(e: Estimate) -> str:
+    return e.text() if e.se is not None else f"{10**e.mean:.3g}× (no spread, no interval)"
+
+
+def _spread_or_none(e: Estimate) -> Estimate:
+    """No interval where no run's steps differ from another's: a zero standard error would
+    read as certainty."""
+    return replace(e, se=None) if e.se == 0 else e
 
 
 def speedup(
@@ -155,10 +196,13 @@ def speedup(
     geometric-mean steps (see the module)."""
     b, v = reaches(plan, base, target, folder), reaches(plan, variant, target, folder)
     family = lambda arm: arm_log_steps(plan, arm, target, folder)  # noqa: E731
-    e = compare(plan, _log_steps(b), _log_steps(v), family, log=True)
+    last = cap(plan, folder)
+    low = compare(plan, _log_steps(b, None), _log_steps(v, last), family, log=True)
+    high = compare(plan, _log_steps(b, last), _log_steps(v, None), family, log=True)
     return Speedup(
         target,
-        e,
+        _spread_or_none(low),
+        _spread_or_none(high),
         sum(not x.reached for x in b.values()),
         sum(not x.reached for x in v.values()),
         (len(b), len(v)),
@@ -171,10 +215,18 @@ def curve(plan: Plan, variant: str, base: str = BASELINE, folder: str = FOLDER) 
 
 
 def maxima(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, float]:
-    """Per seed, the maximum of its curve smoothed by the plan's moving average."""
+    """Per seed, the maximum of its curve after step 0 smoothed by the plan's moving average;
+    a diverged seed's is chance."""
+    bad = committed.diverged(folder, setup, plan.results)
     return {
-        s: max(smoothed(c, plan.smoothing).values()) for s, c in curves(plan, setup, folder).items()
+        s: CHANCE if bad[s] else max(smoothed(_trained(c), plan.smoothing).values())
+        for s, c in curves(plan, setup, folder).items()
     }
+
+
+def _trained(curve: dict[int, float]) -> dict[int, float]:
+    """A curve without its evaluation at initialization (step 0)."""
+    return {s: v for s, v in curve.items() if s > 0}
 
 
 def maximum_gap(plan: Plan, a: str, b: str, folder: str = FOLDER) -> Estimate:

@@ -123,7 +123,9 @@ class Compare:
     """``value > bound`` (``above=True``) or ``value < bound``: reproduced if the 95% interval is
     on the claimed side of ``bound``, not reproduced if it is on the other side. ``effect`` is
     the smallest effect of interest past the bound (in the estimate's units: log10 for ratios),
-    for the power calculation."""
+    for the power calculation. ``against``: the key of the estimate that decides "not
+    reproduced", where it is not ``key``'s (a comparison with censored runs, read at the end
+    least favourable to each verdict)."""
 
     key: str
     what: str
@@ -131,6 +133,7 @@ class Compare:
     above: bool = True
     unit: str = "pp"  # "pp": accuracies (fractions); "×": log10 ratios; "%": shares; "": numbers
     effect: float | None = None
+    against: str | None = None
 
     def condition(self) -> str:
         side = "above" if self.above else "below"
@@ -157,7 +160,8 @@ class Compare:
 
     def decide(self, values: Values) -> Decision:
         e = values[self.key]
-        claimed, other = self._side(e)
+        claimed = self._side(e)[0]
+        other = self._side(values[self.against or self.key])[1]
         if claimed < ALPHA:
             return Decision(Verdict.REPRODUCED, claimed)
         if other < ALPHA:

@@ -14,13 +14,20 @@ def write_fig3(
     cap: int,
     extra: dict[str, dict] | None = None,
     folder: str = tta.FOLDER,
+    diverged: dict[str, set[int]] | None = None,
 ) -> None:
     """``root/folder``'s summary.json and runs.csv: per arm, per seed, its test-subset curve,
-    the arm's summary entry holding its seeds, none diverged, and ``extra[arm]``."""
+    the arm's summary entry holding its seeds, which of them diverged (``diverged[arm]``; none
+    by default), and ``extra[arm]``."""
     out = root / folder
     out.mkdir(parents=True)
+    bad = diverged or {}
     setups = {
-        k: {"seeds": sorted(v), "diverged": [False] * len(v), **(extra or {}).get(k, {})}
+        k: {
+            "seeds": sorted(v),
+            "diverged": [s in bad.get(k, ()) for s in sorted(v)],
+            **(extra or {}).get(k, {}),
+        }
         for k, v in arms.items()
     }
     (out / "summary.json").write_text(json.dumps({"steps": cap, "setups": setups}))

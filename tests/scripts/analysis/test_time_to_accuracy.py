@@ -1,6 +1,8 @@
 """scripts/analysis/time_to_accuracy.py: steps to fixed targets with runs that never reach them
-entering at the cap, speed-ups unpaired (Welch for confirmatory seeds, the pilot's pooled SD for
-the pilot), smoothed maxima, and the share of a speed-up with Fieller's set."""
+censored (read at the end least favourable to each verdict), diverged runs entering as far as they
+go, the registered confirmatory seeds, speed-ups unpaired (Welch for confirmatory seeds, the
+pilot's pooled SD for the pilot), smoothed maxima after initialization, and the share of a
+speed-up with Fieller's set."""
 
 import dataclasses
 import math
@@ -9,7 +11,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from experiments.kit.errors import MissingResult
+from experiments.kit.errors import BadResults, MissingResult
 from scripts.analysis import time_to_accuracy as tta
 from scripts.analysis.stats import pooled_sd
 from scripts.analysis.windows import PLAN
@@ -23,9 +25,16 @@ def _write(root, arms: dict[str, dict[int, dict[int, float]]], folder: str = tta
     write_fig3(root, arms, CAP, folder=folder)
 
 
-def _ramp(reach_at: int, top: float = 0.9) -> dict[int, float]:
-    """A curve rising linearly from 0.5 to ``top`` at ``reach_at`` steps, then flat, to the cap."""
-    return {s: 0.5 + (top - 0.5) * min(1.0, s / reach_at) for s in range(0, CAP + 1, 100)}
+def _ramp(reach_at: int, top: float = 0.9, stop: int = CAP) -> dict[int, float]:
+    """A curve rising linearly from 0.5 to ``top`` at ``reach_at`` steps, then flat, to ``stop``
+    (its last evaluation: the cap, or a plateau's stop)."""
+    return {s: 0.5 + (top - 0.5) * min(1.0, s / reach_at) for s in range(0, stop + 1, 100)}
+
+
+@pytest.fixture(autouse=True)
+def _registered(monkeypatch):
+    """The confirmatory seeds of these collections: 1000 and 1001 (1000-1002 in ``confirmed``)."""
+    monkeypatch.setattr(tta, "SEEDS", (1000, 1001))
 
 
 def _plan(tmp_path, confirmatory: bool):
@@ -43,7 +52,8 @@ ARMS = {  # steps at which each seed reaches 0.9 (and every lower target proport
 
 
 @pytest.fixture
-def confirmed(tmp_path):
+def confirmed(tmp_path, monkeypatch):
+    monkeypatch.setattr(tta, "SEEDS", (1000, 1001, 1002))
     plan, root = _plan(tmp_path, True)
     _write(root, {k: {1000 + i: _ramp(r) for i, r in enumerate(v)} for k, v in ARMS.items()})
     return plan
@@ -53,12 +63,12 @@ def _steps(curve: dict[int, float], target: float) -> int:
     return next(s for s in sorted(curve) if curve[s] >= target)
 
 
-def test_steps_to_a_target_and_runs_that_never_reach_it_enter_at_the_cap(tmp_path):
+def test_a_run_that_never_reaches_a_target_is_censored_at_its_last_evaluation(tmp_path):
     plan, root = _plan(tmp_path, True)
-    _write(root, {"inception": {1000: _ramp(500), 1001: _ramp(500, top=0.7)}})
+    _write(root, {"inception": {1000: _ramp(500), 1001: _ramp(500, top=0.7, stop=600)}})
     r = tta.reaches(plan, "inception", 0.8)
     assert r[1000] == tta.Reach(_steps(_ramp(500), 0.8), True)
-    assert r[1001] == tta.Reach(CAP, False)  # plateaued below: censored at the cap, not its stop
+    assert r[1001] == tta.Reach(600, False)  # plateaued below at step 600: more than 600 steps
 
 
 def test_confirmatory_speedup_is_welch_on_log_steps(confirmed):
@@ -74,17 +84,61 @@ def test_confirmatory_speedup_is_welch_on_log_steps(confirmed):
     assert (s.base_censored, s.variant_censored, s.seeds) == (0, 0, (3, 3))
 
 
-def test_a_censored_inception_run_lowers_the_speedup(tmp_path):
-    """Conservative for "faster": Inception's never-reached run counts as the cap, no later."""
+def _gmean_log(*steps: int) -> float:
+    return statistics.fmean(math.log10(x) for x in steps)
+
+
+def test_censored_runs_are_read_at_the_end_least_favourable_to_each_verdict(tmp_path):
+    """ "Faster" is shown with Inception's censored run at its last evaluation (600) and the
+    variant's at the cap; it is refuted only with them the other way round."""
     plan, root = _plan(tmp_path, True)
     arms = {
-        "inception": {1000: _ramp(900), 1001: _ramp(900, top=0.75)},
-        "bn_x5": {1000: _ramp(200), 1001: _ramp(300)},
+        "inception": {1000: _ramp(900), 1001: _ramp(900, top=0.75, stop=600)},
+        "bn_x5": {1000: _ramp(200), 1001: _ramp(300, top=0.75, stop=400)},
     }
     _write(root, arms)
     s = tta.speedup(plan, "bn_x5", 0.8)
-    assert s.base_censored == 1 and s.variant_censored == 0
-    assert 10**s.estimate.mean < math.sqrt(CAP * 900) / math.sqrt(200 * 300) * 1.0001
+    inc, x5 = _steps(_ramp(900), 0.8), _steps(_ramp(200), 0.8)
+    assert (s.base_censored, s.variant_censored) == (1, 1)
+    assert s.estimate.mean == pytest.approx(_gmean_log(inc, 600) - _gmean_log(x5, CAP))
+    assert s.refuting.mean == pytest.approx(_gmean_log(inc, CAP) - _gmean_log(x5, 400))
+    assert s.estimate.mean < s.refuting.mean
+    assert "censored runs at either end" in s.text()
+
+
+def test_uncensored_the_two_ends_are_one_estimate(confirmed):
+    s = tta.speedup(confirmed, "bn_x5", 0.8)
+    assert s.estimate == s.refuting and "either end" not in s.text()
+
+
+def test_no_spread_at_all_gives_no_interval(tmp_path):
+    """Every run of both arms censored at one step: a zero standard error is not certainty."""
+    plan, root = _plan(tmp_path, True)
+    flat = _ramp(100, top=0.7, stop=500)
+    _write(root, {"inception": {1000: flat, 1001: flat}, "bn_x5": {1000: flat, 1001: flat}})
+    s = tta.speedup(plan, "bn_x5", 0.8)
+    assert s.estimate.se is None and s.refuting.se is None
+    assert "no interval" in s.text()
+
+
+def test_a_diverged_run_enters_as_far_as_its_curve_goes(tmp_path):
+    """Censored at its last evaluation for a target it had not reached; its maximum is chance."""
+    plan, root = _plan(tmp_path, True)
+    arms = {"bn_x30": {1000: _ramp(200), 1001: _ramp(400, stop=300)}}
+    write_fig3(root, arms, CAP, diverged={"bn_x30": {1001}})
+    r = tta.reaches(plan, "bn_x30", 0.85)
+    assert r[1001] == tta.Reach(300, False)
+    assert tta.reaches(plan, "bn_x30", 0.6)[1001].reached  # reached before it diverged
+    best = tta.maxima(plan, "bn_x30")
+    assert best[1001] == tta.CHANCE and best[1000] == pytest.approx(0.9)
+
+
+def test_the_confirmatory_seeds_must_be_the_registered_ones(tmp_path, monkeypatch):
+    plan, root = _plan(tmp_path, True)
+    _write(root, {"inception": {1000: _ramp(500), 1001: _ramp(600)}})
+    monkeypatch.setattr(tta, "SEEDS", (1000, 1001, 1002))
+    with pytest.raises(BadResults, match=r"seeds \[1000, 1001\], not the registered"):
+        tta.reaches(plan, "inception", 0.8)
 
 
 def test_the_pilot_pools_the_spread_of_every_trained_arm(tmp_path):
@@ -104,17 +158,21 @@ def test_the_pilot_pools_the_spread_of_every_trained_arm(tmp_path):
     assert tta.pilot_spread(plan, target).sd == pytest.approx(sd * math.sqrt(2))
 
 
-def test_maxima_are_of_the_smoothed_curve(tmp_path):
+def test_maxima_are_of_the_smoothed_curve_after_initialization(tmp_path):
     plan, root = _plan(tmp_path, True)
     spiky = _ramp(300)
     spiky[500] = 0.99  # one lucky evaluation does not make the maximum
+    flat = _ramp(300, top=0.5)
+    flat[0] = 0.95  # nor does the evaluation at initialization
     _write(
         root,
         {
             "bn_x5": {1000: spiky, 1001: _ramp(300)},
             "inception": {1000: _ramp(300, 0.88), 1001: _ramp(300, 0.86)},
+            "inception_sigmoid": {1000: flat, 1001: flat},
         },
     )
+    assert tta.maxima(plan, "inception_sigmoid") == {1000: 0.5, 1001: 0.5}
     best = tta.maxima(plan, "bn_x5")
     assert best[1000] == pytest.approx(0.9 + (0.99 - 0.9) / plan.smoothing)
     assert best[1001] == pytest.approx(0.9)

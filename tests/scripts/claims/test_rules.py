@@ -70,6 +70,23 @@ def test_compare_against_a_bound_other_than_zero():
     )
 
 
+@pytest.mark.parametrize(
+    ("shown", "refuting", "verdict"),
+    [
+        (0.01, 0.02, R),  # both ends past the bound: shown on the lower
+        (-0.001, 0.02, I),  # the lower end cannot show it, the upper cannot refute it
+        (-0.02, -0.01, N),  # both ends below: refuted on the upper
+        (-0.02, 0.001, I),  # refuted at the lower end alone: not refuted
+    ],
+)
+def test_compare_refutes_on_its_against_estimate(shown, refuting, verdict):
+    """A comparison with censored runs: "reproduced" read on ``key``'s estimate (the end least
+    favourable to it), "not reproduced" on ``against``'s (the end least favourable to that)."""
+    rule = Compare("low", "the speed-up", 0.0, unit="×", effect=0.3, against="high")
+    d = rule.decide({"low": est(shown, log=True), "high": est(refuting, log=True)})
+    assert d.verdict is verdict
+
+
 def test_every_rule_decides_on_the_95_interval_both_ways():
     """Acceptance and refutation at one level: an interval just inside a bound at 95% decides,
     one inside it only at 90% does not, in either direction and for every kind of rule."""
