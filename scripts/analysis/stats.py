@@ -213,7 +213,12 @@ class Ratio:
     kind: str = "interval"
 
     def text(self) -> str:
-        """``65% [22%, 99%]``, ``65% (outside (−30%, 10%))`` or ``65% (any value)``."""
+        """``65% [22%, 99%]``, ``65% (outside (−30%, 10%))`` or ``65% (any value)``; no share
+        where the gap it would be a share of is not positive."""
+        if self.den_mean <= 0:
+            return (
+                f"no share (the gap it would be a share of is not positive: {self.den_mean:+.3g})"
+            )
         if self.kind == "whole line":
             return f"{self.value:.0%} (Fieller's set: every value; the gap cannot be told from 0)"
         if self.kind == "exclusive":

@@ -107,6 +107,13 @@ def test_fieller_is_the_whole_line_when_neither_mean_can_be_told_from_zero():
     assert "every value" in r.text()
 
 
+def test_a_share_of_a_gap_that_is_not_positive_is_no_share():
+    """BN-x5 slower than BN-Baseline on average: no part of a speed-up it does not have."""
+    r = fieller([0.3, 0.4, 0.35], [-0.5, -0.6, -0.4])
+    assert r.kind == "interval" and r.den_mean < 0
+    assert r.text().startswith("no share") and "-0.5" in r.text()
+
+
 def test_fieller_edge_cases():
     r = fieller([0.1] * 3, [0.7] * 3)  # no spread: the point itself, not "unbounded"
     assert r.low == pytest.approx(r.value) == pytest.approx(r.high) == pytest.approx(1 / 7)
