@@ -10,14 +10,13 @@ confirmatory runs (:data:`TARGETS`), and the headline speed-up at :data:`HEADLIN
   runs are evaluated on (``test/acc_subset``).
 - **A run that never reaches it** (it stopped at its plateau, or diverged, first) is censored:
   its steps are somewhere between its last evaluation and, at most, the cap (``train.steps``,
-  the last step any run of the protocol may reach). A comparison is read at both ends, each
-  the one least favourable to the verdict it decides (:class:`Speedup`): "faster" is shown
-  with Inception's censored runs at their last evaluation and the variant's at the cap; it is
-  refuted only with Inception's at the cap and the variant's at their last evaluation.
-  Uncensored, the two are one estimate. Every row says how many runs were censored.
+  the last step any run of the protocol may reach). A comparison is made under every placement
+  of each arm's censored runs at one end or the other (:class:`Speedup`), and a verdict must
+  hold under all of them. Uncensored, they are one estimate. Every row says how many runs
+  were censored.
 - **A diverged run** (a non-finite loss) enters as far as its curve goes: censored at its last
-  evaluation for every target it had not reached, and with a maximum at chance (the network it
-  leaves predicts no better).
+  evaluation for every target it had not reached, and with the maximum it reached before it
+  diverged (chance if it diverged before its first evaluation after initialization).
 - **The speed-up** is Inception's steps over the variant's as a difference of mean log10 steps
   (the ratio of geometric means). The arms share no data order (BN-x5 reshuffles within shards,
   Inception does not), so nothing pairs seed ``i`` of one with seed ``i`` of the other: the
@@ -55,7 +54,7 @@ TARGETS = (0.75, 0.78, 0.80, 0.82, 0.84)
 # pilot Inception seed reached well before the cap (at 4,300 and 2,600 steps of 8,000).
 HEADLINE = 0.82
 SEEDS = CONFIRM_INCEPTION  # every arm's seeds in the confirmatory collection
-CHANCE = 0.1  # ten classes: a diverged run's maximum
+CHANCE = 0.1  # ten classes: the maximum of a run that diverged before its first evaluation
 
 
 @dataclass(frozen=True)
@@ -150,20 +149,40 @@ def pooled_spread(family: Callable[[str], list[float]]) -> tuple[float, int]:
     return pooled_sd([family(k) for k in POOLED])
 
 
+# Where an arm's censored runs are placed: at their last evaluation, or at the cap.
+LAST, CAP = "last", "cap"
+# Every placement of both arms' censored runs, (the base's, the variant's): the first has the
+# smallest speed-up, the second the largest.
+PLACEMENTS = ((LAST, CAP), (CAP, LAST), (LAST, LAST), (CAP, CAP))
+
+
 @dataclass(frozen=True)
 class Speedup:
     """A variant's speed-up over a base arm at one target (log10 estimates) and its censored
-    runs. ``estimate`` is the smaller end (the base's censored runs at their last evaluation,
-    the variant's at the cap): what "faster" is shown on. ``refuting`` is the larger end (the
-    base's at the cap, the variant's at their last evaluation): what it is refuted on. An end
-    with no spread at all (every run of both arms at one step) has no interval."""
+    runs, under every placement of the censored runs (:data:`PLACEMENTS`): each arm's at their
+    last evaluation or at the cap. ``estimate`` is the smallest (the base's at their last
+    evaluation, the variant's at the cap), ``refuting`` the largest. A verdict must hold under
+    every placement: the test's p-value is not monotone between them (a run moved to the cap
+    raises the mean and the spread). A placement with no spread at all (every run of both arms
+    at one step) has no interval. Uncensored, the placements are one estimate."""
 
     target: float
-    estimate: Estimate
-    refuting: Estimate
+    placements: dict[tuple[str, str], Estimate]
     base_censored: int
     variant_censored: int
     seeds: tuple[int, int]  # (the base's, the variant's)
+
+    @property
+    def estimate(self) -> Estimate:
+        return self.placements[PLACEMENTS[0]]
+
+    @property
+    def refuting(self) -> Estimate:
+        return self.placements[PLACEMENTS[1]]
+
+    @property
+    def censored(self) -> bool:
+        return bool(self.base_censored or self.variant_censored)
 
     def text(self, base: str = "Inception") -> str:
         censored = [
@@ -172,15 +191,17 @@ class Speedup:
             if n
         ]
         if not censored:
-            return f"{self.target:.0%}: {self.estimate.text()}"
+            return f"{self.target:.0%}: {_shown(self.estimate)}"
         return (
             f"{self.target:.0%}: {_shown(self.estimate)} to {_shown(self.refuting)} "
-            f"(censored runs at either end; {', '.join(censored)})"
+            f"(censored runs at their last evaluation or the cap; {', '.join(censored)})"
         )
 
 
 def _shown(e: Estimate) -> str:
-    return e.text() if e.se is not None else f"{10**e.mean:.3g}× (no spread, no interval)"
+    if e.se is not None:
+        return e.text()
+    return f"{10**e.mean:.3g}× (no spread, no interval; {e.n} seeds)"
 
 
 def _spread_or_none(e: Estimate) -> Estimate:
@@ -196,13 +217,15 @@ def speedup(
     geometric-mean steps (see the module)."""
     b, v = reaches(plan, base, target, folder), reaches(plan, variant, target, folder)
     family = lambda arm: arm_log_steps(plan, arm, target, folder)  # noqa: E731
-    last = cap(plan, folder)
-    low = compare(plan, _log_steps(b, None), _log_steps(v, last), family, log=True)
-    high = compare(plan, _log_steps(b, last), _log_steps(v, None), family, log=True)
+    at = {LAST: None, CAP: cap(plan, folder)}
     return Speedup(
         target,
-        _spread_or_none(low),
-        _spread_or_none(high),
+        {
+            (pb, pv): _spread_or_none(
+                compare(plan, _log_steps(b, at[pb]), _log_steps(v, at[pv]), family, log=True)
+            )
+            for pb, pv in PLACEMENTS
+        },
         sum(not x.reached for x in b.values()),
         sum(not x.reached for x in v.values()),
         (len(b), len(v)),
@@ -215,11 +238,10 @@ def curve(plan: Plan, variant: str, base: str = BASELINE, folder: str = FOLDER) 
 
 
 def maxima(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, float]:
-    """Per seed, the maximum of its curve after step 0 smoothed by the plan's moving average;
-    a diverged seed's is chance."""
-    bad = committed.diverged(folder, setup, plan.results)
+    """Per seed, the maximum of its curve after step 0 smoothed by the plan's moving average
+    (a diverged seed's: up to its divergence; chance if nothing is logged after step 0)."""
     return {
-        s: CHANCE if bad[s] else max(smoothed(_trained(c), plan.smoothing).values())
+        s: max(smoothed(_trained(c), plan.smoothing).values(), default=CHANCE)
         for s, c in curves(plan, setup, folder).items()
     }
 

@@ -123,9 +123,10 @@ class Compare:
     """``value > bound`` (``above=True``) or ``value < bound``: reproduced if the 95% interval is
     on the claimed side of ``bound``, not reproduced if it is on the other side. ``effect`` is
     the smallest effect of interest past the bound (in the estimate's units: log10 for ratios),
-    for the power calculation. ``against``: the key of the estimate that decides "not
-    reproduced", where it is not ``key``'s (a comparison with censored runs, read at the end
-    least favourable to each verdict)."""
+    for the power calculation. ``also``: the keys of the same quantity estimated other ways
+    that a verdict must hold under too (a comparison with censored runs, under every placement
+    of them): reproduced only if shown under every one, not reproduced only if refuted under
+    every one; the p-value is the largest, the interval their union."""
 
     key: str
     what: str
@@ -133,7 +134,7 @@ class Compare:
     above: bool = True
     unit: str = "pp"  # "pp": accuracies (fractions); "×": log10 ratios; "%": shares; "": numbers
     effect: float | None = None
-    against: str | None = None
+    also: tuple[str, ...] = ()
 
     def condition(self) -> str:
         side = "above" if self.above else "below"
@@ -160,15 +161,17 @@ class Compare:
 
     def decide(self, values: Values) -> Decision:
         e = values[self.key]
-        claimed = self._side(e)[0]
-        other = self._side(values[self.against or self.key])[1]
+        every = [e, *(values[k] for k in self.also)]
+        claimed = max(self._side(x)[0] for x in every)
+        other = max(self._side(x)[1] for x in every)
         if claimed < ALPHA:
             return Decision(Verdict.REPRODUCED, claimed)
         if other < ALPHA:
             return Decision(Verdict.NOT_REPRODUCED, claimed)
-        if e.se is None or self.effect is None:
+        if any(x.se is None for x in every) or self.effect is None:
             return _undecidable(claimed)
-        lo, hi = e.interval()
+        ends = [x.interval() for x in every]
+        lo, hi = min(a for a, _ in ends), max(b for _, b in ends)
         on_side = (e.mean > _value(self.bound)) == self.above
         # the effects the interval excludes, on the claimed side of the bound
         rules_out = (
@@ -176,8 +179,9 @@ class Compare:
         )
         side = "past the bound" if on_side else "the other side of the bound"
         assumed = f"at a true effect {_distance(self.effect, self.unit)} {side}"
+        widest = max(every, key=lambda x: x.sd)  # the seeds needed at the widest spread
         return _inconclusive(
-            e, claimed, SHOW if on_side else REFUTE, self.power, rules_out, assumed
+            widest, claimed, SHOW if on_side else REFUTE, self.power, rules_out, assumed
         )
 
     def variants(self) -> Iterator[tuple[str, Compare]]:

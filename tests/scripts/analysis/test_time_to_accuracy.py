@@ -1,6 +1,6 @@
 """scripts/analysis/time_to_accuracy.py: steps to fixed targets with runs that never reach them
-censored (read at the end least favourable to each verdict), diverged runs entering as far as they
-go, the registered confirmatory seeds, speed-ups unpaired (Welch for confirmatory seeds, the
+censored (a speed-up under every placement of them at their last evaluation or the cap), diverged
+runs entering as far as they go, the registered confirmatory seeds, speed-ups unpaired (Welch for confirmatory seeds, the
 pilot's pooled SD for the pilot), smoothed maxima after initialization, and the share of a
 speed-up with Fieller's set."""
 
@@ -88,9 +88,10 @@ def _gmean_log(*steps: int) -> float:
     return statistics.fmean(math.log10(x) for x in steps)
 
 
-def test_censored_runs_are_read_at_the_end_least_favourable_to_each_verdict(tmp_path):
-    """ "Faster" is shown with Inception's censored run at its last evaluation (600) and the
-    variant's at the cap; it is refuted only with them the other way round."""
+def test_a_speedup_is_estimated_under_every_placement_of_censored_runs(tmp_path):
+    """Each arm's censored runs at their last evaluation (Inception's at 600, the variant's at
+    400) or at the cap: the smallest speed-up with Inception's at 600 and the variant's at the
+    cap, the largest the other way round."""
     plan, root = _plan(tmp_path, True)
     arms = {
         "inception": {1000: _ramp(900), 1001: _ramp(900, top=0.75, stop=600)},
@@ -99,16 +100,20 @@ def test_censored_runs_are_read_at_the_end_least_favourable_to_each_verdict(tmp_
     _write(root, arms)
     s = tta.speedup(plan, "bn_x5", 0.8)
     inc, x5 = _steps(_ramp(900), 0.8), _steps(_ramp(200), 0.8)
+    at = {tta.LAST: (600, 400), tta.CAP: (CAP, CAP)}
     assert (s.base_censored, s.variant_censored) == (1, 1)
-    assert s.estimate.mean == pytest.approx(_gmean_log(inc, 600) - _gmean_log(x5, CAP))
-    assert s.refuting.mean == pytest.approx(_gmean_log(inc, CAP) - _gmean_log(x5, 400))
-    assert s.estimate.mean < s.refuting.mean
-    assert "censored runs at either end" in s.text()
+    assert set(s.placements) == set(tta.PLACEMENTS)
+    for (pb, pv), e in s.placements.items():
+        expected = _gmean_log(inc, at[pb][0]) - _gmean_log(x5, at[pv][1])
+        assert e.mean == pytest.approx(expected), (pb, pv)
+    means = [e.mean for e in s.placements.values()]
+    assert s.estimate.mean == min(means) and s.refuting.mean == max(means)
+    assert "last evaluation or the cap" in s.text()
 
 
-def test_uncensored_the_two_ends_are_one_estimate(confirmed):
+def test_uncensored_every_placement_is_one_estimate(confirmed):
     s = tta.speedup(confirmed, "bn_x5", 0.8)
-    assert s.estimate == s.refuting and "either end" not in s.text()
+    assert len(set(s.placements.values())) == 1 and "the cap" not in s.text()
 
 
 def test_no_spread_at_all_gives_no_interval(tmp_path):
@@ -117,20 +122,26 @@ def test_no_spread_at_all_gives_no_interval(tmp_path):
     flat = _ramp(100, top=0.7, stop=500)
     _write(root, {"inception": {1000: flat, 1001: flat}, "bn_x5": {1000: flat, 1001: flat}})
     s = tta.speedup(plan, "bn_x5", 0.8)
-    assert s.estimate.se is None and s.refuting.se is None
+    assert all(e.se is None for e in s.placements.values())
     assert "no interval" in s.text()
 
 
 def test_a_diverged_run_enters_as_far_as_its_curve_goes(tmp_path):
-    """Censored at its last evaluation for a target it had not reached; its maximum is chance."""
+    """Censored at its last evaluation for a target it had not reached; its maximum the one it
+    reached before diverging (chance if it logged nothing after initialization)."""
     plan, root = _plan(tmp_path, True)
     arms = {"bn_x30": {1000: _ramp(200), 1001: _ramp(400, stop=300)}}
-    write_fig3(root, arms, CAP, diverged={"bn_x30": {1001}})
+    arms["inception_sigmoid"] = {1000: {0: 0.1}, 1001: _ramp(200, top=0.5)}
+    write_fig3(root, arms, CAP, diverged={"bn_x30": {1001}, "inception_sigmoid": {1000}})
     r = tta.reaches(plan, "bn_x30", 0.85)
     assert r[1001] == tta.Reach(300, False)
     assert tta.reaches(plan, "bn_x30", 0.6)[1001].reached  # reached before it diverged
     best = tta.maxima(plan, "bn_x30")
-    assert best[1001] == tta.CHANCE and best[1000] == pytest.approx(0.9)
+    assert best[1000] == pytest.approx(0.9)
+    assert best[1001] == pytest.approx(
+        statistics.fmean(_ramp(400, stop=300)[s] for s in (100, 200, 300))
+    )
+    assert tta.maxima(plan, "inception_sigmoid")[1000] == tta.CHANCE
 
 
 def test_the_confirmatory_seeds_must_be_the_registered_ones(tmp_path, monkeypatch):
@@ -195,3 +206,5 @@ def test_the_share_of_a_speedup_is_a_ratio_of_log_step_gaps(confirmed):
 def test_an_arm_the_folder_lacks_is_a_missing_result(confirmed):
     with pytest.raises(MissingResult, match="inception_x5"):
         tta.require_arms(confirmed, "inception_x5")
+    with pytest.raises(MissingResult, match="inception_x5"):
+        tta.maxima(confirmed, "inception_x5")

@@ -71,20 +71,30 @@ def test_compare_against_a_bound_other_than_zero():
 
 
 @pytest.mark.parametrize(
-    ("shown", "refuting", "verdict"),
+    ("placements", "verdict"),
     [
-        (0.01, 0.02, R),  # both ends past the bound: shown on the lower
-        (-0.001, 0.02, I),  # the lower end cannot show it, the upper cannot refute it
-        (-0.02, -0.01, N),  # both ends below: refuted on the upper
-        (-0.02, 0.001, I),  # refuted at the lower end alone: not refuted
+        ((0.01, 0.02, 0.015), R),  # shown under every placement
+        ((-0.001, 0.02, 0.01), I),  # not shown under one, refuted under none
+        ((-0.02, -0.01, -0.03), N),  # refuted under every placement
+        ((-0.02, 0.001, -0.01), I),  # refuted under two of three: not refuted
     ],
 )
-def test_compare_refutes_on_its_against_estimate(shown, refuting, verdict):
-    """A comparison with censored runs: "reproduced" read on ``key``'s estimate (the end least
-    favourable to it), "not reproduced" on ``against``'s (the end least favourable to that)."""
-    rule = Compare("low", "the speed-up", 0.0, unit="×", effect=0.3, against="high")
-    d = rule.decide({"low": est(shown, log=True), "high": est(refuting, log=True)})
+def test_compare_holds_a_verdict_to_every_placement(placements, verdict):
+    """A comparison with censored runs: reproduced only if shown under every placement of them,
+    not reproduced only if refuted under every one; the p-value is the largest."""
+    rule = Compare("a", "the speed-up", 0.0, unit="×", effect=0.3, also=("b", "c"))
+    values = {k: est(m, log=True) for k, m in zip("abc", placements)}
+    d = rule.decide(values)
     assert d.verdict is verdict
+    assert d.p == max(e.p_greater(0.0) for e in values.values())
+
+
+def test_an_undecided_comparison_rules_out_only_what_every_placement_excludes():
+    rule = Compare("a", "the speed-up", 0.0, unit="×", effect=0.3, also=("b",))
+    low, high = est(-0.05, 0.05, log=True), est(0.25, 0.2, log=True)
+    d = rule.decide({"a": low, "b": high})
+    assert d.verdict is I
+    assert d.rules_out == f"above {10 ** high.interval()[1]:.3g}×"
 
 
 def test_every_rule_decides_on_the_95_interval_both_ways():

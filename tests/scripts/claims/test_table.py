@@ -41,7 +41,7 @@ def _leaf_values(rule, outcome: Verdict) -> dict:
         side = 1 if rule.above else -1
         mean = {R: side, N: -side, I: side * 1e-4}[outcome]
         e = Estimate(_value(rule.bound) + mean, 1e-3 if outcome is not I else 1.0, 5)
-        return {rule.key: e} | ({rule.against: e} if rule.against else {})
+        return {rule.key: e} | dict.fromkeys(rule.also, e)
     margin = _value(rule.margin)
     if isinstance(rule, Equivalent):
         mean = {R: 0.0, N: 3 * margin, I: 0.0}[outcome]
