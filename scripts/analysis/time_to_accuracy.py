@@ -10,9 +10,10 @@ confirmatory runs (:data:`TARGETS`), and the headline speed-up at :data:`HEADLIN
   runs are evaluated on (``test/acc_subset``).
 - **A run that never reaches it** (it stopped at its plateau, or diverged, first) is censored:
   its steps are somewhere between its last evaluation and, at most, the cap (``train.steps``,
-  the last step any run of the protocol may reach). A comparison is made under every placement
-  of each arm's censored runs at one end or the other (:class:`Speedup`), and a verdict must
-  hold under all of them. Uncensored, they are one estimate. Every row says how many runs
+  the last step any run of the protocol may reach). A comparison is made with each arm's
+  censored runs all at their last evaluation or all at the cap (four placements,
+  :class:`Speedup`; mixed placements within an arm are not searched), and a verdict must hold
+  under all four. Uncensored, they are one estimate. Every row says how many runs
   were censored.
 - **A diverged run** (a non-finite loss) enters as far as its curve goes: censored at its last
   evaluation for every target it had not reached, and with the maximum it reached before it

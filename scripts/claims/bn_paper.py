@@ -132,7 +132,7 @@ def _fig3_method(base: str = "Inception") -> str:
         f"({', '.join(f'{t:.0%}' for t in tta.TARGETS)}) are a run's first evaluation at or above it on the "
         "fixed test subset; a run that never reaches it (it stopped or diverged first) is censored, "
         "its steps somewhere between its last evaluation and the cap, and a verdict must hold with "
-        "each arm's censored runs at either end (four placements; the row shows the speed-up from "
+        "each arm's censored runs all at one end or the other (four placements; the row shows the speed-up from "
         f"{base}'s at their last evaluation and the variant's at the cap to the other way round); "
         f"the speed-up is the ratio of {base}'s geometric-mean steps to the variant's, unpaired "
         "(the arms share no data order): Welch's t on log steps for the confirmatory seeds, the "
