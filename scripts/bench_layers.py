@@ -1,7 +1,7 @@
 """Benchmark bn's layers against torch.nn.BatchNorm (forward + backward), in one run.
 
     python -m scripts.bench_layers [--device cpu|cuda] [--rounds 30] [--out results/bench]
-        [--compile-mode default|reduce-overhead|max-autotune]
+        [--compile-mode default|reduce-overhead|max-autotune] [--profile]
 
 Ratios are against torch.nn.BatchNorm1d/2d measured in the same run, every layer timed in each
 of interleaved rounds (so drift on a busy machine hits all of them alike). On the CPU: the best
@@ -199,6 +199,46 @@ def bench_shape(
     return rows
 
 
+# --profile: where a Batch Renorm step's time goes, beside torch's layer, at one shape
+PROFILED = ("torch", "brn")
+PROFILE_SHAPE = {"cuda": CUDA_SHAPES[1], "cpu": SHAPES[1]}
+
+
+def profile_layers(device: str, steps: int = 10, rows: int = 15) -> str:
+    """The operators (on CUDA: the kernels) of ``steps`` forward+backward steps of each layer of
+    :data:`PROFILED` at the device's :data:`PROFILE_SHAPE`, after a warm-up: one table per
+    layer, by the device's own time, and the number of kernel launches or operator calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    shape = PROFILE_SHAPE[device]
+    x = torch.randn(shape, device=device, requires_grad=True)
+    gy = torch.randn(shape, device=device)
+    makers = layers(shape[1], len(shape))
+    cuda = device == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    out = []
+    for name in PROFILED:
+        layer = makers[name]().to(device)
+        for _ in range(3):
+            step(layer, x, gy)
+        if cuda:
+            torch.cuda.synchronize()
+        with profile(activities=activities) as prof:
+            for _ in range(steps):
+                step(layer, x, gy)
+            if cuda:
+                torch.cuda.synchronize()
+        events = prof.key_averages()
+        calls = sum(e.count for e in events if (e.device_type.name == "CUDA") == cuda)
+        out.append(
+            f"== {name}, {'x'.join(map(str, shape))}, {steps} steps: {calls} "
+            f"{'kernel launches' if cuda else 'operator calls'}\n"
+            + events.table(sort_by=key, row_limit=rows)
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -210,7 +250,17 @@ def main() -> None:
         choices=("default", "reduce-overhead", "max-autotune"),
         help="torch.compile's mode for the compiled rows (CUDA only; reduce-overhead: CUDA graphs)",
     )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where a step's time goes for torch's layer and Batch Renorm, then stop",
+    )
     args = ap.parse_args()
+    if args.profile:
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise SystemExit("bench_layers: --device cuda, but torch sees no CUDA GPU")
+        print(profile_layers(args.device))
+        return
     if args.device == "cuda":
         if not torch.cuda.is_available():
             raise SystemExit("bench_layers: --device cuda, but torch sees no CUDA GPU")

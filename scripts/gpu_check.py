@@ -1,6 +1,6 @@
-"""The GPU checks, in one command: bn's tests on CUDA, the layer and BN-Inception benchmarks, the
-paper-scale training paths end to end (torchrun, a kill and a resume), and a CPU-scale study
-timed on the GPU.
+"""The GPU checks, in one command: bn's tests on CUDA, the layer benchmark (and a profile of Batch
+Renorm's kernels beside torch's layer's) and BN-Inception's, the paper-scale training paths end to
+end (torchrun, a kill and a resume), and a CPU-scale study timed on the GPU.
 
     python -m scripts.gpu_check OUT [--budget 560] [--stages tests,layers,inception,e2e,study]
 
@@ -126,7 +126,14 @@ def _bench(script: str, rounds: int, out: Path, limit: float) -> int:
 
 
 def stage_layers(out: Path, work: Path, limit: float) -> int:
-    return _bench("bench_layers", 15, out, limit)
+    """The layer benchmark, then where a Batch Renorm step's time goes on the GPU (its kernels
+    beside torch's layer's), both into ``bench.log``."""
+    deadline = time.monotonic() + limit
+    rc = _bench("bench_layers", 15, out, limit * 0.8)
+    profile = [PY, "-m", "scripts.bench_layers", "--device", "cuda", "--profile"]
+    with (out / "bench.log").open("a", buffering=1) as log:  # even if the benchmark failed
+        profiled = run(profile, log, max(deadline - time.monotonic(), 1))
+    return rc or profiled
 
 
 def stage_inception(out: Path, work: Path, limit: float) -> int:

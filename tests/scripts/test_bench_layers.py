@@ -66,3 +66,12 @@ def test_an_unknown_cuda_setting_is_refused_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match=r"unknown setting\(s\) \['typo'\]"):
         bench_inception.main()
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_the_profile_names_each_layers_operators(monkeypatch):
+    monkeypatch.setitem(bench_layers.PROFILE_SHAPE, "cpu", (4, 3, 2, 2))
+    text = bench_layers.profile_layers("cpu", steps=2)
+    tables = text.split("== ")[1:]
+    assert [t.split(",")[0] for t in tables] == list(bench_layers.PROFILED)
+    assert all("operator calls" in t and "aten::" in t for t in tables)
