@@ -216,7 +216,7 @@ def profile_layers(device: str, steps: int = 10, rows: int = 15) -> str:
     makers = layers(shape[1], len(shape))
     cuda = device == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
     out = []
     for name in PROFILED:
         layer = makers[name]().to(device)
