@@ -207,7 +207,8 @@ PROFILE_SHAPE = {"cuda": CUDA_SHAPES[1], "cpu": SHAPES[1]}
 def profile_layers(device: str, steps: int = 10, rows: int = 15) -> str:
     """The operators (on CUDA: the kernels) of ``steps`` forward+backward steps of each layer of
     :data:`PROFILED` at the device's :data:`PROFILE_SHAPE`, after a warm-up: one table per
-    layer, by the device's own time, and the number of kernel launches or operator calls."""
+    layer, by the device's own time, and the number of kernel launches (on the CPU: profiled
+    events, nested operators counted too)."""
     from torch.profiler import ProfilerActivity, profile
 
     shape = PROFILE_SHAPE[device]
@@ -233,7 +234,7 @@ def profile_layers(device: str, steps: int = 10, rows: int = 15) -> str:
         calls = sum(e.count for e in events if (e.device_type.name == "CUDA") == cuda)
         out.append(
             f"== {name}, {'x'.join(map(str, shape))}, {steps} steps: {calls} "
-            f"{'kernel launches' if cuda else 'operator calls'}\n"
+            f"{'kernel launches' if cuda else 'profiled CPU events (operators, nested ones too)'}\n"
             + events.table(sort_by=key, row_limit=rows)
         )
     return "\n".join(out)
