@@ -135,8 +135,8 @@ CUDA_SETTINGS = {  # name: (channels_last, bfloat16 autocast, torch.compile)
 
 
 def cuda_rows(rounds: int, settings: list[str]) -> Iterator[list[dict]]:
-    """The rows of each of ``settings`` (names in ``CUDA_SETTINGS``) in turn (compiling takes a
-    while: the eager ones come first)."""
+    """The rows of each of ``settings`` (names in ``CUDA_SETTINGS``) in the order given (by
+    default the eager ones first: compiling takes a while)."""
     batch, classes = 32, 1000
     ref = googlenet(classes)
     width = matched_width(count_parameters(ref), classes)

@@ -45,7 +45,7 @@ TARGETS = {
 COMPILED = ("brn", "brn microbatch=4")
 
 
-def target(layer: str, shape) -> float | str:
+def target(layer: str, shape: tuple[int, ...]) -> float | str:
     """The time target of a row, a multiple of torch's layer (``""``: none): a compiled layer's
     is its eager layer's."""
     return TARGETS["conv" if len(shape) > 2 else "fc"].get(layer.split(" compiled")[0], "")
@@ -76,12 +76,16 @@ def step(layer: nn.Module, x: torch.Tensor, gy: torch.Tensor) -> None:
     layer(x).backward(gy)
 
 
-class CUDAGraphed(nn.Module):
-    """A layer compiled with ``mode="reduce-overhead"``: its steps replay CUDA graphs."""
+# torch.compile's modes that capture CUDA graphs
+GRAPHED_MODES = ("reduce-overhead", "max-autotune")
 
-    def __init__(self, layer: nn.Module) -> None:
+
+class CUDAGraphed(nn.Module):
+    """A layer compiled in one of :data:`GRAPHED_MODES`: its steps replay CUDA graphs."""
+
+    def __init__(self, layer: nn.Module, mode: str = "reduce-overhead") -> None:
         super().__init__()
-        self.layer = torch.compile(layer, mode="reduce-overhead")
+        self.layer = torch.compile(layer, mode=mode)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layer(x)
@@ -134,10 +138,17 @@ def step_timer(device: str) -> Callable[[Callable[[], None]], float]:
 
 
 def bench_shape(
-    shape, device: str, rounds: int, dtype: torch.dtype = torch.float32, mode: str = "default"
+    shape: tuple[int, ...],
+    device: str,
+    rounds: int,
+    dtype: torch.dtype = torch.float32,
+    mode: str = "default",
 ) -> list[dict]:
     """Every layer at one input ``shape``; ``dtype``: the input's (parameters stay float32; a
-    half type runs under autocast); ``mode``: ``torch.compile``'s, for the compiled rows."""
+    half type runs under autocast); ``mode``: ``torch.compile``'s, for the compiled rows. The
+    eager layers' memory is measured before any CUDA-graphed layer runs (a graph's private pool
+    would count in theirs); a graphed layer's own is not measured (the allocator's peak cannot
+    see that pool)."""
     x = torch.randn(shape, device=device).to(dtype).requires_grad_(True)
     gy = torch.randn(shape, device=device).to(dtype)
     makers = layers(shape[1], len(shape))
@@ -146,8 +157,8 @@ def bench_shape(
     if cuda and dtype == torch.float32:
         made |= {
             f"{n} compiled" + ("" if mode == "default" else f" ({mode})"): (
-                CUDAGraphed(makers[n]().to(device))
-                if mode == "reduce-overhead"
+                CUDAGraphed(makers[n]().to(device), mode)
+                if mode in GRAPHED_MODES
                 else torch.compile(makers[n]().to(device), mode=mode)
             )
             for n in COMPILED
@@ -166,18 +177,24 @@ def bench_shape(
 
         return steps
 
-    for layer in made.values():
-        run(layer)()  # warm-up: allocator, cuDNN's choice of kernel, the compiled kernel's build
+    graphed = {n for n, layer in made.items() if isinstance(layer, CUDAGraphed)}
+    eager = [n for n in made if n not in graphed]
+    for name in eager:
+        run(
+            made[name]
+        )()  # warm-up: allocator, cuDNN's choice of kernel, the compiled kernel's build
+    with autocast():
+        mem = {
+            name: cuda_peak(lambda layer=made[name]: step(layer, x, gy))
+            if cuda
+            else saved_bytes(made[name], x)
+            for name in eager
+        }
+    for name in graphed:
+        run(made[name])()  # warm-up: the graphs' capture
     for _ in range(rounds):
         for name, layer in made.items():
             times[name].append(timer(run(layer)) / iters)
-    with autocast():
-        mem = {
-            name: cuda_peak(lambda layer=layer: step(layer, x, gy))
-            if cuda
-            else saved_bytes(layer, x)
-            for name, layer in made.items()
-        }
     pick = statistics.median if cuda else min
     t_ref, m_ref = pick(times["torch"]), mem["torch"]
     rows = []
@@ -191,20 +208,21 @@ def bench_shape(
                 "layer": name,
                 "ms": round(t * 1e3, 4),
                 "time_ratio": round(t / t_ref, 3),
-                "mem_MiB": round(mem[name] / 2**20, 3),
-                "mem_ratio": round(mem[name] / m_ref, 3),
+                "mem_MiB": round(mem[name] / 2**20, 3) if name in mem else "",
+                "mem_ratio": round(mem[name] / m_ref, 3) if name in mem else "",
                 "target": target(name, shape),
             }
         )
     return rows
 
 
-# --profile: where a Batch Renorm step's time goes, beside torch's layer, at one shape
+# --profile: where a Batch Renorm step's time goes, beside torch's layer, at one shape (on CUDA
+# the compiled layer too: its kernels apart from the compiled call's host time)
 PROFILED = ("torch", "brn")
 PROFILE_SHAPE = {"cuda": CUDA_SHAPES[1], "cpu": SHAPES[1]}
 
 
-def profile_layers(device: str, steps: int = 10, rows: int = 15) -> str:
+def profile_layers(device: str, steps: int = 10, row_limit: int = 15) -> str:
     """The operators (on CUDA: the kernels) of ``steps`` forward+backward steps of each layer of
     :data:`PROFILED` at the device's :data:`PROFILE_SHAPE`, after a warm-up: one table per
     layer, by the device's own time, and the number of kernel launches (on the CPU: profiled
@@ -216,10 +234,12 @@ def profile_layers(device: str, steps: int = 10, rows: int = 15) -> str:
     gy = torch.randn(shape, device=device)
     makers = layers(shape[1], len(shape))
     cuda = device == "cuda"
+    if cuda:
+        makers["brn compiled"] = lambda: torch.compile(makers["brn"]())
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
     out = []
-    for name in PROFILED:
+    for name in [*PROFILED, *(["brn compiled"] if cuda else [])]:
         layer = makers[name]().to(device)
         for _ in range(3):
             step(layer, x, gy)
@@ -235,7 +255,7 @@ def profile_layers(device: str, steps: int = 10, rows: int = 15) -> str:
         out.append(
             f"== {name}, {'x'.join(map(str, shape))}, {steps} steps: {calls} "
             f"{'kernel launches' if cuda else 'profiled CPU events (operators, nested ones too)'}\n"
-            + events.table(sort_by=key, row_limit=rows)
+            + events.table(sort_by=key, row_limit=row_limit)
         )
     return "\n".join(out)
 
@@ -293,9 +313,14 @@ def main() -> None:
                 )
         print(
             f"{r['device']:6} {r['shape']:>16} {r['dtype']:8} {r['layer']:44} {r['ms']:9.3f} "
-            f"{r['time_ratio']:7.2f} {r['mem_MiB']:8.2f} {r['mem_ratio']:6.2f}  {verdict}"
+            f"{r['time_ratio']:7.2f} {_num(r['mem_MiB'], 8)} {_num(r['mem_ratio'], 6)}  {verdict}"
         )
     write_report(args.out / f"layers_{args.device}.csv", rows, failed)
+
+
+def _num(v: float | str, width: int) -> str:
+    """A number to two decimals, or "–" where it was not measured."""
+    return f"{v:{width}.2f}" if v != "" else f"{'–':>{width}}"
 
 
 def write_report(path: Path, rows: list[dict], failed: list[str] | None) -> None:

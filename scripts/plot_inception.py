@@ -271,9 +271,7 @@ def figure3_curve() -> Path:
                 label=f"{INCEPTION.legend(v)}, {name} ({curve[0].seeds[1]} seeds)",
             )  # fmt: skip
             # where runs never reached a target: the other end of the censored estimate
-            other = [
-                (x_, 10**s.refuting.mean) for x_, s in zip(x, curve) if s.refuting != s.estimate
-            ]
+            other = [(x_, 10**s.largest.mean) for x_, s in zip(x, curve) if s.censored]
             if other:
                 ax.plot(*zip(*other), "x", color=STYLE[v].color, ms=4)
             paper = BN_FIG3["setups"].get(v, {}).get("steps_to_baseline_max")
@@ -297,7 +295,7 @@ def figure3_curve() -> Path:
         for i, v in enumerate(MAXIMA):
             if not _held(plan, v):
                 continue
-            best = list(tta.maxima(plan, v).values())  # a diverged run's: chance
+            best = list(tta.maxima(plan, v).values())  # a diverged run's: up to its divergence
             y = i + (0.2 if k else -0.2)
             if max(best) < NEAR_CHANCE:
                 low.append((y, f"{name}: {', '.join(f'{b:.1%}' for b in best)} (chance)"))

@@ -43,7 +43,7 @@ from experiments.kit.errors import BadResults, MissingResult
 from experiments.studies import CONFIRM_INCEPTION, CONFIRMATORY
 from scripts.analysis import committed
 from scripts.analysis.stats import Estimate, Ratio, fieller_of, pooled, pooled_sd, welch
-from scripts.analysis.windows import Plan, first_step, smoothed
+from scripts.analysis.windows import CHANCE, Plan, first_step, smoothed
 
 FOLDER = "inception/fashion_mnist_converged"  # under the plan's root: the pilot's or the confirmatory seeds'
 METRIC = "test/acc_subset"
@@ -55,7 +55,6 @@ TARGETS = (0.75, 0.78, 0.80, 0.82, 0.84)
 # pilot Inception seed reached well before the cap (at 4,300 and 2,600 steps of 8,000).
 HEADLINE = 0.82
 SEEDS = CONFIRM_INCEPTION  # every arm's seeds in the confirmatory collection
-CHANCE = 0.1  # ten classes: the maximum of a run that diverged before its first evaluation
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,12 @@ def require_arms(plan: Plan, *arms: str, folder: str = FOLDER) -> None:
 def cap(plan: Plan, folder: str = FOLDER) -> int:
     """The protocol's cap (``train.steps``)."""
     return int(committed.summary(folder, plan.results)["steps"])
+
+
+def require_registered(plan: Plan, setup: str, folder: str = FOLDER) -> None:
+    """MissingResult unless the folder holds ``setup``'s runs; BadResults unless a confirmatory
+    collection holds them for exactly the registered seeds."""
+    curves(plan, setup, folder)
 
 
 def curves(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, dict[int, float]]:
@@ -151,10 +156,10 @@ def pooled_spread(family: Callable[[str], list[float]]) -> tuple[float, int]:
 
 
 # Where an arm's censored runs are placed: at their last evaluation, or at the cap.
-LAST, CAP = "last", "cap"
+AT_LAST, AT_CAP = "last", "cap"
 # Every placement of both arms' censored runs, (the base's, the variant's): the first has the
 # smallest speed-up, the second the largest.
-PLACEMENTS = ((LAST, CAP), (CAP, LAST), (LAST, LAST), (CAP, CAP))
+PLACEMENTS = ((AT_LAST, AT_CAP), (AT_CAP, AT_LAST), (AT_LAST, AT_LAST), (AT_CAP, AT_CAP))
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,7 @@ class Speedup:
     """A variant's speed-up over a base arm at one target (log10 estimates) and its censored
     runs, under every placement of the censored runs (:data:`PLACEMENTS`): each arm's at their
     last evaluation or at the cap. ``estimate`` is the smallest (the base's at their last
-    evaluation, the variant's at the cap), ``refuting`` the largest. A verdict must hold under
+    evaluation, the variant's at the cap), ``largest`` the other way round. A verdict must hold under
     every placement: the test's p-value is not monotone between them (a run moved to the cap
     raises the mean and the spread). A placement with no spread at all (every run of both arms
     at one step) has no interval. Uncensored, the placements are one estimate."""
@@ -178,7 +183,7 @@ class Speedup:
         return self.placements[PLACEMENTS[0]]
 
     @property
-    def refuting(self) -> Estimate:
+    def largest(self) -> Estimate:
         return self.placements[PLACEMENTS[1]]
 
     @property
@@ -194,7 +199,7 @@ class Speedup:
         if not censored:
             return f"{self.target:.0%}: {_shown(self.estimate)}"
         return (
-            f"{self.target:.0%}: {_shown(self.estimate)} to {_shown(self.refuting)} "
+            f"{self.target:.0%}: {_shown(self.estimate)} to {_shown(self.largest)} "
             f"(censored runs at their last evaluation or the cap; {', '.join(censored)})"
         )
 
@@ -218,7 +223,7 @@ def speedup(
     geometric-mean steps (see the module)."""
     b, v = reaches(plan, base, target, folder), reaches(plan, variant, target, folder)
     family = lambda arm: arm_log_steps(plan, arm, target, folder)  # noqa: E731
-    at = {LAST: None, CAP: cap(plan, folder)}
+    at = {AT_LAST: None, AT_CAP: cap(plan, folder)}
     return Speedup(
         target,
         {

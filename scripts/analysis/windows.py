@@ -99,6 +99,7 @@ class EmptyWindow(AnalysisError):
     """A seed logged nothing in a window the claim reads: the run is shorter than the plan."""
 
 
+CHANCE = 0.1  # top-1 accuracy of a guess among ten classes (every dataset of the claims)
 PLAN = Plan()
 # The plan reading the confirmatory seeds' results, laid out under results/confirmatory/ as the
 # pilots' are under results/.

@@ -9,7 +9,7 @@ from experiments.papers import BN_FIG1, BN_FIG3
 from experiments.studies import FIG3_MIN_STEPS, FIG3_PLATEAU, study
 from scripts.analysis import committed
 from scripts.analysis import time_to_accuracy as tta
-from scripts.analysis.stats import paired
+from scripts.analysis.stats import Estimate, paired
 from scripts.analysis.windows import EARLY_ALTERNATIVES, EQUAL_LOSS_ALTERNATIVES, PLAN, Plan
 from scripts.claims.claim import Claim, Measured
 from scripts.claims.measure import (
@@ -176,7 +176,7 @@ def _placed(key: str) -> tuple[str, ...]:
     return tuple(f"{key}, censored runs: {b} / {v}" for b, v in tta.PLACEMENTS[1:])
 
 
-def _ends(s: tta.Speedup, *keys: str) -> dict:
+def _ends(s: tta.Speedup, *keys: str) -> dict[str, Estimate]:
     """Each key's speed-up under every placement of censored runs: ``key`` the smallest."""
     out = {}
     for k in keys:
@@ -277,7 +277,7 @@ def _blows_up(plan: Plan) -> Measured:
     """Inception at x5 the learning rate: every seed diverged (a non-finite loss or weights) or
     ended within ``ABOVE_CHANCE`` of chance on the full test set."""
     arm = "inception_x5"
-    tta.curves(plan, arm)  # the arm is there, with the registered seeds
+    tta.require_registered(plan, arm)
     diverged = committed.diverged(tta.FOLDER, arm, plan.results)
     final = committed.per_seed(tta.FOLDER, arm, "test_acc", plan.results, diverged_as=CHANCE)
     failed = {s: diverged[s] or final[s] <= CHANCE + ABOVE_CHANCE for s in sorted(final)}

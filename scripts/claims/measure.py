@@ -8,10 +8,9 @@ import statistics
 
 from scripts.analysis import committed
 from scripts.analysis.stats import Estimate, NonFinite, log_ratios, paired, same_seeds
-from scripts.analysis.windows import Plan, matched_by_progress
+from scripts.analysis.windows import CHANCE, Plan, matched_by_progress
 
 # Ten classes: every data set of the CPU-scale studies. A diverged run's accuracy (committed.per_seed).
-CHANCE = 0.1
 
 
 def series(plan: Plan, path: str, setup: str, metric: str) -> dict[int, dict[int, float]]:

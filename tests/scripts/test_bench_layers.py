@@ -75,3 +75,8 @@ def test_the_profile_names_each_layers_operators(monkeypatch):
     tables = text.split("== ")[1:]
     assert [t.split(",")[0] for t in tables] == list(bench_layers.PROFILED)
     assert all("profiled CPU events" in t and "aten::" in t for t in tables)
+
+
+def test_a_memory_not_measured_prints_as_a_dash():
+    """A CUDA-graphed row's memory is not measured (its graphs' pool is invisible to the peak)."""
+    assert bench_layers._num("", 6) == "     –" and bench_layers._num(1.234, 6) == "  1.23"
