@@ -298,7 +298,12 @@ def figure3_curve() -> Path:
             best = list(tta.maxima(plan, v).values())  # a diverged run's: up to its divergence
             y = i + (0.2 if k else -0.2)
             if max(best) < NEAR_CHANCE:
-                low.append((y, f"{name}: {', '.join(f'{b:.1%}' for b in best)} (chance)"))
+                spread = (
+                    f"{min(best):.1%}" if len(best) == 1 else f"{min(best):.1%}–{max(best):.1%}"
+                )
+                low.append(
+                    (y, f"{name}: {spread}, {len(best)} seed{'s' * (len(best) > 1)} (chance)")
+                )
                 continue
             bx.plot(best, [y] * len(best), marker, color=STYLE[v].color, ms=3.5, mfc="none" if k == 0 else None)  # fmt: skip
             bx.plot([np.mean(best)], [y], "|", color="k", ms=9)
@@ -307,7 +312,7 @@ def figure3_curve() -> Path:
         bx.text(left, y, " " + text, fontsize=7, va="center")
     bx.xaxis.set_major_formatter(PercentFormatter(1.0))
     bx.set_yticks(range(len(MAXIMA)), [INCEPTION.legend(v) for v in MAXIMA], fontsize=7)
-    bx.invert_yaxis()
+    bx.set_ylim(len(MAXIMA) - 0.5, -0.5)  # top to bottom, the written-out rows inside
     bx.set(
         xlabel="smoothed maximum on the fixed test subset (dots: seeds, hollow: pilot; bar: mean)",
         title="(b) each arm's maximum (centred moving average of 5 evaluations)",

@@ -131,3 +131,29 @@ def test_a_speedup_row_holds_its_verdict_to_every_placement_of_censored_runs(tmp
     assert values["faster"].mean < max(values[k].mean for k in keys)  # the placement matters
     faster = dict(outcome.decision.parts)["faster"]
     assert faster.p == pytest.approx(max(values[k].p_greater(0.0) for k in keys))
+
+
+@pytest.mark.slow
+def test_the_figure_draws_both_seed_sets_with_censored_and_diverged_runs(tmp_path, monkeypatch):
+    """The converged figure as the confirmatory seeds will feed it: a diverged BN-x30 seed and
+    three Inception seeds that never reach 82%, beside a pilot."""
+    import shutil
+
+    from scripts import plot_inception, plotting
+
+    low = {s: _curve("inception", s) for s in CONFIRM_INCEPTION[:3]}
+    low = {s: {k: min(v, 0.81) for k, v in c.items() if k <= 9000} for s, c in low.items()}
+    root = _collect(tmp_path, monkeypatch, {"bn_x30": {CONFIRM_INCEPTION[3]}}, {"inception": low})
+    pilot = tmp_path / "results"
+    shutil.copytree(root, pilot)
+    monkeypatch.setattr(plotting, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(
+        plot_inception,
+        "SEED_SETS",
+        (
+            ("pilot", dataclasses.replace(PLAN, root=str(pilot)), "o"),
+            ("confirmatory", dataclasses.replace(PLAN, root=str(root)), "s"),
+        ),
+    )
+    path = plot_inception.figure3_curve()
+    assert path.exists() and path.with_suffix(".svg").exists()
