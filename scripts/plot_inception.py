@@ -249,6 +249,13 @@ def _held(plan, arm: str) -> bool:
     return True
 
 
+def _pilot_seeds() -> str:
+    """How many seeds the pilot ran of Inception (and so of every trained arm)."""
+    plan = SEED_SETS[0][1]
+    n = len(tta.curves(plan, BASELINE)) if _held(plan, BASELINE) else 0
+    return f"{n} seed{'s' * (n != 1)} an arm"
+
+
 def figure3_curve() -> Path:
     """Figure 3 as the claims decide it: (a) the speed-up curve, (b) the maxima."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
@@ -321,7 +328,7 @@ def figure3_curve() -> Path:
     note = f"; {', '.join(missing)} seeds: not run yet" if missing else ""
     fig.suptitle(
         "BN paper Figure 3 at CPU scale as a time-to-accuracy curve: Fashion-MNIST 32 px, BN-Inception "
-        f"width 1/8 (pilot: the converged runs, 2 seeds an arm{note})"
+        f"width 1/8 (pilot: the converged runs, {_pilot_seeds()}{note})"
     )
     return save(fig, "inception_fig3_curve.png")
 
