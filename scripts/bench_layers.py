@@ -76,6 +76,12 @@ def step(layer: nn.Module, x: torch.Tensor, gy: torch.Tensor) -> None:
     layer(x).backward(gy)
 
 
+def steps(layer: nn.Module, x: torch.Tensor, gy: torch.Tensor, n: int) -> None:
+    """``n`` forward+backward steps of ``layer`` (:func:`step`)."""
+    for _ in range(n):
+        step(layer, x, gy)
+
+
 # torch.compile's modes that capture CUDA graphs
 GRAPHED_MODES = ("reduce-overhead", "max-autotune")
 
@@ -170,12 +176,11 @@ def bench_shape(
     times: dict[str, list[float]] = {name: [] for name in made}
 
     def run(layer: nn.Module) -> Callable[[], None]:
-        def steps() -> None:
+        def timed() -> None:
             with autocast():
-                for _ in range(iters):
-                    step(layer, x, gy)
+                steps(layer, x, gy, iters)
 
-        return steps
+        return timed
 
     graphed = {n for n, layer in made.items() if isinstance(layer, CUDAGraphed)}
     eager = [n for n in made if n not in graphed]
@@ -222,8 +227,8 @@ PROFILED = ("torch", "brn")
 PROFILE_SHAPE = {"cuda": CUDA_SHAPES[1], "cpu": SHAPES[1]}
 
 
-def profile_layers(device: str, steps: int = 10, row_limit: int = 15) -> str:
-    """The operators (on CUDA: the kernels) of ``steps`` forward+backward steps of each layer of
+def profile_layers(device: str, profiled: int = 10, row_limit: int = 15) -> str:
+    """The operators (on CUDA: the kernels) of ``profiled`` forward+backward steps of each layer of
     :data:`PROFILED` at the device's :data:`PROFILE_SHAPE`, after a warm-up: one table per
     layer, by the device's own time, and the number of kernel launches (on the CPU: profiled
     events, nested operators counted too)."""
@@ -241,19 +246,17 @@ def profile_layers(device: str, steps: int = 10, row_limit: int = 15) -> str:
     out = []
     for name in [*PROFILED, *(["brn compiled"] if cuda else [])]:
         layer = makers[name]().to(device)
-        for _ in range(3):
-            step(layer, x, gy)
+        steps(layer, x, gy, 3)
         if cuda:
             torch.cuda.synchronize()
         with profile(activities=activities) as prof:
-            for _ in range(steps):
-                step(layer, x, gy)
+            steps(layer, x, gy, profiled)
             if cuda:
                 torch.cuda.synchronize()
         events = prof.key_averages()
         calls = sum(e.count for e in events if (e.device_type.name == "CUDA") == cuda)
         out.append(
-            f"== {name}, {'x'.join(map(str, shape))}, {steps} steps: {calls} "
+            f"== {name}, {'x'.join(map(str, shape))}, {profiled} steps: {calls} "
             f"{'kernel launches' if cuda else 'profiled CPU events (operators, nested ones too)'}\n"
             + events.table(sort_by=key, row_limit=row_limit)
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -46,7 +46,7 @@ class Plan:
 
     def early(self, steps: list[int], end: int, change: bool = False) -> list[int]:
         """The early window's steps out of a curve's logged ``steps``."""
-        after = [s for s in sorted(steps) if s > 0]
+        after = after_init(steps)
         first = int(change) + self.start_shift
         last = max(sum(1 for s in after if s <= end) + self.end_shift, first + 1)
         return after[first:last]
@@ -134,6 +134,12 @@ LATE_ALTERNATIVES = (
 )
 
 
+def after_init(steps: Iterable[int]) -> list[int]:
+    """The logged steps after the evaluation at initialization (step 0), in order: no window and
+    no maximum reads initialization."""
+    return sorted(s for s in steps if s > 0)
+
+
 def smoothed(curve: dict[int, float], width: int) -> dict[int, float]:
     """A centred moving average over ``width`` evaluations (fewer at the ends)."""
     steps = sorted(curve)
@@ -182,8 +188,7 @@ def matched_by_progress(
 
 
 def _usable(progress: dict[int, float], skip: int) -> dict[int, float]:
-    steps = [s for s in sorted(progress) if s > 0][skip:]
-    return {s: progress[s] for s in steps}
+    return {s: progress[s] for s in after_init(progress)[skip:]}
 
 
 def _reached(progress: dict[int, float], level: float) -> int:

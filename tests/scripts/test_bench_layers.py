@@ -71,7 +71,7 @@ def test_an_unknown_cuda_setting_is_refused_in_one_line(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_profile_names_each_layers_operators(monkeypatch):
     monkeypatch.setitem(bench_layers.PROFILE_SHAPE, "cpu", (4, 3, 2, 2))
-    text = bench_layers.profile_layers("cpu", steps=2)
+    text = bench_layers.profile_layers("cpu", profiled=2)
     tables = text.split("== ")[1:]
     assert [t.split(",")[0] for t in tables] == list(bench_layers.PROFILED)
     assert all("profiled CPU events" in t and "aten::" in t for t in tables)
