@@ -287,13 +287,17 @@ def _endings(c: dict) -> set[str]:
 
 
 def protocol_name(c: dict) -> str:
-    """The protocol of ``summary["converged"]``: the paper's, or a fixed budget where every run
-    ended at the cap."""
-    if _endings(c) == {"cap"}:
+    """The protocol of ``summary["converged"]``: a fixed budget where every run ended at the cap,
+    the paper's where some variant stopped at Inception's maximum, else every arm to its own
+    plateau (Figure 3's confirmatory protocol)."""
+    endings = _endings(c)
+    if endings == {"cap"}:
         return f"every arm {c['cap']:,} steps" + (
             "" if c["target"] is None else ", Inception's maximum the target"
         )
-    return "converged protocol (Inception to a plateau, the others to its maximum)"
+    if "target" in endings:
+        return "converged protocol (Inception to a plateau, the others to its maximum)"
+    return "every arm to its own plateau or the cap"
 
 
 def converged_table(summary: dict) -> str:

@@ -653,7 +653,7 @@ def test_seeds_side_by_side_refuse_what_each_run_would_do_alone(idx_root, tmp_pa
 def test_figure_3_names_a_budget_where_every_run_ended_at_the_cap():
     """Figure 3's analysis (Inception's maximum the target) also reads runs that all went to
     the cap; the figure and the table must not call that the paper's converged protocol, nor name
-    a target where there is none."""
+    a target where there is none, nor call runs that each went to their own plateau the paper's."""
 
     def summary(*ended, target=0.8):
         seeds = [{"ended_by": e} for e in ended]
@@ -665,4 +665,9 @@ def test_figure_3_names_a_budget_where_every_run_ended_at_the_cap():
     )
     assert inception_fig3.protocol_name(summary("plateau", "target", "cap")).startswith(
         "converged protocol"
+    )
+    # Figure 3's confirmatory protocol: no run stops at a target, every arm at its own plateau
+    assert (
+        inception_fig3.protocol_name(summary("plateau", "plateau", "cap"))
+        == "every arm to its own plateau or the cap"
     )
