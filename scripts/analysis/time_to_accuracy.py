@@ -43,7 +43,7 @@ from experiments.kit.errors import BadResults, MissingResult
 from experiments.studies import CONFIRM_INCEPTION, CONFIRMATORY
 from scripts.analysis import committed
 from scripts.analysis.stats import Estimate, Ratio, fieller_of, pooled, pooled_sd, welch
-from scripts.analysis.windows import CHANCE, Plan, after_init, first_step, smoothed
+from scripts.analysis.windows import CHANCE, Plan, first_step, smoothed, trained_curve
 
 FOLDER = "inception/fashion_mnist_converged"  # under the plan's root: the pilot's or the confirmatory seeds'
 METRIC = "test/acc_subset"
@@ -247,7 +247,7 @@ def maxima(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, float]:
     """Per seed, the maximum of its curve after step 0 smoothed by the plan's moving average
     (a diverged seed's: up to its divergence; chance if nothing is logged after step 0)."""
     return {
-        s: max(smoothed({t: c[t] for t in after_init(c)}, plan.smoothing).values(), default=CHANCE)
+        s: max(smoothed(trained_curve(c), plan.smoothing).values(), default=CHANCE)
         for s, c in curves(plan, setup, folder).items()
     }
 

@@ -172,7 +172,7 @@ def matched_by_progress(
     the higher of their lowest losses, so each run reaches every level.
     """
     skip = int(change)
-    a_progress, b_progress = _usable(a_progress, skip), _usable(b_progress, skip)
+    a_progress, b_progress = trained_curve(a_progress, skip), trained_curve(b_progress, skip)
     top = max(a_progress[min(a_progress)], b_progress[min(b_progress)])
     bottom = max(min(a_progress.values()), min(b_progress.values()))
     if not 0 < bottom < top:
@@ -187,8 +187,10 @@ def matched_by_progress(
     return out
 
 
-def _usable(progress: dict[int, float], skip: int) -> dict[int, float]:
-    return {s: progress[s] for s in after_init(progress)[skip:]}
+def trained_curve(curve: dict[int, float], skip: int = 0) -> dict[int, float]:
+    """``curve`` (``{step: value}``) after initialization (:func:`after_init`), in step order,
+    without its first ``skip`` of those steps."""
+    return {s: curve[s] for s in after_init(curve)[skip:]}
 
 
 def _reached(progress: dict[int, float], level: float) -> int:
