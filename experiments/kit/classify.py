@@ -194,6 +194,7 @@ class ClassifierTraining:
             raise ValueError("a stack of seeds is evaluated through its copies: pass one per seed")
         self.study_step = study_step
         self.models = list(copies) if self.stacked else [net.model]  # what the evaluations run
+        self.stack = net.model if self.stacked else None  # one pass of it evaluates every copy
         e = cfg.eval
         self.test_split = splits[1]
         self.test_key = "test/acc_subset" if e.test_subset else "test/acc"
@@ -263,7 +264,9 @@ class ClassifierTraining:
         """Each model's top-1 accuracy over ``batches`` of ``split`` (inference mode)."""
         with self.proc.autocast():
             loaded = split.batches(batches)
-            return copy_accuracies(self.models, loaded, self.proc.device, self.proc.memory_format)
+            return copy_accuracies(
+                self.models, loaded, self.proc.device, self.proc.memory_format, stack=self.stack
+            )
 
     def _per_run(self, metrics: dict[str, Any]) -> list[dict[str, float]] | dict[str, float]:
         """``{key: one value per copy}`` as one dict per run (one seed: the dict itself)."""

@@ -39,6 +39,18 @@ def accuracy(
     return copy_accuracies([model], batches, device, memory_format, train_mode)[0]
 
 
+def per_example(net: nn.Module) -> bool:
+    """Whether ``net`` in inference mode computes each example's output from that example alone:
+    every norm layer with moving statistics normalizes by them (one without, such as
+    ``track_running_stats=False``, normalizes by the batch's own), so its evaluation may be cut
+    into batches of any size with the same results."""
+    return all(
+        getattr(m, "running_mean", None) is not None
+        for m in net.modules()
+        if hasattr(m, "track_running_stats")
+    )
+
+
 @torch.no_grad()
 def copy_accuracies(
     models: Sequence[nn.Module],
@@ -53,10 +65,12 @@ def copy_accuracies(
 
     A batch ``(x, y)`` with labels ``(N,)`` is read by every model; with labels ``(N, K)``, a
     stacked batch (:func:`experiments.kit.classify.stack_batch`), model ``k`` reads its own
-    examples, channels ``k·C ..`` of ``x``: given the ``stack`` itself, one pass of it serves
-    every copy (cheaper than ``K`` passes of small batches). ``train_mode`` normalizes with each
-    batch's own statistics (the models are copied first, so their moving averages do not
-    change)."""
+    examples, channels ``k·C ..`` of ``x``. Given the ``stack`` itself, one pass of it serves
+    every copy (cheaper than ``K`` passes): of a stacked batch, whole; of a batch every model
+    reads, ``x`` repeated for each copy, about ``N / K`` examples a pass (as many values as one
+    model's pass of ``N``), where inference maps each example on its own (:func:`per_example`);
+    otherwise copy by copy. ``train_mode`` normalizes with each batch's own statistics (the
+    models are copied first, so their moving averages do not change)."""
     models = list(models)
     if train_mode:
         models = [copy.deepcopy(m) for m in models]
@@ -71,6 +85,11 @@ def copy_accuracies(
         x, y = to_device((x, y), device, memory_format)
         if y.dim() == 2 and stack is not None:
             correct += (stack(x).view(len(y), len(models), -1).argmax(-1) == y).sum(0).cpu()
+        elif y.dim() == 1 and stack is not None and not train_mode and per_example(stack):
+            k = len(models)
+            for xc, yc in zip(x.split(-(-len(y) // k)), y.split(-(-len(y) // k))):
+                xs = xc.repeat(1, k, *[1] * (xc.dim() - 2)).contiguous(memory_format=memory_format)
+                correct += (stack(xs).view(len(yc), k, -1).argmax(-1) == yc[:, None]).sum(0).cpu()
         else:
             shared = y.dim() == 1
             xs = [x] * len(models) if shared else x.chunk(len(models), dim=1)

@@ -229,6 +229,40 @@ def test_a_stacked_batch_scores_each_copy_as_its_own_network(train_mode):
     assert all(torch.equal(before[k], v) for k, v in stack.state_dict().items())
 
 
+@pytest.mark.parametrize("norm", ["bn32", "brn_micro4", "groupnorm", "weightnorm"])
+def test_a_batch_every_copy_reads_is_scored_by_passes_of_the_stack(norm):
+    """copy_accuracies on test batches (labels ``(N,)``): the stack's passes over the images
+    repeated for each copy, ``N / K`` a pass, give each copy the accuracy it gets alone; labels
+    that copy 0 predicts make the copies' accuracies differ, so a copy read as another fails."""
+    from experiments.kit.evaluation import copy_accuracies
+
+    stack = stack_copies(_nets(*NORMS[norm]))
+    views = copy_views(stack, _nets(*NORMS[norm]))
+    with torch.no_grad():  # moving averages of each copy's own examples
+        x, y = copy_batches(1)[0]
+        stack(stack_batch(x.flatten(0, 1), y.flatten(), K)[0])
+        if norm == "weightnorm":
+            stack(stack_batch(x.flatten(0, 1), y.flatten(), K)[0])
+    for net in (stack, *views):
+        net.eval()
+    g = torch.Generator().manual_seed(1)
+    images = [torch.randn(n, 1, SIZE, SIZE, generator=g, dtype=torch.float64) for n in (17, 5)]
+    with torch.no_grad():
+        batches = [(x, views[0](x).argmax(1)) for x in images]
+    cpu = torch.device("cpu")
+    got = copy_accuracies(views, batches, cpu, stack=stack)
+    assert got == copy_accuracies(views, batches, cpu)  # copy by copy
+    assert got[0] == 1.0 and len(set(got)) > 1
+
+
+def test_per_example_inference_needs_every_norm_to_keep_moving_statistics():
+    from experiments.kit.evaluation import per_example
+
+    assert per_example(_nets(*NORMS["bn32"])[0])
+    assert per_example(_nets(*NORMS["layernorm"])[0])
+    assert not per_example(nn.Sequential(nn.Conv2d(1, 4, 3), bn.BatchNorm2d(4, track_running_stats=False)))  # fmt: skip
+
+
 def test_weight_normed_stack_initializes_each_copy_from_its_own_batch():
     """Salimans & Kingma's data-dependent initialization of a stack of weight-normalized nets
     (``bn.data_dependent_init_`` on the stacked batch) sets each copy's ``g`` and biases as that
