@@ -15,9 +15,10 @@ confirmatory runs (:data:`TARGETS`), and the headline speed-up at :data:`HEADLIN
   :class:`Speedup`; mixed placements within an arm are not searched), and a verdict must hold
   under all four. Uncensored, they are one estimate. Every row says how many runs
   were censored.
-- **A diverged run** (a non-finite loss) enters as far as its curve goes: censored at its last
-  evaluation for every target it had not reached, and with the maximum it reached before it
-  diverged (chance if it diverged before its first evaluation after initialization).
+- **A diverged run** (a non-finite loss) enters as far as its curve goes: a target it reached
+  before diverging at the step it reached it; one it had not, never (it stopped for good), so at
+  the cap under every placement; and with the maximum it reached before it diverged (chance if it
+  diverged before its first evaluation after initialization).
 - **The speed-up** is Inception's steps over the variant's as a difference of mean log10 steps
   (the ratio of geometric means). The arms share no data order (BN-x5 reshuffles within shards,
   Inception does not), so nothing pairs seed ``i`` of one with seed ``i`` of the other: the
@@ -60,7 +61,8 @@ SEEDS = CONFIRM_INCEPTION  # every arm's seeds in the confirmatory collection
 @dataclass(frozen=True)
 class Reach:
     """One run's steps to a target: when it first reached it, or, if it never did, its last
-    evaluation (its steps to the target are more, at most the cap)."""
+    evaluation (its steps to the target are more, at most the cap); a diverged run that never
+    did, the cap."""
 
     steps: int
     reached: bool
@@ -108,13 +110,18 @@ def curves(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, dict[int, 
 
 
 def reaches(plan: Plan, setup: str, target: float, folder: str = FOLDER) -> dict[int, Reach]:
-    """Per seed, its steps to ``target`` (the plan's offset added), or its last evaluation if
-    it never reached it."""
+    """Per seed, its steps to ``target`` (the plan's offset added), or if it never reached it,
+    its last evaluation (the cap if it diverged: it would never have reached it)."""
     level = target + plan.threshold_offset
+    by_seed = curves(plan, setup, folder)  # MissingResult first, for an arm the folder lacks
+    diverged = committed.diverged(folder, setup, plan.results)
     out = {}
-    for seed, curve in curves(plan, setup, folder).items():
+    for seed, curve in by_seed.items():
         step = first_step(curve, level)
-        out[seed] = Reach(max(curve), False) if step is None else Reach(step, True)
+        if step is not None:
+            out[seed] = Reach(step, True)
+        else:
+            out[seed] = Reach(cap(plan, folder) if diverged[seed] else max(curve), False)
     return out
 
 

@@ -127,14 +127,17 @@ def test_no_spread_at_all_gives_no_interval(tmp_path):
 
 
 def test_a_diverged_run_enters_as_far_as_its_curve_goes(tmp_path):
-    """Censored at its last evaluation for a target it had not reached; its maximum the one it
-    reached before diverging (chance if it logged nothing after initialization)."""
+    """At the cap for a target it had not reached (it never will, under any placement); its
+    maximum the one it reached before diverging (chance if it logged nothing after
+    initialization)."""
     plan, root = _plan(tmp_path, True)
     arms = {"bn_x30": {1000: _ramp(200), 1001: _ramp(400, stop=300)}}
     arms["inception_sigmoid"] = {1000: {0: 0.1}, 1001: _ramp(200, top=0.5)}
     write_fig3(root, arms, CAP, diverged={"bn_x30": {1001}, "inception_sigmoid": {1000}})
     r = tta.reaches(plan, "bn_x30", 0.85)
-    assert r[1001] == tta.Reach(300, False)
+    assert r[1001] == tta.Reach(CAP, False)
+    s = tta.speedup(plan, "bn_x30", 0.85, base="bn_x30")
+    assert len({e.mean for e in s.placements.values()}) == 1  # no run left to place
     assert tta.reaches(plan, "bn_x30", 0.6)[1001].reached  # reached before it diverged
     best = tta.maxima(plan, "bn_x30")
     assert best[1000] == pytest.approx(0.9)

@@ -116,6 +116,23 @@ def test_a_diverged_seed_enters_its_rows_and_does_not_turn_them(tmp_path, monkey
     assert "1 variant run never reached it" in _outcome("BN-x30 reaches Inception").measured.text
 
 
+def test_the_blow_up_row_tells_diverged_seeds_from_those_at_chance(tmp_path, monkeypatch):
+    seeds = CONFIRM_INCEPTION[:2]
+    _collect(tmp_path, monkeypatch, {"inception_x5": set(seeds)})
+    text = _outcome("x5 the learning rate without BN").measured.text
+    assert "2 of 10 seeds diverged, 0 ended at chance" in text
+    assert text.count("diverged by step") == 2 and "at step" in text
+
+
+@pytest.mark.parametrize(("setup", "low"), [("bn_baseline", 1.0), ("bn_x5", 14.8 / 3)])
+def test_the_paper_factor_margin_never_drops_below_1x(setup, low):
+    """BN-Baseline's paper factor (2.3×) has a third below 1×: the lower alternative is 1×."""
+    row = bn_paper._speedup_claim(setup)
+    margin = dict((c.key, c) for c in row.rule.parts)["by the paper's factor"].bound
+    assert 10 ** margin.alternatives[0] == pytest.approx(low, rel=0.01)
+    assert 10 ** margin.alternatives[1] > 10**margin.value > 1
+
+
 def test_a_speedup_row_holds_its_verdict_to_every_placement_of_censored_runs(tmp_path, monkeypatch):
     """Three Inception seeds level off below 82% and stop at step 9,000: the row's values are
     its speed-up under every placement of the censored runs, the smallest under its own key, and
