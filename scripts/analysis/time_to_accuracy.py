@@ -10,11 +10,13 @@ confirmatory runs (:data:`TARGETS`), and the headline speed-up at :data:`HEADLIN
   runs are evaluated on (``test/acc_subset``).
 - **A run that never reaches it** (it stopped at its plateau, or diverged, first) is censored:
   its steps are somewhere between its last evaluation and, at most, the cap (``train.steps``,
-  the last step any run of the protocol may reach). A comparison is made with each arm's
-  censored runs all at their last evaluation or all at the cap (four placements,
-  :class:`Speedup`; mixed placements within an arm are not searched), and a verdict must hold
-  under all four. Uncensored, they are one estimate. Every row says how many runs
-  were censored.
+  the last step any run of the protocol may reach). A verdict must hold wherever in that range
+  each censored run is: the comparison is made with each arm's censored runs all at their last
+  evaluation or all at the cap (four placements, :class:`Speedup`) and, for the confirmatory
+  seeds, under the mix of the two ends (each run at one end or the other) least favourable to
+  showing, and to refuting, the claim at each bound a rule reads (:func:`least_favourable`:
+  moving one run moves both the mean and Welch's spread, so a mix can be worse than any of the
+  four). Uncensored, they are one estimate. Every row says how many runs were censored.
 - **A diverged run** (a non-finite loss) enters as far as its curve goes: a target it reached
   before diverging at the step it reached it; one it had not, never (it stopped for good), so at
   the cap under every placement; and with the maximum it reached before it diverged (chance if it
@@ -36,9 +38,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
+from scipy import stats as _scipy
 
 from experiments.kit.errors import BadResults, MissingResult
 from experiments.studies import CONFIRM_INCEPTION, CONFIRMATORY
@@ -177,13 +182,16 @@ class Speedup:
     evaluation, the variant's at the cap), ``largest`` the other way round. A verdict must hold under
     every placement: the test's p-value is not monotone between them (a run moved to the cap
     raises the mean and the spread). A placement with no spread at all (every run of both arms
-    at one step) has no interval. Uncensored, the placements are one estimate."""
+    at one step) has no interval. Uncensored, the placements are one estimate. ``mixes``: for
+    each bound asked for, the mixes least favourable to showing the speed-up above it and to
+    refuting it (:func:`least_favourable`), keyed ``(bound, True)`` and ``(bound, False)``."""
 
     target: float
     placements: dict[tuple[str, str], Estimate]
     base_censored: int
     variant_censored: int
     seeds: tuple[int, int]  # (the base's, the variant's)
+    mixes: dict[tuple[float, bool], Estimate] = field(default_factory=dict)
 
     @property
     def estimate(self) -> Estimate:
@@ -224,25 +232,78 @@ def _spread_or_none(e: Estimate) -> Estimate:
 
 
 def speedup(
-    plan: Plan, variant: str, target: float, base: str = BASELINE, folder: str = FOLDER
+    plan: Plan,
+    variant: str,
+    target: float,
+    base: str = BASELINE,
+    folder: str = FOLDER,
+    bounds: Sequence[float] = (),
 ) -> Speedup:
     """``variant``'s speed-up over ``base`` at ``target``: ``log10`` of the ratio of their
-    geometric-mean steps (see the module)."""
+    geometric-mean steps (see the module), with the least favourable mixes of censored runs at
+    each of ``bounds`` (log10)."""
     b, v = reaches(plan, base, target, folder), reaches(plan, variant, target, folder)
     family = lambda arm: arm_log_steps(plan, arm, target, folder)  # noqa: E731
     at = {AT_LAST: None, AT_CAP: cap(plan, folder)}
+    placements = {
+        (pb, pv): _spread_or_none(
+            compare(plan, _log_steps(b, at[pb]), _log_steps(v, at[pv]), family, log=True)
+        )
+        for pb, pv in PLACEMENTS
+    }
+    mixes = {}
+    for bound in bounds:
+        for show in (True, False):
+            if confirmatory(plan):
+                mixes[bound, show] = least_favourable(b, v, cap(plan, folder), bound, show)
+            else:  # one spread for every placement: the uniform ends are the extremes
+                mixes[bound, show] = placements[PLACEMENTS[0] if show else PLACEMENTS[1]]
     return Speedup(
         target,
-        {
-            (pb, pv): _spread_or_none(
-                compare(plan, _log_steps(b, at[pb]), _log_steps(v, at[pv]), family, log=True)
-            )
-            for pb, pv in PLACEMENTS
-        },
+        placements,
         sum(not x.reached for x in b.values()),
         sum(not x.reached for x in v.values()),
         (len(b), len(v)),
+        mixes,
     )
+
+
+def _corners(r: dict[int, Reach], at_cap: int) -> np.ndarray:
+    """Every run's log10 steps under every mix of its arm's censored runs, each at its last
+    evaluation or at the cap: ``(2**m, n)``, ``m`` the runs censored before the cap."""
+    runs = list(r.values())
+    logs = np.array([math.log10(max(x.steps, 1)) for x in runs])
+    free = [i for i, x in enumerate(runs) if not x.reached and x.steps < at_cap]
+    bits = (np.arange(2 ** len(free))[:, None] >> np.arange(len(free))) & 1
+    out = np.tile(logs, (len(bits), 1))
+    out[:, free] = np.where(bits == 1, math.log10(at_cap), logs[free])
+    return out
+
+
+def least_favourable(
+    base: dict[int, Reach], variant: dict[int, Reach], at_cap: int, bound: float, show: bool
+) -> Estimate:
+    """The speed-up (Welch, log10 steps) under the mix of censored runs (each at its last
+    evaluation or at the cap) with the largest one-sided p-value of "above ``bound``"
+    (``show``) or of "below ``bound``" (not ``show``): the mix a verdict at ``bound`` must
+    survive. In one run's position Welch's t (the mean linear in it, the variance quadratic) has
+    at most one turning point, a minimum only where t is negative and a maximum only where it is
+    positive; so wherever the claim could be shown (t > 0 at both ends) its least favourable
+    position is an end, and likewise for refuting it (Welch's degrees of freedom move too, a
+    second-order effect this search does not follow inside a range). Every mix is tried (at
+    most ``2**20`` with ten seeds an arm)."""
+    a, b = _corners(base, at_cap), _corners(variant, at_cap)
+    na, nb = a.shape[1], b.shape[1]
+    va, vb = a.var(1, ddof=1) / na, b.var(1, ddof=1) / nb
+    d = a.mean(1)[:, None] - b.mean(1)[None, :]
+    s2 = va[:, None] + vb[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = s2**2 / (va[:, None] ** 2 / (na - 1) + vb[None, :] ** 2 / (nb - 1))
+        t = (d - bound) / np.sqrt(s2)
+        p = _scipy.t.sf(t, df) if show else _scipy.t.cdf(t, df)
+    p = np.where(s2 > 0, p, 1.0)  # no spread: no interval (as undecidable as a mix gets)
+    i, j = np.unravel_index(np.argmax(p), p.shape)
+    return _spread_or_none(welch(a[i].tolist(), b[j].tolist(), log=True))
 
 
 def curve(plan: Plan, variant: str, base: str = BASELINE, folder: str = FOLDER) -> list[Speedup]:
@@ -252,10 +313,16 @@ def curve(plan: Plan, variant: str, base: str = BASELINE, folder: str = FOLDER) 
 
 def maxima(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, float]:
     """Per seed, the maximum of its curve after step 0 smoothed by the plan's moving average
-    (a diverged seed's: up to its divergence; chance if nothing is logged after step 0)."""
+    (a diverged seed's: up to its divergence; chance if nothing is logged after step 0). Under
+    ``plan.final_full_test``, its accuracy on the whole test set at its end instead (chance if it
+    diverged): a reading the stopping rule never saw."""
+    by_seed = curves(plan, setup, folder)
+    if plan.final_full_test:
+        final = committed.per_seed(folder, setup, "test_acc", plan.results, diverged_as=CHANCE)
+        return {s: final[s] for s in by_seed}
     return {
         s: max(smoothed(trained_curve(c), plan.smoothing).values(), default=CHANCE)
-        for s, c in curves(plan, setup, folder).items()
+        for s, c in by_seed.items()
     }
 
 

@@ -36,6 +36,7 @@ class Plan:
     final_mean: bool = False  # an end-of-run accuracy as the late window's mean, not the last value
     threshold_offset: float = 0.0  # a steps-to-target claim's threshold, moved by this (accuracy)
     smoothing: int = 5  # evaluations in a steps-to-target claim's moving average
+    final_full_test: bool = False  # a run's maximum as its final full-test-set accuracy instead
     loss_levels: int = 8  # training-loss levels of an at-equal-loss comparison
     trains_by_loss: bool = False  # a run "trains" by its final training loss, not its test accuracy
     root: str = "results"  # the results read: the pilot's, or the confirmatory seeds' folder
@@ -115,6 +116,9 @@ ALTERNATIVES: dict[str, Plan] = {
     "median over a window's evaluations": replace(PLAN, median=True),
     "late-window mean instead of the final accuracy": replace(PLAN, final_mean=True),
     "target 0.5 pp lower": replace(PLAN, threshold_offset=-0.005),
+    "targets 2 pp higher": replace(PLAN, threshold_offset=0.02),
+    "targets 2 pp lower": replace(PLAN, threshold_offset=-0.02),
+    "final full-test accuracy instead of the smoothed maximum": replace(PLAN, final_full_test=True),
     "moving average of 3 evaluations": replace(PLAN, smoothing=3),
     "at equal loss over 5 levels": replace(PLAN, loss_levels=5),
     "at equal loss over 12 levels": replace(PLAN, loss_levels=12),

@@ -132,9 +132,11 @@ def _fig3_method(base: str = "Inception") -> str:
         f"({', '.join(f'{t:.0%}' for t in tta.TARGETS)}) are a run's first evaluation at or above it on the "
         "fixed test subset; a run that never reaches it (it stopped or diverged first) is censored, "
         "its steps somewhere between its last evaluation and the cap (a diverged run's at the cap: "
-        "it would never have reached it), and a verdict must hold with "
-        "each arm's censored runs all at one end or the other (four placements; the row shows the speed-up from "
-        f"{base}'s at their last evaluation and the variant's at the cap to the other way round); "
+        "it would never have reached it), and a verdict must hold wherever in that range each "
+        "censored run lies: with each arm's censored runs all at one end or the other (four placements; "
+        f"the row shows the speed-up from {base}'s at their last evaluation and the variant's at the cap "
+        "to the other way round) and, for the confirmatory seeds, under the mix of ends least "
+        "favourable to the verdict at each bound the rule reads; "
         f"the speed-up is the ratio of {base}'s geometric-mean steps to the variant's, unpaired "
         "(the arms share no data order): Welch's t on log steps for the confirmatory seeds, the "
         f"pilot's pooled SD for the pilot; the rule reads the speed-up at {tta.HEADLINE:.0%}, the "
@@ -147,6 +149,15 @@ def _fig3_method(base: str = "Inception") -> str:
 
 
 FIG3_METHOD = _fig3_method()
+# The readings a Figure 3 verdict must survive to be called robust, declared before the
+# confirmatory seeds were read: the grid moved (the headline read nearer Inception's plateau,
+# where the paper reads its factor, and further below it), and a maximum read on the whole
+# test set at the run's end (data the stopping rule never saw) or with less smoothing.
+SPEEDUP_ALTERNATIVES = ("target 0.5 pp lower", "targets 2 pp higher", "targets 2 pp lower")
+MAXIMA_ALTERNATIVES = (
+    "moving average of 3 evaluations",
+    "final full-test accuracy instead of the smoothed maximum",
+)
 
 FIG3_MAXIMA = (
     f"{_PLATEAU}; a run's maximum is the largest value of its test-subset curve after initialization "
@@ -159,43 +170,69 @@ FIG3_MAXIMA = (
 
 
 def _speedup(setup: str):
+    bounds = _speedup_bounds(setup)
+
     def measure(plan: Plan) -> Measured:
         curve = tta.curve(plan, setup)
-        head = next(s for s in curve if s.target == tta.HEADLINE)
+        head = tta.speedup(plan, setup, tta.HEADLINE, bounds=sorted({*sum(bounds.values(), ())}))
         text = (
             f"speed-up over Inception (Inception's seeds vs {NAME[setup]}'s: "
             f"{head.seeds[0]} vs {head.seeds[1]}) at " + "; ".join(s.text() for s in curve)
         )
-        return Measured(_ends(head, "faster", "by the paper's factor"), text)
+        return Measured(_ends(head, bounds), text)
 
     return measure
 
 
-def _placed(key: str) -> tuple[str, ...]:
-    """``key``'s speed-up under the other placements of censored runs (tta.PLACEMENTS): the keys
-    a verdict must hold under too (``Compare.also``)."""
-    return tuple(f"{key}, censored runs: {b} / {v}" for b, v in tta.PLACEMENTS[1:])
+def _placed(key: str, bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """``key``'s speed-up under the other placements of censored runs (tta.PLACEMENTS) and under
+    the mixes least favourable to each verdict at each of ``bounds`` (log10): the keys a verdict
+    must hold under too (``Compare.also``)."""
+    return tuple(f"{key}, censored runs: {b} / {v}" for b, v in tta.PLACEMENTS[1:]) + tuple(
+        _mixed(key, b, show) for b in bounds for show in (True, False)
+    )
 
 
-def _ends(s: tta.Speedup, *keys: str) -> dict[str, Estimate]:
-    """Each key's speed-up under every placement of censored runs: ``key`` the smallest."""
+def _mixed(key: str, bound: float, show: bool) -> str:
+    side = "showing" if show else "refuting"
+    return f"{key}, censored runs mixed least favourably to {side} it at {10**bound:.3g}×"
+
+
+def _ends(s: tta.Speedup, bounds: dict[str, tuple[float, ...]]) -> dict[str, Estimate]:
+    """Each key's speed-up under every placement of censored runs (``key`` the smallest) and
+    under the least favourable mixes at its bounds (``bounds[key]``)."""
     out = {}
-    for k in keys:
+    for k, at in bounds.items():
         out[k] = s.estimate
-        out |= {name: s.placements[p] for name, p in zip(_placed(k), tta.PLACEMENTS[1:])}
+        uniform = _placed(k, ())
+        out |= {name: s.placements[p] for name, p in zip(uniform, tta.PLACEMENTS[1:])}
+        out |= {_mixed(k, b, show): s.mixes[b, show] for b in at for show in (True, False)}
     return out
 
 
-def _factor_alternatives(paper: float) -> tuple[float, float]:
-    """The margin's alternatives (log10): a third and two thirds of the paper's factor, the
+def _paper_factor(setup: str) -> tuple[float, float, float]:
+    """(the paper's speed-up, Inception's and the variant's millions of steps to 72.2%)."""
+    base, ours = (PAPER[k]["steps_to_baseline_max"] / 1e6 for k in ("inception", setup))
+    return base / ours, base, ours
+
+
+def _speedup_bounds(setup: str) -> dict[str, tuple[float, ...]]:
+    """Each part's bounds (log10): its own and its margin's alternatives."""
+    margin = _factor_margin(_paper_factor(setup)[0])
+    return {"faster": (0.0,), "by the paper's factor": (margin.value, *margin.alternatives)}
+
+
+def _factor_margin(paper: float) -> Margin:
+    """Half the paper's factor (log10), with the alternatives a third and two thirds of it, the
     lower no lower than 1× (below it, "by the paper's factor" would pass a variant slower than
     Inception: BN-Baseline's third is 0.78×)."""
-    return math.log10(max(paper / 3, 1.0)), math.log10(paper * 2 / 3)
+    third = max(paper / 3, 1.0)
+    return Margin(math.log10(paper / 2), (math.log10(third), math.log10(paper * 2 / 3)))
 
 
 def _speedup_claim(setup: str) -> Claim:
-    base, ours = (PAPER[k]["steps_to_baseline_max"] / 1e6 for k in ("inception", setup))
-    paper = base / ours
+    paper, base, ours = _paper_factor(setup)
+    bounds = _speedup_bounds(setup)
     return Claim(
         "BN paper, Fig. 3",
         f"{NAME[setup]} reaches Inception's accuracy in ~{paper:.1f}× fewer steps",
@@ -208,20 +245,20 @@ def _speedup_claim(setup: str) -> Claim:
                     0.0,
                     unit="×",
                     effect=math.log10(2),
-                    also=_placed("faster"),
+                    also=_placed("faster", bounds["faster"]),
                 ),
                 Compare(
                     "by the paper's factor",
                     "the speed-up",
-                    Margin(math.log10(paper / 2), _factor_alternatives(paper)),
+                    _factor_margin(paper),
                     unit="×",
                     effect=math.log10(2),
-                    also=_placed("by the paper's factor"),
+                    also=_placed("by the paper's factor", bounds["by the paper's factor"]),
                 ),
             )
         ),
         _speedup(setup),
-        ("target 0.5 pp lower",),
+        SPEEDUP_ALTERNATIVES,
         method=FIG3_METHOD,
         confirm=FIG3,
         design=FIG3_DESIGN,
@@ -302,12 +339,15 @@ def _blows_up(plan: Plan) -> Measured:
     )
 
 
+_LR_KEY = "BN-x5 faster than BN-Baseline-x5"
+
+
 def _lr_share(plan: Plan) -> Measured:
     t = tta.HEADLINE
-    s = tta.speedup(plan, "bn_x5", t, base="bn_baseline_x5")
+    s = tta.speedup(plan, "bn_x5", t, base="bn_baseline_x5", bounds=(0.0,))
     part = tta.share(plan, "bn_baseline_x5", "bn_x5", "bn_baseline", t)
     return Measured(
-        _ends(s, "BN-x5 faster than BN-Baseline-x5"),
+        _ends(s, {_LR_KEY: (0.0,)}),
         f"BN-x5's speed-up over BN-Baseline-x5 at {s.text('BN-Baseline-x5')}; the share of "
         f"BN-x5's speed-up over BN-Baseline (log steps, a run that never reached {t:.0%} at the cap) "
         f"that the learning rate alone gives: {part.text()}",
@@ -358,14 +398,14 @@ CLAIMS = [
         "BN paper, Fig. 3", "Every BN variant reaches a higher maximum accuracy than Inception",
         ", ".join(f"{NAME[k]} {PAPER[k]['max_acc']:.1%}" for k in BN_VARIANTS) + f" vs Inception {PAPER['inception']['max_acc']:.1%}",
         All(tuple(Compare(f"{NAME[k]} − Inception", f"{NAME[k]} − Inception", effect=MAX_GAP) for k in BN_VARIANTS)),
-        _above_inception, ("moving average of 3 evaluations",),
+        _above_inception, MAXIMA_ALTERNATIVES,
         method=FIG3_MAXIMA, confirm=FIG3, design=FIG3_DESIGN, **FIG3_SECTION,
     ),
     Claim(
         "BN paper, Fig. 3", "BN-x30 reaches a higher maximum accuracy than BN-x5",
         f"{PAPER['bn_x30']['max_acc']:.1%} vs {PAPER['bn_x5']['max_acc']:.1%}",
         Compare("BN-x30 − BN-x5", "BN-x30 − BN-x5", effect=MAX_GAP),
-        _x30_above_x5, ("moving average of 3 evaluations",),
+        _x30_above_x5, MAXIMA_ALTERNATIVES,
         method=FIG3_MAXIMA, confirm=FIG3, design=FIG3_DESIGN, **FIG3_SECTION,
     ),
     Claim(
@@ -379,10 +419,10 @@ CLAIMS = [
     Claim(
         "BN paper, Sec. 4.2.1", "BN-x5's other changes add to what its learning rate gives",
         "the changes beyond the learning rate (no dropout, L2 / 5, faster decay, no LRN, more shuffling, lighter distortions) are listed as accelerations",
-        Compare("BN-x5 faster than BN-Baseline-x5", "BN-x5's speed-up over BN-Baseline-x5", 0.0, unit="×", effect=math.log10(2), also=_placed("BN-x5 faster than BN-Baseline-x5")),
-        _lr_share, ("target 0.5 pp lower",),
+        Compare(_LR_KEY, "BN-x5's speed-up over BN-Baseline-x5", 0.0, unit="×", effect=math.log10(2), also=_placed(_LR_KEY, (0.0,))),
+        _lr_share, SPEEDUP_ALTERNATIVES,
         method=_fig3_method("BN-Baseline-x5") + "; the share of the speed-up is a ratio of two such differences of log steps with Fieller's set (they share BN-Baseline, whose variance is their covariance)",
-        confirm=FIG3, design=FIG3_DESIGN, pilot_design=lambda plan: {"BN-x5 faster than BN-Baseline-x5": tta.pilot_spread(plan, tta.HEADLINE)},
+        confirm=FIG3, design=FIG3_DESIGN, pilot_design=lambda plan: {_LR_KEY: tta.pilot_spread(plan, tta.HEADLINE)},
         **FIG3_SECTION,
     ),
     Claim(
@@ -392,14 +432,14 @@ CLAIMS = [
             EverySeed("BN-x5-Sigmoid trains", f"BN-x5-Sigmoid's smoothed maximum more than {ABOVE_CHANCE * 100:g} pp above chance"),
             EverySeed("Inception-Sigmoid at chance", f"Inception-Sigmoid's smoothed maximum within {ABOVE_CHANCE * 100:g} pp of chance"),
         )),
-        _sigmoid, ("moving average of 3 evaluations",),
+        _sigmoid, MAXIMA_ALTERNATIVES,
         method=FIG3_MAXIMA, confirm=FIG3, design=FIG3_DESIGN, **FIG3_SECTION,
     ),
     Claim(
         "BN paper, Sec. 4.2.2 and Fig. 3", "Under BN, sigmoid BN-Inception reaches a lower maximum accuracy than the ReLU one",
         f"BN-x5-Sigmoid {PAPER['bn_x5_sigmoid']['max_acc']:.1%} vs BN-x5 {PAPER['bn_x5']['max_acc']:.1%}",
         Compare("BN-x5-Sigmoid − BN-x5", "BN-x5-Sigmoid − BN-x5", above=False, effect=MAX_GAP),
-        _sigmoid_below, ("moving average of 3 evaluations",),
+        _sigmoid_below, MAXIMA_ALTERNATIVES,
         method=FIG3_MAXIMA, confirm=FIG3, design=FIG3_DESIGN, **FIG3_SECTION,
     ),
 ]  # fmt: skip

@@ -5,6 +5,7 @@ pilot's pooled SD for the pilot), smoothed maxima after initialization, and the 
 speed-up with Fieller's set."""
 
 import dataclasses
+import itertools
 import math
 import statistics
 
@@ -13,7 +14,7 @@ from scipy import stats
 
 from experiments.kit.errors import BadResults, MissingResult
 from scripts.analysis import time_to_accuracy as tta
-from scripts.analysis.stats import pooled_sd
+from scripts.analysis.stats import pooled_sd, welch
 from scripts.analysis.windows import PLAN, smoothed
 from tests.scripts.analysis.fig3_collection import write_fig3
 
@@ -111,6 +112,51 @@ def test_a_speedup_is_estimated_under_every_placement_of_censored_runs(tmp_path)
     assert "last evaluation or the cap" in s.text()
 
 
+# Eight runs of a base arm reach a target, two never do (last evaluated at 7,320 and 1,660
+# steps of a 10,000-step cap); no variant run is censored. The first at the cap and the second
+# at its last evaluation leave the speed-up less sure than either arm-wide placement does.
+MIX_CAP = 10_000
+MIX_BASE = {i: tta.Reach(s, True) for i, s in enumerate((2370, 2410, 3050, 5120, 6300, 6310, 6540, 8950))}  # fmt: skip
+MIX_BASE |= {8: tta.Reach(7320, False), 9: tta.Reach(1660, False)}
+MIX_VARIANT = {i: tta.Reach(s, True) for i, s in enumerate((2560, 1460, 3560, 1430, 3480, 2910, 2230, 1760, 2300, 2570))}  # fmt: skip
+
+
+def _mix_p(at_cap: tuple[bool, bool], bound: float, show: bool) -> float:
+    """The p-value with the base's two censored runs each at the cap or its last evaluation."""
+    place = dict(zip((8, 9), at_cap))
+    base = [math.log10(MIX_CAP if place.get(k) else r.steps) for k, r in MIX_BASE.items()]
+    variant = [math.log10(r.steps) for r in MIX_VARIANT.values()]
+    e = welch(base, variant, log=True)
+    return e.p_greater(bound) if show else e.p_less(bound)
+
+
+@pytest.mark.parametrize("bound", [0.0, math.log10(1.5)])
+@pytest.mark.parametrize("show", [True, False])
+def test_the_least_favourable_mix_is_the_worst_of_every_mix(bound, show):
+    got = tta.least_favourable(MIX_BASE, MIX_VARIANT, MIX_CAP, bound, show)
+    p = got.p_greater(bound) if show else got.p_less(bound)
+    every = {c: _mix_p(c, bound, show) for c in itertools.product((False, True), repeat=2)}
+    assert p == pytest.approx(max(every.values()), rel=1e-9)
+    if show and bound == 0.0:  # a mix, not an arm-wide placement, is the worst here
+        assert p > max(every[False, False], every[True, True])
+
+
+def test_the_pilot_mixes_are_its_ends_and_the_confirmatory_ones_searched(tmp_path):
+    """One spread for every placement (the pilot's pooled SD): the smallest and largest
+    speed-ups are the least favourable to showing and to refuting it."""
+    arms = {k: {1000 + i: _ramp(r) for i, r in enumerate(v[:2])} for k, v in ARMS.items()}
+    arms["inception"][1001] = _ramp(900, top=0.75, stop=600)
+    arms["bn_x5"][1001] = _ramp(300, top=0.75, stop=400)
+    for confirmatory in (False, True):
+        plan, root = _plan(tmp_path / str(confirmatory), confirmatory)
+        _write(root, arms)
+        s = tta.speedup(plan, "bn_x5", 0.8, bounds=(0.0, 0.3))
+        assert set(s.mixes) == {(0.0, True), (0.0, False), (0.3, True), (0.3, False)}
+        if not confirmatory:
+            assert s.mixes[0.3, True] == s.estimate and s.mixes[0.3, False] == s.largest
+    assert tta.speedup(plan, "bn_x5", 0.8).mixes == {}
+
+
 def test_uncensored_every_placement_is_one_estimate(confirmed):
     s = tta.speedup(confirmed, "bn_x5", 0.8)
     assert len(set(s.placements.values())) == 1 and "the cap" not in s.text()
@@ -145,6 +191,18 @@ def test_a_diverged_run_enters_as_far_as_its_curve_goes(tmp_path):
     assert best[1001] == pytest.approx(max(smoothed(trained, plan.smoothing).values()))
     assert best[1001] < 0.8  # up to its divergence, short of its arm's 0.9
     assert tta.maxima(plan, "inception_sigmoid")[1000] == tta.CHANCE
+
+
+def test_the_final_full_test_reading_of_a_maximum(tmp_path):
+    """The robustness reading: each run's accuracy on the whole test set at its end (chance for
+    a diverged run), not its smoothed test-subset maximum."""
+    plan, root = _plan(tmp_path, True)
+    arms = {"bn_x30": {1000: _ramp(200), 1001: _ramp(400, stop=300)}}
+    extra = {"bn_x30": {"test_acc": {"per_seed": [0.871]}}}  # the diverged seed records none
+    write_fig3(root, arms, CAP, extra, diverged={"bn_x30": {1001}})
+    final = tta.maxima(dataclasses.replace(plan, final_full_test=True), "bn_x30")
+    assert final == {1000: 0.871, 1001: tta.CHANCE}
+    assert tta.maxima(plan, "bn_x30")[1000] == pytest.approx(0.9)
 
 
 def test_the_confirmatory_seeds_must_be_the_registered_ones(tmp_path, monkeypatch):
