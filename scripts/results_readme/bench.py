@@ -61,9 +61,11 @@ STUDY_COLUMNS = {
     "stacked_ms_per_run_step": "five seeds side by side, ms",
     "peer_ms_per_run_step": "plain-PyTorch peer, ms",
     "ratio_peer_to_study": "peer / study",
-    "ratio_peer_to_stacked": "peer / five side by side",
     "ratios_by_round": "each round's peer / study",
     "target": "target",
+    "ratio_peer_to_stacked": "peer / five side by side",
+    "ratios_stacked_by_round": "each round's peer / five side by side",
+    "stacked_target": "target, five side by side",
 }
 
 
