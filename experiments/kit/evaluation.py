@@ -81,11 +81,12 @@ def copy_accuracies(
         m.train(train_mode)
     correct = torch.zeros(len(models), dtype=torch.long)
     total = 0
+    one_pass = stack is not None and not train_mode and per_example(stack)
     for x, y in batches:
         x, y = to_device((x, y), device, memory_format)
         if y.dim() == 2 and stack is not None:
             correct += (stack(x).view(len(y), len(models), -1).argmax(-1) == y).sum(0).cpu()
-        elif y.dim() == 1 and stack is not None and not train_mode and per_example(stack):
+        elif y.dim() == 1 and one_pass:
             k = len(models)
             for xc, yc in zip(x.split(-(-len(y) // k)), y.split(-(-len(y) // k))):
                 xs = xc.repeat(1, k, *[1] * (xc.dim() - 2)).contiguous(memory_format=memory_format)

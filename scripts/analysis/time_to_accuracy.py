@@ -268,12 +268,20 @@ def speedup(
     )
 
 
+MOST_FREE = 12  # the most censored runs of an arm whose mixes are searched (2**12 an arm)
+
+
 def _corners(r: dict[int, Reach], at_cap: int) -> np.ndarray:
     """Every run's log10 steps under every mix of its arm's censored runs, each at its last
     evaluation or at the cap: ``(2**m, n)``, ``m`` the runs censored before the cap."""
     runs = list(r.values())
     logs = np.array([math.log10(max(x.steps, 1)) for x in runs])
     free = [i for i, x in enumerate(runs) if not x.reached and x.steps < at_cap]
+    if len(free) > MOST_FREE:
+        raise ValueError(
+            f"{len(free)} censored runs in one arm: {2 ** len(free):,} mixes to search, past "
+            f"the {2**MOST_FREE:,} this search holds in memory"
+        )
     bits = (np.arange(2 ** len(free))[:, None] >> np.arange(len(free))) & 1
     out = np.tile(logs, (len(bits), 1))
     out[:, free] = np.where(bits == 1, math.log10(at_cap), logs[free])
@@ -301,7 +309,8 @@ def least_favourable(
         df = s2**2 / (va[:, None] ** 2 / (na - 1) + vb[None, :] ** 2 / (nb - 1))
         t = (d - bound) / np.sqrt(s2)
         p = _scipy.t.sf(t, df) if show else _scipy.t.cdf(t, df)
-    p = np.where(s2 > 0, p, 1.0)  # no spread: no interval (as undecidable as a mix gets)
+    flat = (np.ptp(a, 1) == 0)[:, None] & (np.ptp(b, 1) == 0)[None, :]
+    p = np.where(flat, 1.0, p)  # no spread: no interval (as undecidable as a mix gets)
     i, j = np.unravel_index(np.argmax(p), p.shape)
     return _spread_or_none(welch(a[i].tolist(), b[j].tolist(), log=True))
 

@@ -118,7 +118,9 @@ FIG3_DESIGN = (
     "and for sigmoid below ReLU (the paper's gap: 3.2 pp). The spread: the pilot's within-arm SD pooled over its trained arms "
     f"({', '.join(NAME[k] for k in tta.POOLED)}), at its upper 80% limit; "
     "each arm's seeds compared by Welch's test, its power taken at n − 1 degrees of freedom "
-    "(conservative)."
+    "(conservative). The pilot ran the earlier protocol (a shorter cap, a smaller test subset, the "
+    "BN variants stopped at Inception's level), so its spread, of the maxima above all, may "
+    "understate the confirmatory seeds'."
 )
 _PLATEAU = (
     f"every arm until its own plateau (the last third of the run gains less than {FIG3_PLATEAU * 100:g} pp, "
@@ -319,7 +321,8 @@ def _sigmoid(plan: Plan) -> Measured:
 def _blows_up(plan: Plan) -> Measured:
     """Inception at x5 the learning rate: every seed diverged (a non-finite loss) or ended within
     ``ABOVE_CHANCE`` of chance on the full test set. The text tells the two apart, with the step
-    each run stopped at (a run flat at chance stops at the plateau rule's first check)."""
+    each run's last evaluation (a run flat at chance stops at the plateau rule's first check; a
+    diverged one, after its last evaluation)."""
     arm = "inception_x5"
     tta.require_registered(plan, arm)
     diverged = committed.diverged(tta.FOLDER, arm, plan.results)
@@ -327,7 +330,7 @@ def _blows_up(plan: Plan) -> Measured:
     last = {s: max(c) for s, c in tta.curves(plan, arm).items()}
     failed = {s: diverged[s] or final[s] <= CHANCE + ABOVE_CHANCE for s in sorted(final)}
     shown = ", ".join(
-        f"diverged by step {last[s]:,}" if diverged[s] else f"{final[s]:.1%} at step {last[s]:,}"
+        f"diverged after step {last[s]:,}" if diverged[s] else f"{final[s]:.1%} at step {last[s]:,}"
         for s in sorted(final)
     )
     at_chance = sum(failed[s] and not diverged[s] for s in failed)

@@ -250,7 +250,11 @@ def test_a_batch_every_copy_reads_is_scored_by_passes_of_the_stack(norm):
     with torch.no_grad():
         batches = [(x, views[0](x).argmax(1)) for x in images]
     cpu = torch.device("cpu")
+    passes = []
+    hook = stack.register_forward_hook(lambda m, args, out: passes.append(len(args[0])))
     got = copy_accuracies(views, batches, cpu, stack=stack)
+    hook.remove()
+    assert passes == [6, 6, 5, 2, 2, 1]  # ⌈N / K⌉ images a pass
     assert got == copy_accuracies(views, batches, cpu)  # copy by copy
     assert got[0] == 1.0 and len(set(got)) > 1
 

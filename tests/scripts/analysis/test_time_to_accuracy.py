@@ -154,6 +154,9 @@ def test_the_pilot_mixes_are_its_ends_and_the_confirmatory_ones_searched(tmp_pat
         assert set(s.mixes) == {(0.0, True), (0.0, False), (0.3, True), (0.3, False)}
         if not confirmatory:
             assert s.mixes[0.3, True] == s.estimate and s.mixes[0.3, False] == s.largest
+        else:
+            b, v = (tta.reaches(plan, k, 0.8) for k in ("inception", "bn_x5"))
+            assert s.mixes[0.3, False] == tta.least_favourable(b, v, CAP, 0.3, False)
     assert tta.speedup(plan, "bn_x5", 0.8).mixes == {}
 
 
@@ -191,6 +194,12 @@ def test_a_diverged_run_enters_as_far_as_its_curve_goes(tmp_path):
     assert best[1001] == pytest.approx(max(smoothed(trained, plan.smoothing).values()))
     assert best[1001] < 0.8  # up to its divergence, short of its arm's 0.9
     assert tta.maxima(plan, "inception_sigmoid")[1000] == tta.CHANCE
+
+
+def test_too_many_censored_runs_to_search_is_an_error():
+    many = {i: tta.Reach(100, False) for i in range(tta.MOST_FREE + 1)}
+    with pytest.raises(ValueError, match="censored runs in one arm"):
+        tta.least_favourable(many, MIX_VARIANT, MIX_CAP, 0.0, True)
 
 
 def test_the_final_full_test_reading_of_a_maximum(tmp_path):

@@ -121,7 +121,7 @@ def test_the_blow_up_row_tells_diverged_seeds_from_those_at_chance(tmp_path, mon
     _collect(tmp_path, monkeypatch, {"inception_x5": set(seeds)})
     text = _outcome("x5 the learning rate without BN").measured.text
     assert "2 of 10 seeds diverged, 0 ended at chance" in text
-    assert text.count("diverged by step") == 2 and "at step" in text
+    assert text.count("diverged after step") == 2 and "at step" in text
 
 
 @pytest.mark.parametrize(("setup", "low"), [("bn_baseline", 1.0), ("bn_x5", 14.8 / 3)])
