@@ -298,8 +298,8 @@ def least_favourable(
     at most one turning point, a minimum only where t is negative and a maximum only where it is
     positive; so wherever the claim could be shown (t > 0 at both ends) its least favourable
     position is an end, and likewise for refuting it (Welch's degrees of freedom move too, a
-    second-order effect this search does not follow inside a range). Every mix is tried (at
-    most ``2**20`` with ten seeds an arm)."""
+    second-order effect this search does not follow inside a range). Every mix is tried:
+    ``2**(m_base + m_variant)``, at most :data:`MOST_FREE` censored runs an arm."""
     a, b = _corners(base, at_cap), _corners(variant, at_cap)
     na, nb = a.shape[1], b.shape[1]
     va, vb = a.var(1, ddof=1) / na, b.var(1, ddof=1) / nb
