@@ -315,9 +315,16 @@ def least_favourable(
     return _spread_or_none(welch(a[i].tolist(), b[j].tolist(), log=True))
 
 
-def curve(plan: Plan, variant: str, base: str = BASELINE, folder: str = FOLDER) -> list[Speedup]:
-    """The speed-up at every target of the grid."""
-    return [speedup(plan, variant, t, base, folder) for t in TARGETS]
+def curve(
+    plan: Plan,
+    variant: str,
+    base: str = BASELINE,
+    folder: str = FOLDER,
+    bounds: Sequence[float] = (),
+) -> list[Speedup]:
+    """The speed-up at every target of the grid (with its least favourable mixes at
+    ``bounds``)."""
+    return [speedup(plan, variant, t, base, folder, bounds) for t in TARGETS]
 
 
 def maxima(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, float]:
