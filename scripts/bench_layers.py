@@ -326,9 +326,12 @@ def _num(v: float | str, width: int) -> str:
     return f"{v:{width}.2f}" if v != "" else f"{'–':>{width}}"
 
 
-def write_report(path: Path, rows: list[dict], failed: list[str] | None) -> None:
+def write_report(
+    path: Path, rows: list[dict], failed: list[str] | None, undecided: list[str] | None = None
+) -> None:
     """Write a benchmark's ``rows`` to the CSV ``path`` and say whether every target was met
-    (``failed`` lists the misses; ``None``: the benchmark has no targets)."""
+    (``failed`` lists the misses, ``undecided`` those the measurement's interval cannot decide;
+    ``failed=None``: the benchmark has no targets)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -336,7 +339,12 @@ def write_report(path: Path, rows: list[dict], failed: list[str] | None) -> None
         w.writerows(rows)
     print(f"wrote {path}")
     if failed is not None:
-        print("targets met" if not failed else "targets MISSED: " + "; ".join(failed))
+        if failed:
+            print("targets MISSED: " + "; ".join(failed))
+        if undecided:
+            print("targets UNDECIDED (the interval holds the target): " + "; ".join(undecided))
+        if not failed and not undecided:
+            print("targets met")
 
 
 if __name__ == "__main__":

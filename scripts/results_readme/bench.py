@@ -62,10 +62,14 @@ STUDY_COLUMNS = {
     "peer_ms_per_run_step": "plain-PyTorch peer, ms",
     "ratio_peer_to_study": "peer / study",
     "ratios_by_round": "each round's peer / study",
+    "ratio_gm_ci95": "geometric mean [95% interval]",
     "target": "target",
+    "target_verdict": "target met?",
     "ratio_peer_to_stacked": "peer / five side by side",
     "ratios_stacked_by_round": "each round's peer / five side by side",
+    "ratio_stacked_gm_ci95": "geometric mean [95% interval], five side by side",
     "stacked_target": "target, five side by side",
+    "stacked_target_verdict": "target met?, five side by side",
 }
 
 

@@ -2,6 +2,7 @@
 
 import ast
 import csv
+import math
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from experiments.nets.bn_inception import BNInception, count_parameters
 from experiments.nets.convnet import SmallConvNet
 from experiments.nets.deep_mlp import DeepMLP
 from experiments.nets.mlp import SigmoidMLP
-from scripts import bench_studies
+from scripts import bench_layers, bench_studies
 from scripts.peers import convnet, deep_mlp, inception, mlp
 from tests.configs import compose_config
 
@@ -127,6 +128,35 @@ def test_timing_some_cases_keeps_the_other_rows(tmp_path):
     rows = bench_studies._merged(path, [{"key": "mlp", "ratio_peer_to_study": "4.5"}])
     assert [(r["key"], r["ratio_peer_to_study"]) for r in rows] == [("mlp", "4.5"), ("conv", "1.3")]
     assert bench_studies._merged(tmp_path / "missing.csv", rows[:1]) == rows[:1]
+
+
+def test_a_ratio_is_decided_on_the_interval_of_its_rounds():
+    # log10 ratios 0, a, 2a: mean a, standard error a / sqrt(3), t(0.975, 2 df) = 4.302653
+    a = math.log10(1.1)
+    half = 4.302653 * a / math.sqrt(3)
+    mean, low, high = bench_studies.ratio_interval([1.0, 1.1, 1.21])
+    assert mean == pytest.approx(1.1)
+    assert (low, high) == pytest.approx((1.1 / 10**half, 1.1 * 10**half), rel=1e-6)
+    assert low < 1.0 < high
+    assert bench_studies.decide((mean, low, high), 1.0) == "undecided"
+    assert bench_studies.decide((mean, low, high), 0.8) == "met"
+    assert bench_studies.decide((mean, low, high), 1.5) == "missed"
+    # one round: no interval, so no verdict either way
+    assert bench_studies.ratio_interval([1.3]) is None
+    assert bench_studies.decide(None, 1.0) == "undecided"
+    assert bench_studies.interval_text((mean, low, high)) == f"1.10 [{low:.2f}, {high:.2f}]"
+
+
+def test_the_report_names_missed_and_undecided_targets_apart(tmp_path, capsys):
+    bench_layers.write_report(tmp_path / "a.csv", [{"key": "x"}], ["x: 0.90 [0.85, 0.95] against 1.0x"], ["y: 1.2 [0.9, 1.6] against 1.5x"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert (
+        "targets MISSED: x:" in out
+        and "targets UNDECIDED (the interval holds the target): y:" in out
+    )
+    assert "targets met" not in out
+    bench_layers.write_report(tmp_path / "b.csv", [{"key": "x"}], [], [])
+    assert "targets met" in capsys.readouterr().out
 
 
 @pytest.mark.slow
