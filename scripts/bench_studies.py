@@ -1,6 +1,7 @@
 """What each study's training costs against the script a user would write instead, in one run.
 
     python -m scripts.bench_studies [--rounds 3] [--out results/bench] [--only mlp,conv]
+    python -m scripts.bench_studies --rejudge --out results/bench   # intervals from the rounds
 
 For every network the studies train (the BN paper's Figure 1 MLP, the Batch Renorm conv net,
 BN-Inception at CPU scale, the depth study's deep MLPs, every step's measures and the
@@ -89,6 +90,37 @@ def decide(interval: tuple[float, float, float] | None, target: float) -> str:
 def interval_text(interval: tuple[float, float, float] | None) -> str:
     """``1.05 [0.98, 1.12]``; empty without an interval."""
     return "" if interval is None else "{:.2f} [{:.2f}, {:.2f}]".format(*interval)
+
+
+# the columns :func:`judged` derives from a row's rounds and targets
+JUDGED = ("ratio_gm_ci95", "target_verdict", "ratio_stacked_gm_ci95", "stacked_target_verdict")
+
+
+def judged(row: dict) -> dict:
+    """``row`` with its interval and verdict columns (:data:`JUDGED`) derived from the rounds it
+    records (``ratios_by_round``, ``ratios_stacked_by_round``) and its targets."""
+    row = dict(row)
+    for route in ("", "stacked_"):
+        rounds = [float(r) for r in str(row.get(f"ratios_{route}by_round", "")).split()]
+        interval = ratio_interval(rounds) if rounds else None
+        target = row.get(f"{route}target", "")
+        row[f"ratio_{route}gm_ci95"] = interval_text(interval)
+        row[f"{route}target_verdict"] = decide(interval, float(target)) if target != "" else ""
+    return row
+
+
+def verdicts(rows: list[dict]) -> tuple[list[str], list[str]]:
+    """The targets judged rows miss and those they cannot decide, one line each."""
+    failed, undecided = [], []
+    for r in rows:
+        for route, name in (("", r["key"]), ("stacked_", f"{r['key']}, stacked")):
+            line = f"{name}: {r[f'ratio_{route}gm_ci95'] or 'one round'} against {r.get(f'{route}target')}x"  # fmt: skip
+            verdict = r.get(f"{route}target_verdict")
+            if verdict == "missed":
+                failed.append(line)
+            elif verdict == "undecided":
+                undecided.append(line)
+    return failed, undecided
 
 
 @dataclass(frozen=True)
@@ -308,7 +340,15 @@ def main() -> None:
         help="comma-separated case keys (default: all); the other cases' rows of an existing "
         "studies_cpu.csv are kept",
     )
+    ap.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="time nothing: rewrite OUT/studies_cpu.csv's intervals and verdicts from its rounds",
+    )
     args = ap.parse_args()
+    if args.rejudge:
+        rejudge(args.out / "studies_cpu.csv")
+        return
     chosen = [c for c in cases() if not args.only or c.key in args.only.split(",")]
     scratch = Path(tempfile.mkdtemp(prefix="bench_studies-"))
     files = prepare_data(args.data, scratch)
@@ -343,7 +383,7 @@ def main() -> None:
         "side by side in one process"
     )
     print(f"{'network':56} {'study':>8} {'stacked':>8} {'peer':>8} {'ratio':>7}")
-    rows, failed, undecided = [], [], []
+    rows = []
     for case in chosen:
         median = {route: statistics.median(cost[(case.key, route)]) for route in case.routes()}
         ratios = {
@@ -351,7 +391,6 @@ def main() -> None:
             for route in ("study", "stacked")
             if case.peer and route in case.routes()
         }
-        intervals = {route: ratio_interval(r) for route, r in ratios.items()}
         ratio = statistics.median(ratios["study"]) if "study" in ratios else None
         shown = {route: f"{median[route]:8.3f}" if route in median else f"{'-':>8}" for route in ("study", "stacked", "peer")}  # fmt: skip
         each = ", ".join(f"{r:.2f}" for r in ratios.get("study", []))
@@ -359,24 +398,11 @@ def main() -> None:
             f"{case.what:56} {shown['study']} {shown['stacked']} {shown['peer']} "
             f"{f'{ratio:7.2f}' if ratio else f'{chr(45):>7}'}  [{each}]"
         )
-        if "study" in intervals:
-            print(f"{'':56} geometric mean, 95% interval: {interval_text(intervals['study'])}")
         if "stacked" in ratios:
             r_st = statistics.median(ratios["stacked"])
-            print(f"{'':56} stacked: peer / stacked = {r_st:.2f} [{', '.join(f'{r:.2f}' for r in ratios['stacked'])}]; geometric mean, 95% interval: {interval_text(intervals['stacked'])}")  # fmt: skip
+            print(f"{'':56} stacked: peer / stacked = {r_st:.2f} [{', '.join(f'{r:.2f}' for r in ratios['stacked'])}]")  # fmt: skip
         if "stacked" in median:
             print(f"{'':56} stacked / study = {median['stacked'] / median['study']:.2f}")
-        verdicts = {}
-        for route, targets in (("study", TARGET), ("stacked", STACKED_TARGET)):
-            if route not in intervals or case.key not in targets:
-                continue
-            goal = targets[case.key]
-            verdicts[route] = decide(intervals[route], goal)
-            what = f"{case.key}{', stacked' if route == 'stacked' else ''}: {interval_text(intervals[route]) or 'one round'} against {goal}x"  # fmt: skip
-            if verdicts[route] == "missed":
-                failed.append(what)
-            elif verdicts[route] == "undecided":
-                undecided.append(what)
         target = TARGET.get(case.key)
         rows.append(
             {
@@ -390,10 +416,7 @@ def main() -> None:
                 "target": target or "",
                 "stacked_target": STACKED_TARGET.get(case.key, ""),
                 "ratios_stacked_by_round": " ".join(f"{r:.3f}" for r in ratios.get("stacked", [])),
-                "ratio_gm_ci95": interval_text(intervals.get("study")),
-                "target_verdict": verdicts.get("study", ""),
-                "ratio_stacked_gm_ci95": interval_text(intervals.get("stacked")),
-                "stacked_target_verdict": verdicts.get("stacked", ""),
+                **dict.fromkeys(JUDGED, ""),
                 "steps_timed": case.lengths[1] - case.lengths[0], "rounds": args.rounds,
                 "cpu": cpu_name(), "torch": torch.__version__,
                 "floor_mflop": "", "floor_ms_own_shapes": "", "floor_ms_large_gemm": "",
@@ -427,7 +450,20 @@ def main() -> None:
                     **gemm,
                 }
     path = args.out / "studies_cpu.csv"
-    write_report(path, _merged(path, rows) if args.only else rows, failed, undecided)
+    rows = [judged(r) for r in (_merged(path, rows) if args.only else rows)]
+    for r in rows:
+        for route in ("", "stacked_"):
+            if r[f"ratio_{route}gm_ci95"]:
+                print(f"{r['key']}: peer / {route.rstrip('_') or 'study'}, geometric mean and 95% interval {r[f'ratio_{route}gm_ci95']}")  # fmt: skip
+    write_report(path, rows, *verdicts(rows))
+
+
+def rejudge(path: Path) -> None:
+    """Rewrite ``path``'s interval and verdict columns from the rounds it records, timing
+    nothing (a file written before those columns, or timed on another machine)."""
+    with path.open(newline="") as f:
+        rows = [judged(r) for r in csv.DictReader(f)]
+    write_report(path, rows, *verdicts(rows))
 
 
 def _merged(path: Path, rows: list[dict]) -> list[dict]:

@@ -129,7 +129,9 @@ BENCHES = (
         "(`scripts/peers/`: `torch.nn` layers, `torch.optim.SGD`, one run per process, the same "
         "evaluations), one thread each, in CPU milliseconds per run-step (a step of one network, "
         "start-up left out: the difference between two run lengths), the ratio being the median "
-        "over rounds; the MLP rows add the compute floor and the matrix-product rates it assumes",
+        "over rounds; a target is judged on the rounds' geometric-mean ratio and its 95% interval "
+        "(met: the lower end reaches it; missed: the upper end falls short; otherwise "
+        "undecided); the MLP rows add the compute floor and the matrix-product rates it assumes",
         _columns(
             STUDY_COLUMNS,
             "The cost of a run-step; the ratios are the peer's over the study's, one seed a process or five side by side.",

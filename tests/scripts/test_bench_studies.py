@@ -147,6 +147,26 @@ def test_a_ratio_is_decided_on_the_interval_of_its_rounds():
     assert bench_studies.interval_text((mean, low, high)) == f"1.10 [{low:.2f}, {high:.2f}]"
 
 
+def test_kept_rows_are_judged_from_the_rounds_they_record(tmp_path, capsys):
+    path = tmp_path / "studies_cpu.csv"
+    path.write_text(
+        "key,ratios_by_round,target,ratios_stacked_by_round,stacked_target\n"
+        "mlp,4.5 4.6 4.4,4.0,,\n"  # tight above the target: met
+        "inception,1.0 1.1 1.21,1.0,1.2 1.21 1.19,1.5\n"  # undecided; stacked missed
+        "conv,1.4,,,\n"  # one round, no target: no interval, no verdict
+    )
+    bench_studies.rejudge(path)
+    with path.open(newline="") as f:
+        rows = {r["key"]: r for r in csv.DictReader(f)}
+    assert rows["mlp"]["target_verdict"] == "met"
+    assert rows["inception"]["target_verdict"] == "undecided"
+    assert rows["inception"]["stacked_target_verdict"] == "missed"
+    assert rows["conv"]["ratio_gm_ci95"] == "" and rows["conv"]["target_verdict"] == ""
+    out = capsys.readouterr().out
+    assert "targets MISSED: inception, stacked: 1.20 [" in out
+    assert "targets UNDECIDED (the interval holds the target): inception: 1.10 [" in out
+
+
 def test_the_report_names_missed_and_undecided_targets_apart(tmp_path, capsys):
     bench_layers.write_report(tmp_path / "a.csv", [{"key": "x"}], ["x: 0.90 [0.85, 0.95] against 1.0x"], ["y: 1.2 [0.9, 1.6] against 1.5x"])  # fmt: skip
     out = capsys.readouterr().out
