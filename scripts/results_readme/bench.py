@@ -60,16 +60,16 @@ STUDY_COLUMNS = {
     "study_ms_per_run_step": "study, ms a run-step",
     "stacked_ms_per_run_step": "five seeds side by side, ms",
     "peer_ms_per_run_step": "plain-PyTorch peer, ms",
-    "ratio_peer_to_study": "peer / study",
+    "ratio_peer_to_study": "peer / study, median of rounds",
     "ratios_by_round": "each round's peer / study",
     "ratio_gm_ci95": "geometric mean [95% interval]",
     "target": "target",
-    "target_verdict": "target met?",
-    "ratio_peer_to_stacked": "peer / five side by side",
+    "target_verdict": "verdict",
+    "ratio_peer_to_stacked": "peer / five side by side, median of rounds",
     "ratios_stacked_by_round": "each round's peer / five side by side",
     "ratio_stacked_gm_ci95": "geometric mean [95% interval], five side by side",
     "stacked_target": "target, five side by side",
-    "stacked_target_verdict": "target met?, five side by side",
+    "stacked_target_verdict": "verdict, five side by side",
 }
 
 

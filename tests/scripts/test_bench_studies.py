@@ -144,7 +144,10 @@ def test_a_ratio_is_decided_on_the_interval_of_its_rounds():
     # one round: no interval, so no verdict either way
     assert bench_studies.ratio_interval([1.3]) is None
     assert bench_studies.decide(None, 1.0) == "undecided"
-    assert bench_studies.interval_text((mean, low, high)) == f"1.10 [{low:.2f}, {high:.2f}]"
+    assert bench_studies.interval_text((mean, low, high)) == "1.10 [0.87, 1.39]"
+    # a round whose ratio is not positive (a stall longer than the short run): no interval
+    assert bench_studies.ratio_interval([1.1, -0.4, 1.2]) is None
+    assert bench_studies.ratio_interval([1.1, float("inf")]) is None
 
 
 def test_kept_rows_are_judged_from_the_rounds_they_record(tmp_path, capsys):
@@ -165,6 +168,28 @@ def test_kept_rows_are_judged_from_the_rounds_they_record(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "targets MISSED: inception, stacked: 1.20 [" in out
     assert "targets UNDECIDED (the interval holds the target): inception: 1.10 [" in out
+    # the derived columns follow the recorded ones, as a timed run writes them
+    assert list(rows["mlp"])[5:] == [
+        "ratio_gm_ci95", "target_verdict", "ratio_stacked_gm_ci95", "stacked_target_verdict",
+    ]  # fmt: skip
+
+
+def test_a_file_without_the_stacked_route_is_judged_on_what_it_records(tmp_path, capsys):
+    path = tmp_path / "studies_cpu.csv"
+    path.write_text(
+        "key,ratios_by_round,target,cpu\n"
+        "mlp,4.2,4.0,AMD\n"  # one round: no interval, so the target is undecided
+        "deep,0.9 -0.1 1.0,,AMD\n"  # a stalled round and no target: no interval, no verdict
+    )
+    bench_studies.rejudge(path)
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["key", "ratios_by_round", "target", "ratio_gm_ci95", "target_verdict", "cpu"]  # fmt: skip
+    assert (rows[0]["ratio_gm_ci95"], rows[0]["target_verdict"]) == ("", "undecided")
+    assert (rows[1]["ratio_gm_ci95"], rows[1]["target_verdict"]) == ("", "")
+    assert "mlp: no interval against 4.0x" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="cannot rejudge"):
+        bench_studies.rejudge(tmp_path / "missing.csv")
 
 
 def test_the_report_names_missed_and_undecided_targets_apart(tmp_path, capsys):
