@@ -1,18 +1,24 @@
-"""The BN paper's Figure 3 from the BN-Inception study's runs: per setup, the validation curve's
-maximum and the steps it takes to reach the ``inception`` setup's maximum (the paper's "steps to
-72.2%"), next to the paper's numbers. The results pipeline calls :func:`extend` for this study.
+"""The BN paper's Figure 3 from the BN-Inception study's runs, as the protocol's own record: per
+setup, the validation curve's maximum and the steps it takes to reach the ``inception`` setup's
+maximum (the paper's "steps to 72.2%"), next to the paper's numbers, in ``fig3_table.md`` and the
+collection's summary. The results pipeline calls :func:`extend` for this study.
 
-The target, Inception's maximum, is the claims table's
-(:func:`scripts.analysis.steps_to_target.inception_max`): the lowest of the Inception seeds'
-plateaus, each the maximum of its curve smoothed by a centred moving average.
+This record's target, Inception's maximum
+(:func:`scripts.analysis.steps_to_target.inception_max`), is the lowest of the Inception seeds'
+plateaus, each the maximum of its curve smoothed by a centred moving average: a number computed
+from the data, which moves with every seed. The claims table decides Figure 3 otherwise, on a
+time-to-accuracy curve at targets fixed in advance and on each arm's maximum
+(:mod:`scripts.analysis.time_to_accuracy`); this record decides nothing.
 
-Two protocols. *Fixed budget*: every setup runs ``train.steps``; each setup's maximum and steps
-are read off its seed-mean curve. *Converged* (``make reproduce-inception-converged``, the
-paper's): Inception trains until its curve plateaus (``train.stop.plateau``), and each variant
-trains until it reaches the stopping level (``train.stop.target``: the lowest of the Inception
-seeds' single best evaluations, never below the target, so a variant stopped there has reached
-the target), plateaus below it, or hits the cap. The curves are a fixed test subset evaluated
-often (``eval.test_subset``); the full test set is measured at the end.
+Three protocols. *Fixed budget*: every setup runs ``train.steps``; each setup's maximum and steps
+are read off its seed-mean curve. *Converged* (``make reproduce-inception-converged``, the pilot):
+Inception trains until its curve plateaus (``train.stop.plateau``), and each variant trains until
+it reaches the stopping level (``train.stop.target``: the lowest of the Inception seeds' single
+best evaluations, never below the target, so a variant stopped there has reached the target),
+plateaus below it, or hits the cap. *Every arm to its own plateau* (``make confirm-inception``,
+the confirmatory seeds): each run stops at its plateau or the cap, whatever it reached. The curves
+are a fixed test subset evaluated often (``eval.test_subset``); the full test set is measured at
+the end.
 
     python -m experiments.inception_fig3 target RUN_DIR   # the converged protocol's stopping level
     python -m experiments.inception_fig3 refresh results/inception/fashion_mnist_converged
