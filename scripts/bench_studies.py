@@ -22,9 +22,10 @@ when its upper end falls short, undecided otherwise (more rounds may decide it; 
 with the t quantile of two degrees of freedom at 4.3). Targets (:data:`TARGET`,
 :data:`STACKED_TARGET`): the Figure 1 MLP at >= 4x; BN-Inception at >= 1x, and >= 1.5x with five
 seeds side by side. For the conv net, BN-Inception and the depth study it also times the study
-with five seeds side by side in one process (``seed=[0,1,2,3,4]``, the way ``make reproduce-renorm`` runs the conv net), per
-run-step, BN-Inception's with each module's 1x1 reductions fused (``model.fuse_reductions=true``:
-the same network, one wide product instead of two or three narrow ones). BN-Inception is
+with five seeds side by side in one process (``seed=[0,1,2,3,4]``, the way
+``make reproduce-renorm`` runs the conv net), per run-step, BN-Inception's with each module's 1x1
+reductions fused (``model.fuse_reductions=true``: the same network, one wide product instead of
+two or three narrow ones). BN-Inception is
 evaluated as Figure 3's confirmatory runs are (``FIG3_SCHEDULE``'s ``eval.*``: 5,000 test images
 every 100 steps), the peer on as many images as often. Batch Renorm per microbatch has no peer
 (``torch.nn`` has no such layer), so its row compares the study's two routes.
@@ -353,8 +354,8 @@ def main() -> None:
         "--rounds",
         type=int,
         default=3,
-        help="interleaved rounds (default 3, which rarely decides a target near the ratio; "
-        "six or more do)",
+        help="interleaved rounds (default 3; a target within a few percent of the ratio needs many "
+        "more to be decided)",
     )
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     ap.add_argument("--data", type=Path, default=Path("data"), help="where MNIST's files are")
