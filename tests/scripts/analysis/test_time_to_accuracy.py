@@ -158,6 +158,12 @@ def test_the_pilot_mixes_are_its_ends_and_the_confirmatory_ones_searched(tmp_pat
             b, v = (tta.reaches(plan, k, 0.8) for k in ("inception", "bn_x5"))
             assert s.mixes[0.3, False] == tta.least_favourable(b, v, CAP, 0.3, False)
     assert tta.speedup(plan, "bn_x5", 0.8).mixes == {}
+    # along the grid, only the headline's mixes are searched: no rule reads the others'
+    curve = {c.target: c for c in tta.curve(plan, "bn_x5", bounds=(0.0, 0.3))}
+    assert list(curve) == list(tta.TARGETS)
+    headline = tta.speedup(plan, "bn_x5", tta.HEADLINE, bounds=(0.0, 0.3))
+    assert curve[tta.HEADLINE].mixes == headline.mixes and len(headline.mixes) == 4
+    assert all(c.mixes == {} for t, c in curve.items() if t != tta.HEADLINE)
 
 
 def test_uncensored_every_placement_is_one_estimate(confirmed):
