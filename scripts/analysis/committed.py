@@ -191,13 +191,16 @@ def per_seed(
     ``setups.<setup>.<key>``). A diverged seed takes ``diverged_as`` (chance, for an accuracy:
     a network whose weights are no longer finite predicts no better); without it, Diverged.
     A diverged run records no end-of-run value, so the collection lists the others' alone: a
-    list one value short per diverged seed holds the seeds that did not diverge, in order."""
+    list one value short per diverged seed holds the seeds that did not diverge, in order, and
+    a setup whose every seed diverged has no entry at all."""
     s = _setup(path, setup, root)
     stat = s.get(key)
     per = stat.get("per_seed") if isinstance(stat, dict) else None
     bad = _diverged(path, setup, root)
     alive = [seed for seed in s["seeds"] if seed not in bad]
-    if isinstance(per, list) and bad and len(per) == len(alive) != len(s["seeds"]):
+    if not alive and stat is None:
+        values = {}
+    elif isinstance(per, list) and bad and len(per) == len(alive) != len(s["seeds"]):
         values = dict(zip(alive, per)) | dict.fromkeys(bad)
     elif isinstance(per, list) and len(per) == len(s["seeds"]):
         values = dict(zip(s["seeds"], per))

@@ -37,6 +37,21 @@ def _study(tmp_path, rows: str, seeds: list[int], diverged: list[bool], name: st
     (folder / "summary.json").write_text(json.dumps({"setups": {"a": entry}}))
 
 
+def test_a_setup_whose_every_seed_diverged_has_no_entry_and_reads_as_diverged(tmp_path):
+    # as the collector writes it (experiments.kit.results.per_setup): no values, no key at all
+    _study(tmp_path, "a,0,0,m,1\na,1,0,m,1\n", [0, 1], [True, True])
+    summary = json.loads((tmp_path / "study" / "summary.json").read_text())
+    del summary["setups"]["a"]["test_acc"]
+    (tmp_path / "study" / "summary.json").write_text(json.dumps(summary))
+    assert committed.per_seed("study", "a", "test_acc", tmp_path, diverged_as=0.1) == {0: 0.1, 1: 0.1}
+    with pytest.raises(committed.Diverged, match=r"seed\(s\) \[0, 1\] diverged"):
+        committed.per_seed("study", "a", "test_acc", tmp_path)
+    summary["setups"]["a"]["diverged"] = [True, False]  # a seed that did not diverge: its value is missing
+    (tmp_path / "study" / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(committed.BadResults, match="a has no test_acc per seed"):
+        committed.per_seed("study", "a", "test_acc", tmp_path)
+
+
 def test_a_row_cut_short_is_bad_results_not_a_traceback(tmp_path):
     _study(tmp_path, "a,0,0,m,1\na,0,10\n", [0], [False], name="torn")  # a row without its value
     with pytest.raises(committed.BadResults, match="line 3: not a whole row"):

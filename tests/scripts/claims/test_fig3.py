@@ -56,14 +56,9 @@ def _collect(
         for s in seeds:
             c = curves[a][s]
             curves[a][s] = {k: v for k, v in c.items() if k <= max(c) // 2}
-    final = {
-        a: {
-            "test_acc": {
-                "per_seed": [c[max(c)] for s, c in curves[a].items() if s not in bad.get(a, ())]
-            }
-        }
-        for a in arms
-    }
+    # as the collector writes it: no entry at all for an arm whose every seed diverged
+    ends = {a: [c[max(c)] for s, c in curves[a].items() if s not in bad.get(a, ())] for a in arms}
+    final = {a: {"test_acc": {"per_seed": v}} if v else {} for a, v in ends.items()}
     write_fig3(root, curves, CAP, final, diverged=bad)
     monkeypatch.setattr(claim, "CONFIRMED", dataclasses.replace(PLAN, root=str(root)))
     return root
@@ -122,6 +117,18 @@ def test_the_blow_up_row_tells_diverged_seeds_from_those_at_chance(tmp_path, mon
     text = _outcome("x5 the learning rate without BN").measured.text
     assert "2 of 10 seeds diverged, 0 ended at chance" in text
     assert text.count("diverged after step") == 2 and "at step" in text
+
+
+def test_an_arm_whose_every_seed_diverged_is_decided_not_a_crash(tmp_path, monkeypatch):
+    """The paper's own outcome for Inception at x5 (every seed to machine infinity), and every
+    BN-x30 seed diverged: the collection then has no final accuracy of the arm at all."""
+    every = set(CONFIRM_INCEPTION)
+    _collect(tmp_path, monkeypatch, {"inception_x5": every, "bn_x30": every})
+    blow_up = _outcome("x5 the learning rate without BN")
+    assert blow_up.decision.verdict == Verdict.REPRODUCED
+    assert "10 of 10 seeds diverged" in blow_up.measured.text
+    for c in _rows():
+        assert claim.decide(c).decision.verdict != Verdict.NO_RESULT, c.claim
 
 
 @pytest.mark.parametrize(("setup", "low"), [("bn_baseline", 1.0), ("bn_x5", 14.8 / 3)])
