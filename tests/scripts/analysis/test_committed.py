@@ -43,10 +43,12 @@ def test_a_setup_whose_every_seed_diverged_has_no_entry_and_reads_as_diverged(tm
     summary = json.loads((tmp_path / "study" / "summary.json").read_text())
     del summary["setups"]["a"]["test_acc"]
     (tmp_path / "study" / "summary.json").write_text(json.dumps(summary))
-    assert committed.per_seed("study", "a", "test_acc", tmp_path, diverged_as=0.1) == {0: 0.1, 1: 0.1}
+    chance = committed.per_seed("study", "a", "test_acc", tmp_path, diverged_as=0.1)
+    assert chance == {0: 0.1, 1: 0.1}
     with pytest.raises(committed.Diverged, match=r"seed\(s\) \[0, 1\] diverged"):
         committed.per_seed("study", "a", "test_acc", tmp_path)
-    summary["setups"]["a"]["diverged"] = [True, False]  # a seed that did not diverge: its value is missing
+    # a seed that did not diverge, and no value of it: a collection to redo
+    summary["setups"]["a"]["diverged"] = [True, False]
     (tmp_path / "study" / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(committed.BadResults, match="a has no test_acc per seed"):
         committed.per_seed("study", "a", "test_acc", tmp_path)
