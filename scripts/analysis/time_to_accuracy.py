@@ -7,7 +7,8 @@ ceiling every variant shares; so the claims read the whole curve at accuracies f
 confirmatory runs (:data:`TARGETS`), and the headline speed-up at :data:`HEADLINE`.
 
 - **Steps to a target**: a run's first evaluation at or above it, on the fixed test subset the
-  runs are evaluated on (``test/acc_subset``).
+  runs are evaluated on (``test/acc_subset``); a robustness alternative reads it on the curve
+  smoothed over 3 evaluations, so one lucky evaluation does not set it.
 - **A run that never reaches it** (it stopped at its plateau, or diverged, first) is censored:
   its steps are somewhere between its last evaluation and, at most, the cap (``train.steps``,
   the last step any run of the protocol may reach). A verdict must hold wherever in that range
@@ -115,14 +116,15 @@ def curves(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, dict[int, 
 
 
 def reaches(plan: Plan, setup: str, target: float, folder: str = FOLDER) -> dict[int, Reach]:
-    """Per seed, its steps to ``target`` (the plan's offset added), or if it never reached it,
-    its last evaluation (the cap if it diverged: it would never have reached it)."""
+    """Per seed, its steps to ``target`` (the plan's offset added) on its curve (smoothed over
+    the plan's ``steps_smoothing`` evaluations), or if it never reached it, its last evaluation
+    (the cap if it diverged: it would never have reached it)."""
     level = target + plan.threshold_offset
     by_seed = curves(plan, setup, folder)  # MissingResult first, for an arm the folder lacks
     diverged = committed.diverged(folder, setup, plan.results)
     out = {}
     for seed, curve in by_seed.items():
-        step = first_step(curve, level)
+        step = first_step(smoothed(curve, plan.steps_smoothing), level)
         if step is not None:
             out[seed] = Reach(step, True)
         else:
@@ -213,9 +215,16 @@ class Speedup:
         ]
         if not censored:
             return f"{self.target:.0%}: {_shown(self.estimate)}"
+        # a mix is shown where it is none of the placements: the verdict reads it too
+        mixed = [
+            f"to {'show' if show else 'refute'} it at {10**bound:.3g}×: {_shown(e)}"
+            for (bound, show), e in sorted(self.mixes.items())
+            if e not in self.placements.values()
+        ]
+        mixes = f"; the least favourable mixes, {'; '.join(mixed)}" if mixed else ""
         return (
             f"{self.target:.0%}: {_shown(self.estimate)} to {_shown(self.largest)} "
-            f"(censored runs at their last evaluation or the cap; {', '.join(censored)})"
+            f"(censored runs at their last evaluation or the cap; {', '.join(censored)}{mixes})"
         )
 
 

@@ -61,6 +61,7 @@ class Decision:
     assumed: str = ""  # inconclusive: the true effect the power calculation assumes
     rules_out: str = ""  # inconclusive: the effects the 95% interval excludes
     undecidable: bool = False  # inconclusive, and more seeds would not help (one seed, no test)
+    why: str = ""  # undecidable: the reason, where it is not the lack of a spread
     parts: tuple[tuple[str, Decision], ...] = ()  # a claim of several parts: each part's decision
 
     def signature(self) -> tuple:
@@ -177,6 +178,12 @@ class Compare:
         rules_out = (
             f"{'above' if self.above else 'below'} {_fmt(hi if self.above else lo, self.unit)}"
         )
+        if any(((x.mean > _value(self.bound)) == self.above) != on_side for x in every):
+            # censored runs that could lie on either side of the bound: seeds do not move them
+            return Decision(
+                Verdict.INCONCLUSIVE, claimed, rules_out=rules_out, undecidable=True,
+                why="the censored runs' placements lie on both sides of the bound",
+            )  # fmt: skip
         side = "past the bound" if on_side else "the other side of the bound"
         assumed = f"at a true effect {_distance(self.effect, self.unit)} {side}"
         widest = max(every, key=lambda x: x.sd)  # the seeds needed at the widest spread

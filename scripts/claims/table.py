@@ -76,7 +76,9 @@ all survive Holm's correction over every confirmatory test.
 - **Runs that fail.** A seed's accuracy from a run that diverged enters at chance (10%); a
   measure over the curves of a diverged run is undefined, and its row reads inconclusive with
   the run named. A setup's results must hold every seed its summary lists, and every seed's
-  curve must reach the same last step.
+  curve must reach the same last step. Figure 3's rows are the exception: each run stops at its
+  own plateau, and a run that diverged or stopped below a target is censored, entering as far
+  as its curve goes (their method says how).
 - **Robustness.** Each claim is re-decided under the pre-declared analysis alternatives that
   apply to it ({alternatives}) and under its margins' and bounds' pre-declared alternatives. A
   verdict that changes under one is marked *fragile*, with what it becomes; a change of one of
@@ -101,6 +103,8 @@ Verdicts: {meanings}.
 
 def _need(d: Decision) -> str:
     """What an inconclusive test's interval rules out and the seeds that would decide it."""
+    if d.undecidable and d.why:
+        return f"rules out {d.rules_out}; {d.why}: more seeds would not decide it"
     if d.undecidable:
         return "more seeds would not decide it"
     return (

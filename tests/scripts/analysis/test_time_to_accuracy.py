@@ -72,6 +72,20 @@ def test_a_run_that_never_reaches_a_target_is_censored_at_its_last_evaluation(tm
     assert r[1001] == tta.Reach(600, False)  # plateaued below at step 600: more than 600 steps
 
 
+def test_the_smoothed_alternative_reads_steps_on_a_moving_average(tmp_path):
+    """One lucky evaluation above the target sets a run's steps on its raw curve, not on its
+    curve smoothed over 3 evaluations (the robustness alternative), which reaches it later."""
+    plan, root = _plan(tmp_path, True)
+    lucky = {s: 0.6 + 0.2 * min(1.0, s / 800) for s in range(0, CAP + 1, 100)} | {300: 0.81}
+    _write(root, {"inception": {1000: lucky, 1001: _ramp(500)}})
+    assert tta.reaches(plan, "inception", 0.8)[1000] == tta.Reach(300, True)
+    smooth = dataclasses.replace(plan, steps_smoothing=3)
+    assert tta.reaches(smooth, "inception", 0.8)[1000] == tta.Reach(
+        _steps(smoothed(lucky, 3), 0.8), True
+    )
+    assert _steps(smoothed(lucky, 3), 0.8) == 900  # at 800 the mean of 0.775, 0.8 and 0.8
+
+
 def test_confirmatory_speedup_is_welch_on_log_steps(confirmed):
     target = 0.8
     s = tta.speedup(confirmed, "bn_x5", target)

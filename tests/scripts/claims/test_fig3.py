@@ -159,6 +159,27 @@ def test_a_speedup_row_holds_its_verdict_to_every_placement_of_censored_runs(tmp
     assert faster.p == pytest.approx(max(values[k].p_greater(0.0) for k in keys))
 
 
+def test_a_row_whose_censored_runs_straddle_its_bound_asks_for_no_seeds(tmp_path, monkeypatch):
+    """Every BN-x5 seed levels off at 81%, below the 82% headline: at their last evaluation
+    the runs are faster than Inception, at the cap slower. No number of seeds moves them, so the
+    row asks for none, and its text shows the mixes its verdict reads."""
+    flat = {s: {k: min(v, 0.81) for k, v in _curve("bn_x5", s).items()} for s in CONFIRM_INCEPTION}
+    _collect(tmp_path, monkeypatch, curves={"bn_x5": flat})
+    outcome = _outcome("BN-x5 reaches")
+    faster = dict(outcome.decision.parts)["faster"]
+    assert faster.verdict == Verdict.INCONCLUSIVE and faster.undecidable and faster.need is None
+    assert "both sides of the bound" in faster.why
+    assert (
+        "10 variant runs never reached it; the least favourable mixes, to " in outcome.measured.text
+    )
+    from scripts.claims.table import verdict_text
+
+    assert (
+        "; the censored runs' placements lie on both sides of the bound: more seeds would not"
+        in verdict_text(outcome)
+    )
+
+
 @pytest.mark.slow
 def test_the_figure_draws_both_seed_sets_with_censored_and_diverged_runs(tmp_path, monkeypatch):
     """The converged figure as the confirmatory seeds will feed it: a diverged BN-x30 seed and

@@ -95,6 +95,11 @@ def test_an_undecided_comparison_rules_out_only_what_every_placement_excludes():
     d = rule.decide({"a": low, "b": high})
     assert d.verdict is I
     assert d.rules_out == f"above {10 ** high.interval()[1]:.3g}×"
+    # the two placements' means on either side of the bound: no seed count would decide it
+    assert d.undecidable and d.need is None and "both sides" in d.why
+    d = rule.decide({"a": est(0.05, 0.05, log=True), "b": high})  # both past it: seeds would
+    assert d.verdict is I and not d.undecidable and d.need is not None
+    assert d.rules_out == f"above {10 ** high.interval()[1]:.3g}×"
 
 
 def test_every_rule_decides_on_the_95_interval_both_ways():
