@@ -282,8 +282,11 @@ class ClassifierTraining:
         if not rule.active:
             return None
         if rule.curve is None and self.proc.rank == 0:  # resumed without its curve
+            # as an uninterrupted run's: its evaluations after initialization, before this one
             rule.curve = [
-                (s, v) for s, v in read_curve(self.out_dir / "metrics.csv", rule.metric) if s < step
+                (s, v)
+                for s, v in read_curve(self.out_dir / "metrics.csv", rule.metric)
+                if 0 < s < step
             ]
         return distributed.from_rank0(rule.update(step, evals[0]) if self.proc.rank == 0 else None)
 

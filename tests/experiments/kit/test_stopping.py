@@ -80,3 +80,25 @@ def test_invalid_stop_settings_are_config_errors(override, message):
     cfg = compose_config("renorm", ["logger.mode=disabled", override])
     with pytest.raises(ConfigError, match=message):
         renorm.check(cfg)
+
+
+def test_a_curve_rebuilt_from_the_log_is_an_uninterrupted_runs(tmp_path):
+    """A run resumed from a checkpoint without the rule's curve rebuilds it from metrics.csv as
+    an uninterrupted run holds it: its evaluations after initialization, before this one (a
+    flat run at chance must not plateau sooner or later for its step 0)."""
+    from types import SimpleNamespace
+
+    from experiments.kit.classify import ClassifierTraining
+
+    rows = [(0, 0.0), (100, 0.1), (200, 0.1), (300, 0.11), (400, 0.1)]
+    (tmp_path / "metrics.csv").write_text(
+        "step,metric,value\n" + "".join(f"{s},test/acc,{v}\n" for s, v in rows)
+    )
+    rule = StopRule("test/acc", plateau=0.003, min_steps=100)
+    rule.load_state_dict(None)
+    training = SimpleNamespace(rule=rule, proc=SimpleNamespace(rank=0), out_dir=tmp_path)
+    ClassifierTraining.stop(training, 400, [{"test/acc": 0.1}])
+    uninterrupted = StopRule("test/acc", plateau=0.003, min_steps=100)
+    for s, v in [*rows[1:4], (400, 0.1)]:
+        uninterrupted.update(s, {"test/acc": v})
+    assert rule.curve == uninterrupted.curve
