@@ -376,7 +376,7 @@ def fig3_estimate_s(arm: str) -> int:
     return 600 if arm in FIG3_SHORT_ARMS else 3100
 
 
-FIG3_MIN_STEPS = 1000  # the plateau rule's first check: a run flat at chance stops there
+FIG3_MIN_STEPS = 1000  # the plateau rule's first check (a run flat at chance stops at a check)
 FIG3 = (
     *FIG3_SCHEDULE,
     f"train.stop.plateau={FIG3_PLATEAU}",

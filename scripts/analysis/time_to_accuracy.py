@@ -353,6 +353,28 @@ def maxima(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, float]:
     }
 
 
+def unfinished(
+    plan: Plan, arms: Sequence[str], label: Callable[[str], str], folder: str = FOLDER
+) -> str:
+    """The runs of ``arms`` whose maximum is not a plateau's, as a row says it: those that
+    diverged (a maximum up to the divergence) and those the cap stopped (a lower bound of where
+    they would have levelled off); empty if every run ended at its plateau."""
+    out, kinds = [], set()
+    for arm in arms:
+        diverged = committed.diverged(folder, arm, plan.results)
+        by_seed = curves(plan, arm, folder)
+        capped = sum(not diverged[s] and max(c) >= cap(plan, folder) for s, c in by_seed.items())
+        ended = [(sum(diverged[s] for s in by_seed), "diverged"), (capped, "stopped at the cap")]
+        out += [f"{label(arm)} {n} run{'s' * (n > 1)} {how}" for n, how in ended if n]
+        kinds |= {how for n, how in ended if n}
+    meaning = {
+        "diverged": "a diverged run's maximum is the one it reached before diverging",
+        "stopped at the cap": "a capped run's maximum is a lower bound of its plateau",
+    }
+    why = "; ".join(meaning[k] for k in meaning if k in kinds)
+    return f" (not at a plateau: {', '.join(out)}; {why})" if out else ""
+
+
 def maximum_gap(plan: Plan, a: str, b: str, folder: str = FOLDER) -> Estimate:
     """``a``'s smoothed maximum − ``b``'s, unpaired (the pilot's pooled over every trained arm)."""
     family = lambda arm: list(maxima(plan, arm, folder).values())  # noqa: E731

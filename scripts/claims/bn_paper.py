@@ -124,7 +124,8 @@ FIG3_DESIGN = (
 )
 _PLATEAU = (
     f"every arm until its own plateau (the last third of the run gains less than {FIG3_PLATEAU * 100:g} pp, "
-    f"checked from step {FIG3_MIN_STEPS:,} on: a run flat at chance stops there) or the cap"
+    f"checked from step {FIG3_MIN_STEPS:,} on: a run flat at chance stops at the first check that "
+    "finds no gain) or the cap"
 )
 
 
@@ -287,19 +288,28 @@ def _above_inception(plan: Plan) -> Measured:
     return Measured(
         {f"{NAME[k]} − Inception": e for k, e in gaps.items()},
         f"smoothed maximum on the test subset (centred moving average of {plan.smoothing} "
-        f"evaluations): {text}",
+        f"evaluations): {text}{_unfinished(plan, (tta.BASELINE, *BN_VARIANTS))}",
     )
+
+
+def _unfinished(plan: Plan, arms: tuple[str, ...]) -> str:
+    return tta.unfinished(plan, arms, NAME.__getitem__)
 
 
 def _x30_above_x5(plan: Plan) -> Measured:
     e = tta.maximum_gap(plan, "bn_x30", "bn_x5")
-    return Measured({"BN-x30 − BN-x5": e}, f"smoothed maximum, BN-x30 − BN-x5: {e.text()}")
+    return Measured(
+        {"BN-x30 − BN-x5": e},
+        f"smoothed maximum, BN-x30 − BN-x5: {e.text()}{_unfinished(plan, ('bn_x30', 'bn_x5'))}",
+    )
 
 
 def _sigmoid_below(plan: Plan) -> Measured:
     e = tta.maximum_gap(plan, "bn_x5_sigmoid", "bn_x5")
+    arms = ("bn_x5_sigmoid", "bn_x5")
     return Measured(
-        {"BN-x5-Sigmoid − BN-x5": e}, f"smoothed maximum, BN-x5-Sigmoid − BN-x5: {e.text()}"
+        {"BN-x5-Sigmoid − BN-x5": e},
+        f"smoothed maximum, BN-x5-Sigmoid − BN-x5: {e.text()}{_unfinished(plan, arms)}",
     )
 
 
@@ -331,7 +341,7 @@ def _sigmoid(plan: Plan) -> Measured:
 def _blows_up(plan: Plan) -> Measured:
     """Inception at x5 the learning rate: every seed diverged (a non-finite loss) or ended within
     ``ABOVE_CHANCE`` of chance on the full test set. The text tells the two apart, with the step
-    each run's last evaluation (a run flat at chance stops at the plateau rule's first check; a
+    each run's last evaluation (a run flat at chance stops at a check of the plateau rule; a
     diverged one, after its last evaluation)."""
     arm = "inception_x5"
     tta.require_registered(plan, arm)
@@ -426,7 +436,7 @@ CLAIMS = [
         "Inception at BN-x5's rate: \"the model parameters reach machine infinity\"",
         EverySeed("blows up", f"a non-finite loss, or a final test accuracy within {ABOVE_CHANCE * 100:g} pp of chance"),
         _blows_up,
-        method=f"Inception with only its initial learning rate x5 (setup inception_x5), under the same protocol: a run flat at chance stops at step {FIG3_MIN_STEPS:,}, so 'at chance' is read over that run, and the row counts the seeds that diverged apart from those at chance",
+        method=f"Inception with only its initial learning rate x5 (setup inception_x5), under the same protocol: a run flat at chance stops at a check of the plateau rule (the first from step {FIG3_MIN_STEPS:,}), so 'at chance' is read at that run's end, and the row counts the seeds that diverged apart from those at chance",
         confirm=FIG3, design="A yes/no outcome per seed: every seed must blow up.", **FIG3_SECTION,
     ),
     Claim(

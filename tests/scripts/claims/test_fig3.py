@@ -109,6 +109,13 @@ def test_a_diverged_seed_enters_its_rows_and_does_not_turn_them(tmp_path, monkey
         outcome = _outcome(row)
         assert not outcome.missing and not outcome.decision.undecidable, row
     assert "1 variant run never reached it" in _outcome("BN-x30 reaches Inception").measured.text
+    # the maxima rows say which runs' maxima are not a plateau's
+    text = _outcome("BN-x30 reaches a higher").measured.text
+    assert text.endswith(
+        "(not at a plateau: BN-x30 1 run diverged; a diverged run's maximum is the one it "
+        "reached before diverging)"
+    )
+    assert "not at a plateau" not in _outcome("Under BN, sigmoid").measured.text
 
 
 def test_the_blow_up_row_tells_diverged_seeds_from_those_at_chance(tmp_path, monkeypatch):
