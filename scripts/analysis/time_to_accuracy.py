@@ -382,13 +382,21 @@ def maximum_gap(plan: Plan, a: str, b: str, folder: str = FOLDER) -> Estimate:
 
 
 def share(
-    plan: Plan, part: str, whole: str, base: str, target: float, folder: str = FOLDER
+    plan: Plan,
+    part: str,
+    whole: str,
+    base: str,
+    target: float,
+    folder: str = FOLDER,
+    at_last: bool = False,
 ) -> Ratio:
     """The share of ``whole``'s speed-up over ``base`` (a ratio of log10 steps) that ``part``
     gets, with Fieller's set: the two speed-ups are differences of independent arms that share
     ``base``, whose variance is their covariance. The t quantile takes the smallest arm's
-    ``n − 1`` degrees of freedom (confirmatory; conservative) or the pilot's pooled ones."""
-    arms = {k: arm_log_steps(plan, k, target, folder) for k in (base, part, whole)}
+    ``n − 1`` degrees of freedom (confirmatory; conservative) or the pilot's pooled ones.
+    Censored runs at the cap, or (``at_last``) at their last evaluation."""
+    at = None if at_last else cap(plan, folder)
+    arms = {k: _log_steps(reaches(plan, k, target, folder), at) for k in (base, part, whole)}
     if confirmatory(plan):
         var = {k: statistics.variance(v) / len(v) for k, v in arms.items()}
         df = min(len(v) for v in arms.values()) - 1

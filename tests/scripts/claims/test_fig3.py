@@ -185,6 +185,12 @@ def test_a_row_whose_censored_runs_straddle_its_bound_asks_for_no_seeds(tmp_path
         "; the censored runs' placements lie on both sides of the bound: more seeds would not"
         in verdict_text(outcome)
     )
+    # the share the learning rate gives, under both ends for the censored runs (not decided on)
+    share = _outcome("BN-x5's other changes").measured.text
+    assert "not decided on: " in share and "; at its last evaluation: " in share
+    (tmp_path / "all").mkdir()
+    _collect(tmp_path / "all", monkeypatch)
+    assert "at its last evaluation" not in _outcome("BN-x5's other").measured.text
 
 
 @pytest.mark.slow
