@@ -47,7 +47,7 @@ import numpy as np
 from scipy import stats as _scipy
 
 from experiments.kit.errors import BadResults, MissingResult
-from experiments.studies import CONFIRM_INCEPTION, CONFIRMATORY
+from experiments.studies import CONFIRM_INCEPTION, CONFIRMATORY, FIG3_SCHEDULE
 from scripts.analysis import committed
 from scripts.analysis.stats import Estimate, Ratio, fieller_of, pooled, pooled_sd, welch
 from scripts.analysis.windows import CHANCE, Plan, first_step, smoothed, trained_curve
@@ -102,10 +102,33 @@ def require_registered(plan: Plan, setup: str, folder: str = FOLDER) -> None:
     curves(plan, setup, folder)
 
 
+# The confirmatory protocol's evaluations, as its collection records them (``converged``)
+_SCHEDULE = dict(a.split("=", 1) for a in FIG3_SCHEDULE)
+EVALUATIONS = {
+    "test_subset": int(_SCHEDULE["eval.test_subset"]),
+    "eval_every": int(_SCHEDULE["eval.every"]),
+}
+
+
+def require_protocol(plan: Plan, folder: str = FOLDER) -> None:
+    """BadResults unless a confirmatory collection was evaluated as the protocol registers
+    (:data:`EVALUATIONS`): its curves are read as if it were."""
+    if not confirmatory(plan):
+        return
+    held = committed.summary(folder, plan.results).get("converged", {})
+    if wrong := {k: held.get(k) for k, v in EVALUATIONS.items() if held.get(k) != v}:
+        raise BadResults(
+            f"{plan.results / folder}: evaluated with {wrong}, not the confirmatory protocol's "
+            f"{EVALUATIONS} (FIG3_SCHEDULE)"
+        )
+
+
 def curves(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, dict[int, float]]:
     """Per seed, its test-subset curve; a diverged seed's as far as it goes. BadResults if the
-    confirmatory collection's seeds are not the registered ones."""
+    confirmatory collection's seeds are not the registered ones, or its evaluations not the
+    protocol's."""
     require_arms(plan, setup, folder=folder)
+    require_protocol(plan, folder)
     by_seed = committed.series(folder, setup, METRIC, plan.results, keep_diverged=True)
     if confirmatory(plan) and sorted(by_seed) != sorted(SEEDS):
         raise BadResults(

@@ -30,7 +30,8 @@ def write_fig3(
         }
         for k, v in arms.items()
     }
-    (out / "summary.json").write_text(json.dumps({"steps": cap, "setups": setups}))
+    summary = {"steps": cap, "converged": dict(tta.EVALUATIONS), "setups": setups}
+    (out / "summary.json").write_text(json.dumps(summary))
     with (out / "runs.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["setup", "seed", "step", "metric", "value"])

@@ -72,6 +72,24 @@ def test_a_run_that_never_reaches_a_target_is_censored_at_its_last_evaluation(tm
     assert r[1001] == tta.Reach(600, False)  # plateaued below at step 600: more than 600 steps
 
 
+def test_a_confirmatory_collection_evaluated_otherwise_is_refused(tmp_path):
+    import json
+
+    plan, root = _plan(tmp_path, True)
+    _write(root, {"inception": {1000: _ramp(500), 1001: _ramp(600)}})
+    assert tta.EVALUATIONS == {"test_subset": 5000, "eval_every": 100}
+    path = root / tta.FOLDER / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["converged"]["test_subset"] = 2000  # the pilot's protocol
+    path.write_text(json.dumps(summary))
+    with pytest.raises(BadResults, match=r"evaluated with \{'test_subset': 2000\}, not the"):
+        tta.reaches(plan, "inception", 0.8)
+    del summary["converged"]
+    path.write_text(json.dumps(summary))
+    with pytest.raises(BadResults, match="'eval_every': None"):
+        tta.maxima(plan, "inception")
+
+
 def test_the_smoothed_alternative_reads_steps_on_a_moving_average(tmp_path):
     """One lucky evaluation above the target sets a run's steps on its raw curve, not on its
     curve smoothed over 3 evaluations (the robustness alternative), which reaches it later."""
