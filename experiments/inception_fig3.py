@@ -316,6 +316,11 @@ def converged_table(summary: dict) -> str:
         if "target" in _endings(c)
         else ""
     )
+    if "target" not in _endings(c) and _endings(c) != {"cap"}:  # every arm to its plateau
+        stopped += (
+            " No run stopped at the target: it is derived from these runs, so this table is the "
+            "protocol's record and no claim reads it (CLAIMS.md reads the steps to fixed accuracies)."
+        )
     lines = [
         f"BN paper Figure 3, {protocol_name(c)} at CPU scale: {summary['data']}, width "
         f"{summary['width']}, {parameter_range(summary)} parameters, batch {summary['global_batch']}, "
