@@ -133,7 +133,10 @@ def _fig3_method(base: str = "Inception") -> str:
     return (
         f"{_PLATEAU}; steps to each fixed accuracy of the grid "
         f"({', '.join(f'{t:.0%}' for t in tta.TARGETS)}) are a run's first evaluation at or above it on the "
-        "fixed test subset; a run that never reaches it (it stopped or diverged first) is censored, "
+        "fixed test subset (a run that reached it between two evaluations counts the later one, "
+        "which shrinks the fastest arms' speed-ups most: conservative for showing a speed-up, not for "
+        "refuting one); "
+        "a run that never reaches it (it stopped or diverged first) is censored, "
         "its steps somewhere between its last evaluation and the cap (a diverged run's at the cap: "
         "it would never have reached it), and a verdict must hold wherever in that range each "
         "censored run lies: with each arm's censored runs all at one end or the other (four placements; "
