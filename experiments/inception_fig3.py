@@ -293,11 +293,11 @@ def _endings(c: dict) -> set[str]:
 
 
 def protocol_name(c: dict) -> str:
-    """The protocol of ``summary["converged"]``: a fixed budget where every run ended at the cap,
-    the paper's where some variant stopped at Inception's maximum, else every arm to its own
-    plateau (Figure 3's confirmatory protocol)."""
+    """The protocol of ``summary["converged"]``: a fixed budget where every run ended at the cap
+    (or diverged), the paper's where some variant stopped at Inception's maximum, else every arm
+    to its own plateau (Figure 3's confirmatory protocol)."""
     endings = _endings(c)
-    if endings == {"cap"}:
+    if not endings & {"plateau", "target"}:  # every run to the cap, or diverged before it
         return f"every arm {c['cap']:,} steps" + (
             "" if c["target"] is None else ", Inception's maximum the target"
         )
@@ -316,7 +316,7 @@ def converged_table(summary: dict) -> str:
         if "target" in _endings(c)
         else ""
     )
-    if "target" not in _endings(c) and _endings(c) != {"cap"}:  # every arm to its plateau
+    if "plateau" in _endings(c) and "target" not in _endings(c):  # every arm to its plateau
         stopped += (
             " No run stopped at the target: it is derived from these runs, so this table is the "
             "protocol's record and no claim reads it (CLAIMS.md reads the steps to fixed accuracies)."

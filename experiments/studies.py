@@ -335,8 +335,8 @@ INCEPTION_CONTROLS = ("inception_x5", "bn_baseline_x5")
 INCEPTION_ABLATIONS = ("inception_x2", "inception_x30", "bn_x5_decay1", "bn_x5_decay2")
 # The ablations' references, run beside them on the same pilot seeds and protocol, so the sweep
 # (does 0.0015 use Inception's best rate, the paper's premise?) and the decay ablation are read
-# against arms of their own data orders. They run after the confirmatory seeds, which took the
-# machine first: they inform how Figure 3's rows read, never the protocol, fixed before either.
+# against arms of their own data orders. Exploratory context beside Figure 3's rows, never their
+# rules, protocol or seed counts, all committed before any of these arms ran.
 INCEPTION_ABLATION_REFERENCES = ("inception", "inception_x5", "bn_x5")
 # Inception's 20k-step protocol at CPU scale: a test subset every 100 steps, stop at a plateau of
 # 0.3 pp over the last third (from step 3,000), cap 8,000 steps.

@@ -8,7 +8,8 @@ confirmatory runs (:data:`TARGETS`), and the headline speed-up at :data:`HEADLIN
 
 - **Steps to a target**: a run's first evaluation at or above it, on the fixed test subset the
   runs are evaluated on (``test/acc_subset``); a robustness alternative reads it on the curve
-  smoothed over 3 evaluations, so one lucky evaluation does not set it.
+  after initialization smoothed by a centred moving average of 3 evaluations, so one lucky
+  evaluation does not set it.
 - **A run that never reaches it** (it stopped at its plateau, or diverged, first) is censored:
   its steps are somewhere between its last evaluation and, at most, the cap (``train.steps``,
   the last step any run of the protocol may reach). A verdict must hold wherever in that range
@@ -102,24 +103,27 @@ def require_registered(plan: Plan, setup: str, folder: str = FOLDER) -> None:
     curves(plan, setup, folder)
 
 
-# The confirmatory protocol's evaluations, as its collection records them (``converged``)
+# The confirmatory protocol as its collection records it: its evaluations (``converged``) and
+# its cap (``steps``, where censored runs are placed). The stopping rule is the registry's.
 _SCHEDULE = dict(a.split("=", 1) for a in FIG3_SCHEDULE)
-EVALUATIONS = {
+PROTOCOL = {
     "test_subset": int(_SCHEDULE["eval.test_subset"]),
     "eval_every": int(_SCHEDULE["eval.every"]),
+    "steps": int(_SCHEDULE["train.steps"]),
 }
 
 
 def require_protocol(plan: Plan, folder: str = FOLDER) -> None:
-    """BadResults unless a confirmatory collection was evaluated as the protocol registers
-    (:data:`EVALUATIONS`): its curves are read as if it were."""
+    """BadResults unless a confirmatory collection ran as the protocol registers
+    (:data:`PROTOCOL`): its curves are read as if it had."""
     if not confirmatory(plan):
         return
-    held = committed.summary(folder, plan.results).get("converged", {})
-    if wrong := {k: held.get(k) for k, v in EVALUATIONS.items() if held.get(k) != v}:
+    summary = committed.summary(folder, plan.results)
+    held = {**summary.get("converged", {}), "steps": summary.get("steps")}
+    if wrong := {k: held.get(k) for k, v in PROTOCOL.items() if held.get(k) != v}:
         raise BadResults(
-            f"{plan.results / folder}: evaluated with {wrong}, not the confirmatory protocol's "
-            f"{EVALUATIONS} (FIG3_SCHEDULE)"
+            f"{plan.results / folder}: ran with {wrong}, not the confirmatory protocol's "
+            f"{PROTOCOL} (FIG3_SCHEDULE)"
         )
 
 
@@ -139,15 +143,16 @@ def curves(plan: Plan, setup: str, folder: str = FOLDER) -> dict[int, dict[int, 
 
 
 def reaches(plan: Plan, setup: str, target: float, folder: str = FOLDER) -> dict[int, Reach]:
-    """Per seed, its steps to ``target`` (the plan's offset added) on its curve (smoothed over
-    the plan's ``steps_smoothing`` evaluations), or if it never reached it, its last evaluation
-    (the cap if it diverged: it would never have reached it)."""
+    """Per seed, its steps to ``target`` (the plan's offset added) on its curve after
+    initialization (a centred moving average of the plan's ``steps_smoothing`` evaluations), or
+    if it never reached it, its last evaluation (the cap if it diverged: it would never have
+    reached it)."""
     level = target + plan.threshold_offset
     by_seed = curves(plan, setup, folder)  # MissingResult first, for an arm the folder lacks
     diverged = committed.diverged(folder, setup, plan.results)
     out = {}
     for seed, curve in by_seed.items():
-        step = first_step(smoothed(curve, plan.steps_smoothing), level)
+        step = first_step(smoothed(trained_curve(curve), plan.steps_smoothing), level)
         if step is not None:
             out[seed] = Reach(step, True)
         else:
@@ -380,22 +385,37 @@ def unfinished(
     plan: Plan, arms: Sequence[str], label: Callable[[str], str], folder: str = FOLDER
 ) -> str:
     """The runs of ``arms`` whose maximum is not a plateau's, as a row says it: those that
-    diverged (a maximum up to the divergence) and those the cap stopped (a lower bound of where
-    they would have levelled off); empty if every run ended at its plateau."""
+    diverged (a maximum up to the divergence), those the cap stopped and those that stopped on
+    reaching a target (the paper's protocol, the pilot's: lower bounds of where they would have
+    levelled off); empty if every run ended at its plateau."""
     out, kinds = [], set()
     for arm in arms:
         diverged = committed.diverged(folder, arm, plan.results)
         by_seed = curves(plan, arm, folder)
         capped = sum(not diverged[s] and max(c) >= cap(plan, folder) for s, c in by_seed.items())
-        ended = [(sum(diverged[s] for s in by_seed), "diverged"), (capped, "stopped at the cap")]
+        rows = _converged_rows(plan, arm, folder)
+        ended = [
+            (sum(diverged[s] for s in by_seed), "diverged"),
+            (capped, "stopped at the cap"),
+            (sum(r.get("ended_by") == "target" for r in rows), "stopped at the target"),
+        ]
         out += [f"{label(arm)} {n} run{'s' * (n > 1)} {how}" for n, how in ended if n]
         kinds |= {how for n, how in ended if n}
-    meaning = {
-        "diverged": "a diverged run's maximum is the one it reached before diverging",
-        "stopped at the cap": "a capped run's maximum is a lower bound of its plateau",
-    }
-    why = "; ".join(meaning[k] for k in meaning if k in kinds)
-    return f" (not at a plateau: {', '.join(out)}; {why})" if out else ""
+    why = ["a diverged run's maximum is the one it reached before diverging"] * (
+        "diverged" in kinds
+    )
+    if stopped := [k.removeprefix("stopped ") for k in ("stopped at the cap", "stopped at the target") if k in kinds]:  # fmt: skip
+        why.append(
+            f"a run stopped {' or '.join(stopped)}: its maximum is a lower bound of its plateau"
+        )
+    return f" (not at a plateau: {', '.join(out)}; {'; '.join(why)})" if out else ""
+
+
+def _converged_rows(plan: Plan, arm: str, folder: str) -> list[dict]:
+    """How each of ``arm``'s runs ended, as the collection's Figure 3 record has it (none when
+    the collection holds no record)."""
+    summary = committed.summary(folder, plan.results)
+    return summary.get("converged", {}).get("setups", {}).get(arm, {}).get("seeds", [])
 
 
 def maximum_gap(plan: Plan, a: str, b: str, folder: str = FOLDER) -> Estimate:
@@ -419,12 +439,13 @@ def share(
     ``n − 1`` degrees of freedom (confirmatory; conservative) or the pilot's pooled ones.
     Censored runs at the cap, or (``at_last``) at their last evaluation."""
     at = None if at_last else cap(plan, folder)
-    arms = {k: _log_steps(reaches(plan, k, target, folder), at) for k in (base, part, whole)}
+    steps = lambda k: _log_steps(reaches(plan, k, target, folder), at)  # noqa: E731
+    arms = {k: steps(k) for k in (base, part, whole)}
     if confirmatory(plan):
         var = {k: statistics.variance(v) / len(v) for k, v in arms.items()}
         df = min(len(v) for v in arms.values()) - 1
     else:
-        sd, df = pooled_spread(lambda k: arm_log_steps(plan, k, target, folder))
+        sd, df = pooled_spread(steps)
         var = {k: sd**2 / len(v) for k, v in arms.items()}
     m = {k: statistics.fmean(v) for k, v in arms.items()}
     return fieller_of(

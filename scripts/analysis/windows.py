@@ -36,7 +36,9 @@ class Plan:
     final_mean: bool = False  # an end-of-run accuracy as the late window's mean, not the last value
     threshold_offset: float = 0.0  # a steps-to-target claim's threshold, moved by this (accuracy)
     smoothing: int = 5  # evaluations in the moving average a run's maximum (or a target) is read on
-    steps_smoothing: int = 1  # evaluations in the moving average steps to a target are read on
+    steps_smoothing: int = (
+        1  # evaluations in the centred moving average steps to a target are read on
+    )
     final_full_test: bool = False  # a run's maximum as its final full-test-set accuracy instead
     loss_levels: int = 8  # training-loss levels of an at-equal-loss comparison
     trains_by_loss: bool = False  # a run "trains" by its final training loss, not its test accuracy
@@ -121,7 +123,9 @@ ALTERNATIVES: dict[str, Plan] = {
     "targets 2 pp lower": replace(PLAN, threshold_offset=-0.02),
     "final full-test accuracy instead of the smoothed maximum": replace(PLAN, final_full_test=True),
     "moving average of 3 evaluations": replace(PLAN, smoothing=3),
-    "steps to a target on a moving average of 3 evaluations": replace(PLAN, steps_smoothing=3),
+    "steps to a target on a centred moving average of 3 evaluations": replace(
+        PLAN, steps_smoothing=3
+    ),
     "at equal loss over 5 levels": replace(PLAN, loss_levels=5),
     "at equal loss over 12 levels": replace(PLAN, loss_levels=12),
     "training-loss criterion of trainability": replace(PLAN, trains_by_loss=True),

@@ -124,8 +124,8 @@ FIG3_DESIGN = (
 )
 _PLATEAU = (
     f"every arm until its own plateau (the last third of the run gains less than {FIG3_PLATEAU * 100:g} pp, "
-    f"checked from step {FIG3_MIN_STEPS:,} on: a run flat at chance stops at the first check that "
-    "finds no gain) or the cap"
+    f"checked at every evaluation from step {FIG3_MIN_STEPS:,} on, so a run flat at chance stops "
+    f"soon after step {FIG3_MIN_STEPS:,}) or the cap"
 )
 
 
@@ -143,9 +143,9 @@ def _fig3_method(base: str = "Inception") -> str:
         f"the row shows the speed-up from {base}'s at their last evaluation and the variant's at the cap "
         "to the other way round) and, for the confirmatory seeds, under the mix of ends least "
         "favourable to the verdict at each bound the rule reads (shown where it is neither "
-        "placement), so a row whose censored runs could lie on either side of its bound is "
-        "inconclusive at any number of seeds, and a run that stopped below a target counts "
-        "against a speed-up only as far as the cap; "
+        "placement); a row where one placement shows the claim and another refutes it, each at "
+        "95%, is inconclusive, and more seeds censored as often would not decide it; a run that "
+        "stopped below a target counts against a speed-up only as far as the cap; "
         f"the speed-up is the ratio of {base}'s geometric-mean steps to the variant's, unpaired "
         "(the arms share no data order): Welch's t on log steps for the confirmatory seeds, the "
         f"pilot's pooled SD for the pilot; the rule reads the speed-up at {tta.HEADLINE:.0%}, the "
@@ -167,7 +167,7 @@ SPEEDUP_ALTERNATIVES = (
     "target 0.5 pp lower",
     "targets 2 pp higher",
     "targets 2 pp lower",
-    "steps to a target on a moving average of 3 evaluations",
+    "steps to a target on a centred moving average of 3 evaluations",
 )
 MAXIMA_ALTERNATIVES = (
     "moving average of 3 evaluations",
@@ -374,7 +374,12 @@ def _lr_share(plan: Plan) -> Measured:
     arms = ("bn_baseline_x5", "bn_x5", "bn_baseline")
     part = tta.share(plan, *arms, t)
     shown = f"{part.text()} (a run that never reached {t:.0%} at the cap"
-    if any(not r.reached for a in arms for r in tta.reaches(plan, a, t).values()):
+    # a censored run before the cap (a diverged one is at the cap either way)
+    if any(
+        not r.reached and r.steps < tta.cap(plan)
+        for a in arms
+        for r in tta.reaches(plan, a, t).values()
+    ):
         shown += f"; at its last evaluation: {tta.share(plan, *arms, t, at_last=True).text()}"
     return Measured(
         _ends(s, {_LR_KEY: (0.0,)}),
@@ -443,7 +448,7 @@ CLAIMS = [
         "Inception at BN-x5's rate: \"the model parameters reach machine infinity\"",
         EverySeed("blows up", f"a non-finite loss, or a final test accuracy within {ABOVE_CHANCE * 100:g} pp of chance"),
         _blows_up,
-        method=f"Inception with only its initial learning rate x5 (setup inception_x5), under the same protocol: a run flat at chance stops at a check of the plateau rule (the first from step {FIG3_MIN_STEPS:,}), so 'at chance' is read at that run's end, and the row counts the seeds that diverged apart from those at chance",
+        method=f"Inception with only its initial learning rate x5 (setup inception_x5), under the same protocol: a run flat at chance stops at the first evaluation, from step {FIG3_MIN_STEPS:,} on, at which the last third of its run gains less than {FIG3_PLATEAU * 100:g} pp, so 'at chance' is read at that run's end, and the row counts the seeds that diverged apart from those at chance",
         confirm=FIG3, design="A yes/no outcome per seed: every seed must blow up.", **FIG3_SECTION,
     ),
     Claim(

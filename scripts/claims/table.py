@@ -104,7 +104,9 @@ Verdicts: {meanings}.
 def _need(d: Decision) -> str:
     """What an inconclusive test's interval rules out and the seeds that would decide it."""
     if d.undecidable and d.why:
-        return f"rules out {d.rules_out}; {d.why}: more seeds would not decide it"
+        return (
+            f"rules out {d.rules_out}; {d.why}: more seeds, censored as often, would not decide it"
+        )
     if d.undecidable:
         return "more seeds would not decide it"
     return (

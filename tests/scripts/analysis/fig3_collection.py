@@ -30,7 +30,8 @@ def write_fig3(
         }
         for k, v in arms.items()
     }
-    summary = {"steps": cap, "converged": dict(tta.EVALUATIONS), "setups": setups}
+    evaluations = {k: tta.PROTOCOL[k] for k in ("test_subset", "eval_every")}
+    summary = {"steps": cap, "converged": evaluations, "setups": setups}
     (out / "summary.json").write_text(json.dumps(summary))
     with (out / "runs.csv").open("w", newline="") as f:
         w = csv.writer(f)

@@ -34,8 +34,10 @@ def _ramp(reach_at: int, top: float = 0.9, stop: int = CAP) -> dict[int, float]:
 
 @pytest.fixture(autouse=True)
 def _registered(monkeypatch):
-    """The confirmatory seeds of these collections: 1000 and 1001 (1000-1002 in ``confirmed``)."""
+    """The confirmatory seeds of these collections: 1000 and 1001 (1000-1002 in ``confirmed``),
+    with a cap of CAP steps."""
     monkeypatch.setattr(tta, "SEEDS", (1000, 1001))
+    monkeypatch.setitem(tta.PROTOCOL, "steps", CAP)
 
 
 def _plan(tmp_path, confirmatory: bool):
@@ -77,17 +79,49 @@ def test_a_confirmatory_collection_evaluated_otherwise_is_refused(tmp_path):
 
     plan, root = _plan(tmp_path, True)
     _write(root, {"inception": {1000: _ramp(500), 1001: _ramp(600)}})
-    assert tta.EVALUATIONS == {"test_subset": 5000, "eval_every": 100}
+    assert tta.PROTOCOL == {"test_subset": 5000, "eval_every": 100, "steps": CAP}
     path = root / tta.FOLDER / "summary.json"
     summary = json.loads(path.read_text())
     summary["converged"]["test_subset"] = 2000  # the pilot's protocol
     path.write_text(json.dumps(summary))
-    with pytest.raises(BadResults, match=r"evaluated with \{'test_subset': 2000\}, not the"):
+    with pytest.raises(BadResults, match=r"ran with \{'test_subset': 2000\}, not the"):
+        tta.reaches(plan, "inception", 0.8)
+    summary["converged"]["test_subset"] = 5000
+    summary["steps"] = 8000  # the pilot's cap: censored runs would be placed there
+    path.write_text(json.dumps(summary))
+    with pytest.raises(BadResults, match=r"ran with \{'steps': 8000\}"):
         tta.reaches(plan, "inception", 0.8)
     del summary["converged"]
     path.write_text(json.dumps(summary))
     with pytest.raises(BadResults, match="'eval_every': None"):
         tta.maxima(plan, "inception")
+
+
+def test_a_row_names_the_runs_whose_maximum_is_not_a_plateaus(tmp_path):
+    """Diverged, stopped by the cap, or stopped on reaching a target (the collection's record
+    of how each run ended): their maxima are not plateaus, and the row says so."""
+    import json
+
+    plan, root = _plan(tmp_path, True)
+    arms = {"inception": {1000: _ramp(500), 1001: _ramp(500, stop=600)}, "bn_x5": {1000: _ramp(200, stop=400), 1001: _ramp(300, stop=500)}}  # fmt: skip
+    write_fig3(root, arms, CAP, diverged={"bn_x5": {1001}})
+    label = str.upper
+    assert tta.unfinished(plan, ["inception", "bn_x5"], label) == (
+        " (not at a plateau: INCEPTION 1 run stopped at the cap, BN_X5 1 run diverged; a diverged "
+        "run's maximum is the one it reached before diverging; a run stopped at the cap: its "
+        "maximum is a lower bound of its plateau)"
+    )
+    path = root / tta.FOLDER / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["converged"]["setups"] = {"bn_x5": {"seeds": [{"ended_by": "target"}, {"ended_by": "diverged"}]}}  # fmt: skip
+    path.write_text(json.dumps(summary))
+    assert "BN_X5 1 run diverged, BN_X5 1 run stopped at the target;" in tta.unfinished(
+        plan, ["bn_x5"], label
+    )
+    assert tta.unfinished(plan, ["inception"], label).startswith(
+        " (not at a plateau: INCEPTION 1 run"
+    )
+    assert tta.unfinished(plan, [], label) == ""
 
 
 def test_the_smoothed_alternative_reads_steps_on_a_moving_average(tmp_path):

@@ -95,10 +95,16 @@ def test_an_undecided_comparison_rules_out_only_what_every_placement_excludes():
     d = rule.decide({"a": low, "b": high})
     assert d.verdict is I
     assert d.rules_out == f"above {10 ** high.interval()[1]:.3g}×"
-    # the two placements' means on either side of the bound: no seed count would decide it
-    assert d.undecidable and d.need is None and "both sides" in d.why
-    d = rule.decide({"a": est(0.05, 0.05, log=True), "b": high})  # both past it: seeds would
+    # the placements' means on either side of the bound, their intervals not: seeds may decide
+    assert not d.undecidable and d.need is not None
+    d = rule.decide({"a": est(0.05, 0.05, log=True), "b": high})  # both past it
     assert d.verdict is I and not d.undecidable and d.need is not None
+    assert d.rules_out == f"above {10 ** high.interval()[1]:.3g}×"
+    # one placement's interval wholly below the bound, another's wholly above: seeds would not
+    low, high = est(-0.5, 0.05, log=True), est(0.5, 0.05, log=True)
+    d = rule.decide({"a": low, "b": high})
+    assert d.verdict is I and d.undecidable and d.need is None
+    assert d.why == "one placement of the censored runs shows it and another refutes it"
     assert d.rules_out == f"above {10 ** high.interval()[1]:.3g}×"
 
 
