@@ -303,7 +303,10 @@ def protocol_name(c: dict) -> str:
         )
     if "target" in endings:
         return "converged protocol (Inception to a plateau, the others to its maximum)"
-    return "every arm to its own plateau or the cap"
+    return PLATEAUS
+
+
+PLATEAUS = "every arm to its own plateau or the cap"
 
 
 def converged_table(summary: dict) -> str:
@@ -316,7 +319,7 @@ def converged_table(summary: dict) -> str:
         if "target" in _endings(c)
         else ""
     )
-    if "plateau" in _endings(c) and "target" not in _endings(c):  # every arm to its plateau
+    if protocol_name(c) == PLATEAUS:
         stopped += (
             " No run stopped at the target: it is derived from these runs, so this table is the "
             "protocol's record and no claim reads it (CLAIMS.md reads the steps to fixed accuracies)."

@@ -388,11 +388,11 @@ def unfinished(
     diverged (a maximum up to the divergence), those the cap stopped and those that stopped on
     reaching a target (the paper's protocol, the pilot's: lower bounds of where they would have
     levelled off); empty if every run ended at its plateau."""
-    out, kinds = [], set()
+    out, kinds, at_cap = [], set(), cap(plan, folder)
     for arm in arms:
         diverged = committed.diverged(folder, arm, plan.results)
         by_seed = curves(plan, arm, folder)
-        capped = sum(not diverged[s] and max(c) >= cap(plan, folder) for s, c in by_seed.items())
+        capped = sum(not diverged[s] and max(c) >= at_cap for s, c in by_seed.items())
         rows = _converged_rows(plan, arm, folder)
         ended = [
             (sum(diverged[s] for s in by_seed), "diverged"),

@@ -163,8 +163,9 @@ class Compare:
     def decide(self, values: Values) -> Decision:
         e = values[self.key]
         every = [e, *(values[k] for k in self.also)]
-        claimed = max(self._side(x)[0] for x in every)
-        other = max(self._side(x)[1] for x in every)
+        sides = [self._side(x) for x in every]
+        claimed = max(c for c, _ in sides)
+        other = max(o for _, o in sides)
         if claimed < ALPHA:
             return Decision(Verdict.REPRODUCED, claimed)
         if other < ALPHA:
@@ -178,7 +179,6 @@ class Compare:
         rules_out = (
             f"{'above' if self.above else 'below'} {_fmt(hi if self.above else lo, self.unit)}"
         )
-        sides = [self._side(x) for x in every]
         if any(c < ALPHA for c, _ in sides) and any(o < ALPHA for _, o in sides):
             # censored runs placed at one end show it, at the other refute it, each at 95%: more
             # seeds, censored in the same share, would not close that gap
