@@ -12,7 +12,12 @@ lengths with the same evaluation cadence. The difference of their CPU seconds (u
 divided by the extra run-steps, is the cost of one run-step with everything the run does per
 step and per evaluation, and without start-up (imports, data, compilation, the last evaluation).
 A run-step is one step of one network: the MNIST study trains three seeds side by side in one
-process (three run-steps a step), as ``make reproduce-mnist`` does. Cases alternate within each
+process (three run-steps a step), as ``make reproduce-mnist`` does. BN-Inception's routes are
+timed instead by their own training loops, in one run of the longer length each: the loop's wall
+seconds (from after the initial evaluation to the last evaluation and its checkpoint, on a machine
+running nothing else), which the study's ``summary.json`` records as steps per second and the peer
+prints; a process's start-up then adds no noise to a ratio that its targets need to within a few
+percent (two whole runs' difference varied by seconds from start-up alone). Cases alternate within each
 round (drift on a busy machine hits all alike); the table gives medians over rounds, and the
 ratio peer / study as the median of each round's ratio (a round's study and peer run back to
 back; above 1: the study is cheaper). A target is judged on the rounds' geometric-mean ratio and
@@ -41,7 +46,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
+import re
 import resource
 import statistics
 import subprocess
@@ -59,6 +66,7 @@ from experiments.nets import kernels
 from experiments.studies import DEPTH_LR_EVERY, DEPTH_LR_RUN, DEPTH_LR_TEST, FIG3_SCHEDULE
 from scripts.analysis.stats import Estimate
 from scripts.bench_layers import write_report
+from scripts.peers._train import LOOP_LINE
 
 
 def gemm_column(route: str, shape: str) -> str:
@@ -153,6 +161,9 @@ class Case:
     lengths: tuple[int, int]  # run lengths in steps; their difference is what is timed
     # the study's seeds-side-by-side route: (its overrides, runs a process)
     stacked: tuple[tuple[str, ...], int] | None = None
+    # timed by each run's own training loop (one run of the longer length) rather than by the
+    # difference of two whole processes' CPU seconds
+    loop_timed: bool = False
 
     def routes(self) -> list[str]:
         return ["study", *(["stacked"] if self.stacked else []), *(["peer"] if self.peer else [])]
@@ -186,7 +197,7 @@ def cases() -> list[Case]:
             "inception", "BN-Inception at CPU scale, BN-Baseline, Figure 3's evaluations",
             ["experiments.inception", "setup=bn_baseline", *FIG3_EVAL, *off], 1,
             ["scripts.peers.inception", *fig3_eval_peer()], "rgb32",
-            (100, 300), ((*FIVE_SEEDS, "model.fuse_reductions=true"), 5),
+            (100, 300), ((*FIVE_SEEDS, "model.fuse_reductions=true"), 5), loop_timed=True,
         ),
         # the gradient ratio and the fixed batch's loss every step (reproduce-depth), the peer
         # measuring the same; 20 and 120 steps: the study checkpoints every 100
@@ -326,14 +337,49 @@ def mlp_floor(pixels: torch.Tensor, eval_every: int = 500, test_images: int = 10
     }  # fmt: skip
 
 
-def cpu_seconds(cmd: list[str]) -> float:
-    """CPU seconds (user + system) of a child process running ``cmd`` to completion."""
+def cpu_seconds(cmd: list[str]) -> tuple[float, str]:
+    """CPU seconds (user + system) of a child process running ``cmd`` to completion, and what
+    it printed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         raise SystemExit(f"error: {' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
+
+
+def loop_seconds(route: str, run_dir: Path, printed: str, steps: int) -> float:
+    """Wall seconds of a run's training loop of ``steps`` steps (its evaluations and
+    checkpoints in, the initial evaluation and everything before or after the loop out): the
+    study's from the steps per second its ``summary.json`` records (a stack's runs record the
+    stack's), the peer's from the line its loop prints."""
+    if route == "peer":
+        found = re.search(rf"{re.escape(LOOP_LINE)} ([0-9.]+) s wall", printed)
+        if not found:
+            raise SystemExit(f"error: the peer printed no '{LOOP_LINE}' line:\n{printed[-2000:]}")
+        return float(found.group(1))
+    summary = next(iter(sorted(run_dir.rglob("summary.json"))), None)
+    if summary is None:
+        raise SystemExit(f"error: {run_dir} holds no summary.json to read the loop's speed from")
+    return steps / json.loads(summary.read_text())["steps_per_s"]
+
+
+# how a row was timed (the ``timed`` column; a row written before it was timed the first way)
+TIMED = {
+    False: "CPU s of whole runs, the difference of two lengths",
+    True: "wall s of each run's training loop",
+}
+
+
+def timing_of(row: dict) -> str:
+    """How ``row`` was timed (:data:`TIMED`): its ``timed`` column, or, in a row written before
+    that column, whole runs' CPU seconds."""
+    return row.get("timed") or TIMED[False]
+
+
+def steps_timed(case: Case) -> int:
+    """The run-steps a case's measure spans: the longer run's loop, or the lengths' difference."""
+    return case.lengths[1] if case.loop_timed else case.lengths[1] - case.lengths[0]
 
 
 def cpu_name() -> str:
@@ -382,28 +428,34 @@ def main() -> None:
     for r in range(args.rounds):
         for case in chosen:
             seconds: dict[str, list[float]] = {route: [] for route in case.routes()}
-            for steps in case.lengths:
+            for steps in case.lengths[1:] if case.loop_timed else case.lengths:
                 run_dir = scratch / f"{case.key}-r{r}-{steps}"
+                dirs = {"study": run_dir, "stacked": Path(f"{run_dir}-stacked"), "peer": run_dir}
                 commands = {
-                    "study": [*py, *case.study, f"train.steps={steps}", f"hydra.run.dir={run_dir}"],
-                    "stacked": [*py, *case.study, *(case.stacked[0] if case.stacked else ()), f"train.steps={steps}", f"hydra.run.dir={run_dir}-stacked"],
+                    "study": [*py, *case.study, f"train.steps={steps}", f"hydra.run.dir={dirs['study']}"],
+                    "stacked": [*py, *case.study, *(case.stacked[0] if case.stacked else ()), f"train.steps={steps}", f"hydra.run.dir={dirs['stacked']}"],
                     "peer": [*py, *(case.peer or []), "--steps", str(steps), "--data", str(files[case.data])],
                 }  # fmt: skip
                 for route in case.routes():
-                    seconds[route].append(cpu_seconds(commands[route]))
-            extra = case.lengths[1] - case.lengths[0]
+                    cpu, printed = cpu_seconds(commands[route])
+                    loop = case.loop_timed
+                    seconds[route].append(
+                        loop_seconds(route, dirs[route], printed, steps) if loop else cpu
+                    )
             runs = {
                 "study": case.runs,
                 "stacked": case.stacked[1] if case.stacked else 0,
                 "peer": 1,
             }
             for route in case.routes():
-                per_step = (seconds[route][1] - seconds[route][0]) / (runs[route] * extra)
+                spent = seconds[route][-1] - (0 if case.loop_timed else seconds[route][0])
+                per_step = spent / (runs[route] * steps_timed(case))
                 cost.setdefault((case.key, route), []).append(per_step * 1e3)
             print(f"round {r + 1}/{args.rounds}: {case.key} done", file=sys.stderr)
     print(f"torch {torch.__version__}, one thread per process, {cpu_name()}")
     print(
-        f"CPU ms per run-step (medians of {args.rounds} rounds); ratio = peer / route, the median "
+        f"ms per run-step, CPU or its loop's wall time as the row's 'timed' says (medians of "
+        f"{args.rounds} rounds); ratio = peer / route, the median "
         "of the rounds' ratios (each round's in brackets); stacked: the study with five seeds "
         "side by side in one process"
     )
@@ -441,7 +493,7 @@ def main() -> None:
                 "target": target or "",
                 "stacked_target": STACKED_TARGET.get(case.key, ""),
                 "ratios_stacked_by_round": " ".join(f"{r:.3f}" for r in ratios.get("stacked", [])),
-                "steps_timed": case.lengths[1] - case.lengths[0], "rounds": args.rounds,
+                "steps_timed": steps_timed(case), "timed": TIMED[case.loop_timed], "rounds": args.rounds,
                 "cpu": cpu_name(), "torch": torch.__version__,
                 "floor_mflop": "", "floor_ms_own_shapes": "", "floor_ms_large_gemm": "",
                 **dict.fromkeys(GEMM_COLUMNS, ""),
@@ -510,7 +562,7 @@ def _merged(path: Path, rows: list[dict]) -> list[dict]:
     by_key = {**earlier, **fresh}
     merged = [by_key[c.key] for c in cases() if c.key in by_key]
     columns = list(dict.fromkeys(k for r in [*rows, *merged] for k in r))
-    return [{k: r.get(k, "") for k in columns} for r in merged]
+    return [{k: timing_of(r) if k == "timed" else r.get(k, "") for k in columns} for r in merged]
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ def test_the_peers_import_nothing_from_this_repository_but_their_loop():
                     node.module == "scripts.peers._train"
                 ), f"{path.name} imports {node.module}"
             if isinstance(node, ast.Import):
-                assert all(a.name.split(".")[0] in ("torch", "argparse") for a in node.names)
+                assert all(
+                    a.name.split(".")[0] in ("torch", "argparse", "time") for a in node.names
+                )
 
 
 @pytest.mark.parametrize(
@@ -93,6 +95,8 @@ def test_each_peer_trains(tmp_path, monkeypatch, capsys, peer, shape):
     peer.main()
     out = capsys.readouterr().out
     assert "after 3 steps" in out or "for 3 steps each" in out
+    if peer is not deep_mlp:  # the peers of the shared loop time it as the bench reads it
+        assert bench_studies.loop_seconds("peer", tmp_path, out, 3) > 0
 
 
 @pytest.mark.slow
@@ -128,6 +132,10 @@ def test_timing_some_cases_keeps_the_other_rows(tmp_path):
     rows = bench_studies._merged(path, [{"key": "mlp", "ratio_peer_to_study": "4.5"}])
     assert [(r["key"], r["ratio_peer_to_study"]) for r in rows] == [("mlp", "4.5"), ("conv", "1.3")]
     assert bench_studies._merged(tmp_path / "missing.csv", rows[:1]) == rows[:1]
+    # a row kept from before the 'timed' column was timed as whole runs: it says so
+    fresh = [{"key": "mlp", "ratio_peer_to_study": "4.5", "timed": bench_studies.TIMED[True]}]
+    kept = {r["key"]: r for r in bench_studies._merged(path, fresh)}
+    assert kept["conv"]["timed"] == bench_studies.TIMED[False]
 
 
 def test_a_ratio_is_decided_on_the_interval_of_its_rounds():
@@ -284,3 +292,26 @@ def test_the_inception_case_evaluates_as_figure_3_on_both_sides():
     for key, flag in [("eval.every", "--eval-every"), ("eval.test_subset", "--test-subset"), ("eval.train_subset", "--train-eval")]:  # fmt: skip
         assert study_args[key] == option(flag) == schedule[key], key
     assert "model.fuse_reductions=true" in case.stacked[0] and case.stacked[1] == 5
+
+
+def test_a_loop_timed_route_reads_its_loop_not_its_process(tmp_path):
+    """The study's loop time is its summary's steps per second (a stack's runs record the
+    stack's), the peer's its printed line; a run that records neither is one line, not a zero."""
+    (tmp_path / "seed1").mkdir()
+    (tmp_path / "seed1" / "summary.json").write_text('{"steps_per_s": 2.5}')
+    assert bench_studies.loop_seconds("stacked", tmp_path, "", 300) == 120.0
+    printed = (
+        f"test accuracy 0.5 after 300 steps\n{bench_studies.LOOP_LINE} 36.5 s wall, 36.4 s cpu\n"
+    )
+    assert bench_studies.loop_seconds("peer", tmp_path, printed, 300) == 36.5
+    with pytest.raises(SystemExit, match="printed no"):
+        bench_studies.loop_seconds("peer", tmp_path, "test accuracy 0.5 after 300 steps", 300)
+    with pytest.raises(SystemExit, match="no summary.json"):
+        bench_studies.loop_seconds("study", tmp_path / "seed2", "", 300)
+
+
+def test_only_the_inception_case_is_loop_timed_and_its_row_says_so():
+    timed = {c.key: c.loop_timed for c in bench_studies.cases()}
+    assert timed.pop("inception") and not any(timed.values())
+    case = {c.key: c for c in bench_studies.cases()}["inception"]
+    assert bench_studies.steps_timed(case) == case.lengths[1]
