@@ -492,8 +492,8 @@ CONFIRM_CONV = confirmatory_seeds(50)  # the renorm study's conv net, and its qu
 CONFIRM_MLP = confirmatory_seeds(49)  # the Figure 1 MLP's placement and non-Gaussianity arms
 CONFIRM_MECHANISM = confirmatory_seeds(28)  # the mechanism study's sigmoid MLPs
 # BN-Inception runs to its plateau cost minutes to an hour each: ten seeds of every confirmatory
-# arm is what this 2-core CPU affords (about 31 core-hours, 16 h at two jobs); rows needing more
-# are underpowered.
+# arm is what this 2-core CPU affords (about 41 core-hours by fig3_estimate_s, 21 h at two jobs);
+# rows needing more are underpowered.
 INCEPTION_AFFORDABLE = 10
 CONFIRM_INCEPTION = confirmatory_seeds(10)  # every arm of BN-Inception's Figure 3 protocol
 CONFIRM_SIZE = confirmatory_seeds(60)  # the batch-size study: every arm over g
