@@ -14,10 +14,14 @@ step and per evaluation, and without start-up (imports, data, compilation, the l
 A run-step is one step of one network: the MNIST study trains three seeds side by side in one
 process (three run-steps a step), as ``make reproduce-mnist`` does. BN-Inception's routes are
 timed instead by their own training loops, in one run of the longer length each: the loop's wall
-seconds (from after the initial evaluation to the last evaluation and its checkpoint, on a machine
-running nothing else), which the study's ``summary.json`` records as steps per second and the peer
-prints; a process's start-up then adds no noise to a ratio that its targets need to within a few
-percent (two whole runs' difference varied by seconds from start-up alone). Cases alternate within each
+seconds, from after the initial evaluation to the last evaluation (the machine must run nothing
+else), which the study's ``summary.json`` records as steps per second and the peer prints; a
+process's start-up then adds no noise to a ratio that its targets need to within a few percent
+(two whole runs' difference varied by seconds from start-up alone). The loop holds what each
+route does in it: the study's a garbage collection at its start, a checkpoint written and
+synced to disk after every evaluation and each step's photometric distortion, which the peer
+does not do (charged to the study); on both sides the first steps' one-off costs (oneDNN building
+its kernels for each shape), which draw both ratios slightly toward 1. Cases alternate within each
 round (drift on a busy machine hits all alike); the table gives medians over rounds, and the
 ratio peer / study as the median of each round's ratio (a round's study and peer run back to
 back; above 1: the study is cheaper). A target is judged on the rounds' geometric-mean ratio and
@@ -158,7 +162,8 @@ class Case:
     runs: int  # networks the study trains side by side in its process
     peer: list[str] | None  # the peer's module and arguments (steps and data appended)
     data: str  # which of the prepared tensors files the peer reads
-    lengths: tuple[int, int]  # run lengths in steps; their difference is what is timed
+    lengths: tuple[int, int]  # run lengths in steps; their difference is what is timed (a
+    # loop-timed case runs the longer alone)
     # the study's seeds-side-by-side route: (its overrides, runs a process)
     stacked: tuple[tuple[str, ...], int] | None = None
     # timed by each run's own training loop (one run of the longer length) rather than by the
@@ -352,7 +357,8 @@ def loop_seconds(route: str, run_dir: Path, printed: str, steps: int) -> float:
     """Wall seconds of a run's training loop of ``steps`` steps (its evaluations and
     checkpoints in, the initial evaluation and everything before or after the loop out): the
     study's from the steps per second its ``summary.json`` records (a stack's runs record the
-    stack's), the peer's from the line its loop prints."""
+    stack's; to 0.01 step/s), the peer's from the line its loop prints. A run that did not train
+    all ``steps`` (diverged or stopped) times something else: an error."""
     if route == "peer":
         found = re.search(rf"{re.escape(LOOP_LINE)} ([0-9.]+) s wall", printed)
         if not found:
@@ -361,7 +367,13 @@ def loop_seconds(route: str, run_dir: Path, printed: str, steps: int) -> float:
     summary = next(iter(sorted(run_dir.rglob("summary.json"))), None)
     if summary is None:
         raise SystemExit(f"error: {run_dir} holds no summary.json to read the loop's speed from")
-    return steps / json.loads(summary.read_text())["steps_per_s"]
+    s = json.loads(summary.read_text())
+    if s.get("steps_done") != steps or not s.get("steps_per_s"):
+        raise SystemExit(
+            f"error: {summary} records {s.get('steps_done')} steps done of {steps} at "
+            f"{s.get('steps_per_s')} steps/s: no loop of {steps} steps to time"
+        )
+    return steps / s["steps_per_s"]
 
 
 # how a row was timed (the ``timed`` column; a row written before it was timed the first way)

@@ -144,7 +144,8 @@ BENCHES = (
         "evaluations), one thread each, in milliseconds per run-step (a step of one network, "
         "start-up left out: CPU seconds, the difference between two run lengths, or, for "
         "BN-Inception, whose targets sit within a few percent of its ratios, the wall seconds of "
-        "each run's own training loop on a machine running nothing else), the ratio being the "
+        "each run's own training loop on a machine running nothing else, the first steps' "
+        "one-off costs in), the ratio being the "
         "median over rounds; a target is judged on the rounds' geometric-mean ratio and its 95% interval "
         "(met: the lower end reaches it; missed: the upper end falls short; otherwise "
         "undecided); the MLP rows add the compute floor and the matrix-product rates it assumes",

@@ -298,7 +298,7 @@ def test_a_loop_timed_route_reads_its_loop_not_its_process(tmp_path):
     """The study's loop time is its summary's steps per second (a stack's runs record the
     stack's), the peer's its printed line; a run that records neither is one line, not a zero."""
     (tmp_path / "seed1").mkdir()
-    (tmp_path / "seed1" / "summary.json").write_text('{"steps_per_s": 2.5}')
+    (tmp_path / "seed1" / "summary.json").write_text('{"steps_per_s": 2.5, "steps_done": 300}')
     assert bench_studies.loop_seconds("stacked", tmp_path, "", 300) == 120.0
     printed = (
         f"test accuracy 0.5 after 300 steps\n{bench_studies.LOOP_LINE} 36.5 s wall, 36.4 s cpu\n"
@@ -308,6 +308,10 @@ def test_a_loop_timed_route_reads_its_loop_not_its_process(tmp_path):
         bench_studies.loop_seconds("peer", tmp_path, "test accuracy 0.5 after 300 steps", 300)
     with pytest.raises(SystemExit, match="no summary.json"):
         bench_studies.loop_seconds("study", tmp_path / "seed2", "", 300)
+    # a run that stopped short (diverged) trained fewer steps than the bench divides by
+    (tmp_path / "seed1" / "summary.json").write_text('{"steps_per_s": 2.5, "steps_done": 120}')
+    with pytest.raises(SystemExit, match="120 steps done of 300"):
+        bench_studies.loop_seconds("stacked", tmp_path, "", 300)
 
 
 def test_only_the_inception_case_is_loop_timed_and_its_row_says_so():

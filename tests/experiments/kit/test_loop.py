@@ -788,3 +788,27 @@ def test_a_run_records_the_instruction_sets_its_kernels_used(monkeypatch):
     assert cpu_capability() == torch.backends.cpu.get_cpu_capability()
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
     assert cpu_capability() == f"{torch.backends.cpu.get_cpu_capability()}, oneDNN at most AVX2"
+
+
+def test_steps_per_s_times_the_loop_alone(tmp_path, monkeypatch):
+    """What ``make bench`` reads as a run's loop time: the steps and their evaluations, never the
+    evaluation of the networks at initialization. On a clock that a step moves by 1 s, an
+    evaluation after a step by 0.5 s and the initial one by 100 s, 12 steps with 3 evaluations
+    take 13.5 s."""
+    from experiments.kit import loop as loop_module
+
+    now = [0.0]
+    evaluate = TrainLoop._evaluate_and_log
+
+    def timed_evaluation(self, with_train):
+        now[0] += 0.5 if self.step else 100.0
+        return evaluate(self, with_train)
+
+    def tick(step):
+        now[0] += 1.0
+
+    monkeypatch.setattr(loop_module.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(TrainLoop, "_evaluate_and_log", timed_evaluation)
+    summaries, _, _ = _train(_cfg("seed=[0]"), tmp_path, spy=tick)
+    assert summaries[0]["steps_done"] == 12
+    assert summaries[0]["steps_per_s"] == round(12 / 13.5, 2)
