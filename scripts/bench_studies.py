@@ -449,11 +449,10 @@ def main() -> None:
                     "peer": [*py, *(case.peer or []), "--steps", str(steps), "--data", str(files[case.data])],
                 }  # fmt: skip
                 for route in case.routes():
-                    cpu, printed = cpu_seconds(commands[route])
-                    loop = case.loop_timed
-                    seconds[route].append(
-                        loop_seconds(route, dirs[route], printed, steps) if loop else cpu
-                    )
+                    took, printed = cpu_seconds(commands[route])
+                    if case.loop_timed:  # the loop's own wall seconds, not the process's CPU
+                        took = loop_seconds(route, dirs[route], printed, steps)
+                    seconds[route].append(took)
             runs = {
                 "study": case.runs,
                 "stacked": case.stacked[1] if case.stacked else 0,
