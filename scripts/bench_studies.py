@@ -15,7 +15,8 @@ A run-step is one step of one network: the MNIST study trains three seeds side b
 process (three run-steps a step), as ``make reproduce-mnist`` does. BN-Inception's routes are
 timed instead by their own training loops, in one run of the longer length each: the loop's wall
 seconds, from after the initial evaluation to the last evaluation (the machine must run nothing
-else), which the study's ``summary.json`` records as steps per second and the peer prints; a
+else: where the peer's loop takes 5% more wall than CPU time, the bench warns), which the study's
+``summary.json`` records as steps per second and the peer prints; a
 process's start-up then adds no noise to a ratio that its targets need to within a few percent
 (two whole runs' difference varied by seconds from start-up alone). The loop holds what each
 route does in it: the study's a garbage collection at its start, a checkpoint written and
@@ -360,10 +361,17 @@ def loop_seconds(route: str, run_dir: Path, printed: str, steps: int) -> float:
     stack's; to 0.01 step/s), the peer's from the line its loop prints. A run that did not train
     all ``steps`` (diverged or stopped) times something else: an error."""
     if route == "peer":
-        found = re.search(rf"{re.escape(LOOP_LINE)} ([0-9.]+) s wall", printed)
+        found = re.search(rf"{re.escape(LOOP_LINE)} ([0-9.]+) s wall, ([0-9.]+) s cpu", printed)
         if not found:
             raise SystemExit(f"error: the peer printed no '{LOOP_LINE}' line:\n{printed[-2000:]}")
-        return float(found.group(1))
+        wall, cpu = float(found.group(1)), float(found.group(2))
+        if wall > BUSY * cpu:  # its one thread waited for a core: wall times are not costs
+            print(
+                f"warning: the peer's loop took {wall:.1f} s wall for {cpu:.1f} s of CPU: the "
+                "machine is running something else, and the loop-timed rows are not to be trusted",
+                file=sys.stderr,
+            )
+        return wall
     summary = next(iter(sorted(run_dir.rglob("summary.json"))), None)
     if summary is None:
         raise SystemExit(f"error: {run_dir} holds no summary.json to read the loop's speed from")
@@ -376,6 +384,8 @@ def loop_seconds(route: str, run_dir: Path, printed: str, steps: int) -> float:
     return steps / s["steps_per_s"]
 
 
+# a peer's loop taking this much more wall than CPU time means the machine was busy
+BUSY = 1.05
 # how a row was timed (the ``timed`` column; a row written before it was timed the first way)
 TIMED = {
     False: "CPU s of whole runs, the difference of two lengths",

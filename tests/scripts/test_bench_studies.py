@@ -294,9 +294,10 @@ def test_the_inception_case_evaluates_as_figure_3_on_both_sides():
     assert "model.fuse_reductions=true" in case.stacked[0] and case.stacked[1] == 5
 
 
-def test_a_loop_timed_route_reads_its_loop_not_its_process(tmp_path):
+def test_a_loop_timed_route_reads_its_loop_not_its_process(tmp_path, capsys):
     """The study's loop time is its summary's steps per second (a stack's runs record the
-    stack's), the peer's its printed line; a run that records neither is one line, not a zero."""
+    stack's), the peer's its printed line, with a warning where its wall time shows the machine
+    busy; a run that records neither is one line, not a zero."""
     (tmp_path / "seed1").mkdir()
     (tmp_path / "seed1" / "summary.json").write_text('{"steps_per_s": 2.5, "steps_done": 300}')
     assert bench_studies.loop_seconds("stacked", tmp_path, "", 300) == 120.0
@@ -304,6 +305,10 @@ def test_a_loop_timed_route_reads_its_loop_not_its_process(tmp_path):
         f"test accuracy 0.5 after 300 steps\n{bench_studies.LOOP_LINE} 36.5 s wall, 36.4 s cpu\n"
     )
     assert bench_studies.loop_seconds("peer", tmp_path, printed, 300) == 36.5
+    assert "busy" not in capsys.readouterr().err
+    waited = f"{bench_studies.LOOP_LINE} 40.0 s wall, 36.4 s cpu\n"  # a core shared
+    assert bench_studies.loop_seconds("peer", tmp_path, waited, 300) == 40.0
+    assert "running something else" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="printed no"):
         bench_studies.loop_seconds("peer", tmp_path, "test accuracy 0.5 after 300 steps", 300)
     with pytest.raises(SystemExit, match="no summary.json"):
