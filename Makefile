@@ -44,12 +44,13 @@ smoke: $(ENV) ## every study of the registry for a few steps (debug=quick), coll
 	for d in $$($(PY) -m scripts.smoke --datasets); do $(PY) -m experiments.kit.data $$d || exit 1; done
 	$(PY) -m scripts.smoke
 
-bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer, the conv net's layouts (writes results/bench/)
+bench: $(ENV) ## layer speed/memory vs torch.nn, BN-Inception vs GoogLeNet, MNIST step, every study vs a plain-PyTorch peer, BN-Inception's profile, the conv net's layouts (writes results/bench/)
 	$(PY) -m experiments.kit.data mnist
 	$(PY) -m scripts.bench_layers
 	$(PY) -m scripts.bench_inception
 	$(PY) -m scripts.bench_mnist
 	$(PY) -m scripts.bench_studies
+	$(PY) -m scripts.profile_inception
 	$(PY) -m experiments.kit.data fashion_mnist
 	$(PY) -m scripts.bench_layout
 

@@ -21,6 +21,11 @@ ROWS = [
     (352, 192, 320, 160, 224, "avg", 128, 1), (352, 192, 320, 192, 224, "max", 128, 1),
 ]  # fmt: skip
 WIDTH = 0.125
+# the training recipe (BN-Baseline's at the study's CPU scale)
+DEFAULTS = dict(
+    lr=0.0015, momentum=0.9, weight_decay=2e-4, batch_size=32, eval_every=300,
+    lr_decay_every=160, lr_decay_factor=0.96, channels_last=True,
+)  # fmt: skip
 
 
 def w(c: int) -> int:
@@ -68,10 +73,7 @@ def network() -> nn.Sequential:
 
 
 def main() -> None:
-    args = arguments(
-        __doc__, lr=0.0015, momentum=0.9, weight_decay=2e-4, batch_size=32, eval_every=300,
-        lr_decay_every=160, lr_decay_factor=0.96, channels_last=True,
-    )  # fmt: skip
+    args = arguments(__doc__, **DEFAULTS)
     torch.manual_seed(args.seed)
     train(args, network())
 

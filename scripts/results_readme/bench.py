@@ -50,6 +50,26 @@ def _layouts(rows: list[dict]) -> Table:
     return Table(["setup", *head], body, "CPU milliseconds per run-step, training and evaluation.")
 
 
+def _profile(rows: list[dict]) -> Table:
+    """A row per route and phase; a column per kind of operation, then the unprofiled time."""
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    by = {(r["route"], r["phase"], r["kind"]): r for r in rows}
+    cases = list(dict.fromkeys((r["route"], r["seeds_side_by_side"], r["phase"]) for r in rows))
+    body = [
+        [route, seeds, phase, *(by[(route, phase, k)]["profiled_ms_per_run_step"] for k in kinds),
+         by[(route, phase, kinds[0])]["ms_per_run_step"]]
+        for route, seeds, phase in cases
+    ]  # fmt: skip
+    bound = rows[0]["bound_peer_over_stacked"]
+    return Table(
+        ["route", "seeds side by side", "phase", *kinds, "ms a run-step"],
+        body,
+        "Milliseconds per run-step by kind of operation (profiled), and unprofiled; were every "
+        f"operation but the convolutions free, five seeds side by side would run at most {bound}x "
+        "the peer's speed.",
+    )
+
+
 def _layers(rows: list[dict]) -> Table:
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
     by = {(r["layer"], r["shape"]): r for r in rows}
@@ -152,6 +172,15 @@ BENCHES = (
         _studies(
             "The cost of a run-step; the ratios are the peer's over the study's, one seed a process or five side by side.",
         ),
+    ),
+    Bench(
+        "inception_profile_cpu.csv",
+        "python -m scripts.profile_inception",
+        "where BN-Inception's training step and its share of Figure 3's evaluations spend their "
+        "time, by kind of operation under torch's profiler, for the three routes of its row "
+        "above (the study, five seeds side by side, the peer), and the most stacking could give "
+        "against the peer were everything but the convolutions free",
+        _profile,
     ),
     Bench(
         "pinned_avx2/studies_cpu.csv",
