@@ -174,6 +174,18 @@ class Case:
     def routes(self) -> list[str]:
         return ["study", *(["stacked"] if self.stacked else []), *(["peer"] if self.peer else [])]
 
+    def run_lengths(self) -> tuple[int, ...]:
+        """The lengths each route runs: both, or the longer alone where each loop is timed."""
+        return self.lengths[1:] if self.loop_timed else self.lengths
+
+    def steps_timed(self) -> int:
+        """The run-steps the measure spans: the longer run's loop, or the lengths' difference."""
+        return self.lengths[1] if self.loop_timed else self.lengths[1] - self.lengths[0]
+
+    def seconds_timed(self, seconds: list[float]) -> float:
+        """The seconds the measure spans, from a route's seconds at each of :meth:`run_lengths`."""
+        return seconds[-1] - (0 if self.loop_timed else seconds[0])
+
 
 def cases() -> list[Case]:
     off = ["threads=1", "logger.mode=disabled", "data=mnist"]
@@ -399,11 +411,6 @@ def timing_of(row: dict) -> str:
     return row.get("timed") or TIMED[False]
 
 
-def steps_timed(case: Case) -> int:
-    """The run-steps a case's measure spans: the longer run's loop, or the lengths' difference."""
-    return case.lengths[1] if case.loop_timed else case.lengths[1] - case.lengths[0]
-
-
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -450,7 +457,7 @@ def main() -> None:
     for r in range(args.rounds):
         for case in chosen:
             seconds: dict[str, list[float]] = {route: [] for route in case.routes()}
-            for steps in case.lengths[1:] if case.loop_timed else case.lengths:
+            for steps in case.run_lengths():
                 run_dir = scratch / f"{case.key}-r{r}-{steps}"
                 dirs = {"study": run_dir, "stacked": Path(f"{run_dir}-stacked"), "peer": run_dir}
                 commands = {
@@ -469,8 +476,7 @@ def main() -> None:
                 "peer": 1,
             }
             for route in case.routes():
-                spent = seconds[route][-1] - (0 if case.loop_timed else seconds[route][0])
-                per_step = spent / (runs[route] * steps_timed(case))
+                per_step = case.seconds_timed(seconds[route]) / (runs[route] * case.steps_timed())
                 cost.setdefault((case.key, route), []).append(per_step * 1e3)
             print(f"round {r + 1}/{args.rounds}: {case.key} done", file=sys.stderr)
     print(f"torch {torch.__version__}, one thread per process, {cpu_name()}")
@@ -514,7 +520,7 @@ def main() -> None:
                 "target": target or "",
                 "stacked_target": STACKED_TARGET.get(case.key, ""),
                 "ratios_stacked_by_round": " ".join(f"{r:.3f}" for r in ratios.get("stacked", [])),
-                "steps_timed": steps_timed(case), "timed": TIMED[case.loop_timed], "rounds": args.rounds,
+                "steps_timed": case.steps_timed(), "timed": TIMED[case.loop_timed], "rounds": args.rounds,
                 "cpu": cpu_name(), "torch": torch.__version__,
                 "floor_mflop": "", "floor_ms_own_shapes": "", "floor_ms_large_gemm": "",
                 **dict.fromkeys(GEMM_COLUMNS, ""),

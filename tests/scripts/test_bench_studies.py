@@ -323,4 +323,11 @@ def test_only_the_inception_case_is_loop_timed_and_its_row_says_so():
     timed = {c.key: c.loop_timed for c in bench_studies.cases()}
     assert timed.pop("inception") and not any(timed.values())
     case = {c.key: c for c in bench_studies.cases()}["inception"]
-    assert bench_studies.steps_timed(case) == case.lengths[1]
+    assert case.steps_timed() == case.lengths[1]
+    # a loop-timed case runs its longer length alone and divides that run's loop seconds by it;
+    # the others run both lengths and divide their seconds' difference by the lengths'
+    assert case.run_lengths() == case.lengths[1:] and case.seconds_timed([30.0]) == 30.0
+    whole = {c.key: c for c in bench_studies.cases()}["conv"]
+    assert whole.run_lengths() == whole.lengths
+    assert whole.steps_timed() == whole.lengths[1] - whole.lengths[0]
+    assert whole.seconds_timed([4.0, 10.0]) == 6.0
