@@ -56,9 +56,7 @@ def train(args: argparse.Namespace, model: nn.Module, loss_fn: Callable | None =
         else torch.contiguous_format
     )
     model = model.to(memory_format=fmt)
-    opt = torch.optim.SGD(
-        model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
-    )
+    opt = sgd(model, args)
     sched = (
         torch.optim.lr_scheduler.StepLR(opt, args.lr_decay_every, args.lr_decay_factor)
         if args.lr_decay_every
@@ -76,11 +74,7 @@ def train(args: argparse.Namespace, model: nn.Module, loss_fn: Callable | None =
     wall, cpu = time.perf_counter(), time.process_time()  # the loop: steps and their evaluations
     for step in range(1, args.steps + 1):
         idx = torch.randint(0, len(x_train), (args.batch_size,), generator=g)
-        x = x_train[idx].contiguous(memory_format=fmt)
-        loss = loss_fn(model(x), y_train[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train_step(model, opt, x_train[idx].contiguous(memory_format=fmt), y_train[idx], loss_fn)
         if sched is not None:
             sched.step()
         if step % args.eval_every == 0 or step == args.steps:
@@ -89,6 +83,21 @@ def train(args: argparse.Namespace, model: nn.Module, loss_fn: Callable | None =
     print(f"test accuracy {acc:.4f} after {args.steps} steps")
     print(f"{LOOP_LINE} {wall:.4f} s wall, {cpu:.4f} s cpu")
     return acc
+
+
+def sgd(model: nn.Module, args) -> torch.optim.SGD:
+    """The peers' optimizer: SGD with ``args``' ``lr``, ``momentum`` and ``weight_decay``."""
+    return torch.optim.SGD(
+        model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+    )
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x, y, loss_fn: Callable) -> None:
+    """One training step: forward, loss, backward, update."""
+    loss = loss_fn(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
 
 
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, fmt, chunk: int = 1000) -> float:

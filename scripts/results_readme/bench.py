@@ -51,22 +51,23 @@ def _layouts(rows: list[dict]) -> Table:
 
 
 def _profile(rows: list[dict]) -> Table:
-    """A row per route and phase; a column per kind of operation, then the unprofiled time."""
+    """A row per route and phase; a column per kind of operation, then the unprofiled times."""
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
     by = {(r["route"], r["phase"], r["kind"]): r for r in rows}
     cases = list(dict.fromkeys((r["route"], r["seeds_side_by_side"], r["phase"]) for r in rows))
-    body = [
-        [route, seeds, phase, *(by[(route, phase, k)]["profiled_ms_per_run_step"] for k in kinds),
-         by[(route, phase, kinds[0])]["ms_per_run_step"]]
-        for route, seeds, phase in cases
-    ]  # fmt: skip
-    bound = rows[0]["bound_peer_over_stacked"]
+    body = []
+    for route, seeds, phase in cases:
+        first = by[(route, phase, kinds[0])]
+        cells = [by[(route, phase, k)]["profiled_ms_per_run_step"] for k in kinds]
+        body.append([route, seeds, phase, *cells, first["ms_per_run_step"], first["cpu_ms_per_run_step"]])  # fmt: skip
+    r = rows[0]
     return Table(
-        ["route", "seeds side by side", "phase", *kinds, "ms a run-step"],
+        ["route", "seeds side by side", "phase", *kinds, "ms a run-step", "CPU ms a run-step"],
         body,
-        "Milliseconds per run-step by kind of operation (profiled), and unprofiled; were every "
-        f"operation but the convolutions free, five seeds side by side would run at most {bound}x "
-        "the peer's speed.",
+        "Milliseconds per run-step by kind of operation (profiled), and unprofiled. Were every "
+        "operation but the convolutions free, the stacked route would run at most "
+        f"{r['ceiling_peer_over_stacked']}x the peer's speed with its grouped convolutions, and "
+        f"{r['ceiling_peer_over_own_convolutions']}x with convolutions at one network's rate.",
     )
 
 
@@ -176,10 +177,11 @@ BENCHES = (
     Bench(
         "inception_profile_cpu.csv",
         "python -m scripts.profile_inception",
-        "where BN-Inception's training step and its share of Figure 3's evaluations spend their "
-        "time, by kind of operation under torch's profiler, for the three routes of its row "
-        "above (the study, five seeds side by side, the peer), and the most stacking could give "
-        "against the peer were everything but the convolutions free",
+        "where the computation of BN-Inception's training step and its share of Figure 3's "
+        "evaluations spends its time, by kind of operation under torch's profiler, for the three "
+        "routes of the BN-Inception row of `studies_cpu.csv` (the study, its seeds side by side, "
+        "the peer), and the most stacking could give against the peer were everything but the "
+        "convolutions free",
         _profile,
     ),
     Bench(
